@@ -1,0 +1,54 @@
+"""rocketstore: Apache RocketMQ's broker message store in Python, byte-compatible with RocketMQ.
+
+The public API: `MessageStore.open()` with a `StoreConfig`, `Message` in, `StoredMessage` out.
+"""
+
+from rocketstore.config import FlushMode, StoreConfig
+from rocketstore.errors import (
+    CorruptRecordError,
+    FormatError,
+    InvalidMessageError,
+    MessageNotFoundError,
+    RecoveryError,
+    RocketStoreError,
+    StoreClosedError,
+    StoreError,
+    StoreLayoutError,
+    StoreLockedError,
+    StoreReadOnlyError,
+)
+from rocketstore.format.consume_queue import CqUnit
+from rocketstore.format.message import StoredMessage
+from rocketstore.message import Message
+from rocketstore.results import GetResult, GetStatus, PutResult, PutStatus
+from rocketstore.services.recovery import RecoveryMode, RecoveryReport
+from rocketstore.store import MessageStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CorruptRecordError",
+    "CqUnit",
+    "FlushMode",
+    "FormatError",
+    "GetResult",
+    "GetStatus",
+    "InvalidMessageError",
+    "Message",
+    "MessageNotFoundError",
+    "MessageStore",
+    "PutResult",
+    "PutStatus",
+    "RecoveryError",
+    "RecoveryMode",
+    "RecoveryReport",
+    "RocketStoreError",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreError",
+    "StoreLayoutError",
+    "StoreLockedError",
+    "StoreReadOnlyError",
+    "StoredMessage",
+    "__version__",
+]

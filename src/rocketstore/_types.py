@@ -1,0 +1,18 @@
+"""Small type aliases shared by every layer; imports nothing of ours."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NewType, Union
+
+PhyOffset = NewType("PhyOffset", int)
+"""Byte offset in the logical concatenation of all commitlog files."""
+
+QueueOffset = NewType("QueueOffset", int)
+"""Entry number inside one consume queue."""
+
+Buffer = Union[bytes, bytearray, memoryview]
+"""Anything the codecs can read from (the mmap module's objects too, through memoryview)."""
+
+Clock = Callable[[], int]
+"""Returns the current time in epoch milliseconds."""

@@ -1,0 +1,161 @@
+"""StoreConfig: every setting of a store, with units in the names, as one frozen dataclass."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+from rocketstore.format.consume_queue import UNIT_SIZE as CQ_UNIT_SIZE
+from rocketstore.format.index import index_file_size
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_MIN_COMMITLOG_FILE_SIZE = 4096
+
+
+class FlushMode(str, enum.Enum):
+    """When a put's bytes are forced to disk."""
+
+    ASYNC = "ASYNC_FLUSH"
+    """A background service flushes every `flush_interval_ms`; put returns before the flush."""
+    SYNC = "SYNC_FLUSH"
+    """put() returns after its bytes are on disk (group commit)."""
+
+
+# Geometry fields: fixed when a store is created, recorded in config/rocketstore.json.
+GEOMETRY_FIELDS = (
+    "commitlog_file_size",
+    "consume_queue_file_entries",
+    "index_hash_slots",
+    "index_max_entries",
+)
+
+# rocketstore name -> RocketMQ MessageStoreConfig name, for from_rocketmq().
+_ROCKETMQ_NAMES = {
+    "commitlog_file_size": "mappedFileSizeCommitLog",
+    "index_hash_slots": "maxHashSlotNum",
+    "index_max_entries": "maxIndexNum",
+    "max_message_size": "maxMessageSize",
+    "max_query_results": "maxMsgsNumBatch",
+    "max_get_count": "maxTransferCountOnMessageInMemory",
+    "flush_interval_ms": "flushIntervalCommitLog",
+    "flush_least_pages": "flushCommitLogLeastPages",
+    "flush_thorough_interval_ms": "flushCommitLogThoroughInterval",
+    "sync_flush_timeout_ms": "syncFlushTimeout",
+    "check_crc_on_recover": "checkCRCOnRecover",
+    "file_reserved_hours": "fileReservedTime",
+    "delete_when": "deleteWhen",
+    "delay_levels": "messageDelayLevel",
+}
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Settings of one store. Geometry fields must match the files of an existing store.
+
+    Raises:
+        ValueError: (at construction) a setting out of its range.
+    """
+
+    commitlog_file_size: int = 1024 * 1024 * 1024
+    consume_queue_file_entries: int = 300_000
+    index_hash_slots: int = 5_000_000
+    index_max_entries: int = 20_000_000
+    max_message_size: int = 4 * 1024 * 1024
+    store_host: str = "127.0.0.1:10911"
+    flush_mode: FlushMode = FlushMode.ASYNC
+    max_query_results: int = 64
+    max_get_count: int = 32
+    flush_interval_ms: int = 500
+    flush_least_pages: int = 4
+    flush_thorough_interval_ms: int = 10_000
+    sync_flush_timeout_ms: int = 5_000
+    flush_consume_queue_interval_ms: int = 1_000
+    check_crc_on_recover: bool = True
+    file_reserved_hours: int = 72
+    delete_when: str = "04"
+    disk_max_used_ratio: float = 0.75
+    delay_levels: str = DEFAULT_DELAY_LEVELS
+
+    def __post_init__(self) -> None:
+        if isinstance(self.flush_mode, str) and not isinstance(self.flush_mode, FlushMode):
+            object.__setattr__(self, "flush_mode", FlushMode(self.flush_mode))
+        checks = {
+            "commitlog_file_size": self.commitlog_file_size >= _MIN_COMMITLOG_FILE_SIZE,
+            "consume_queue_file_entries": self.consume_queue_file_entries >= 1,
+            "index_hash_slots": self.index_hash_slots >= 1,
+            "index_max_entries": self.index_max_entries >= 2,
+            "max_message_size": self.max_message_size >= 10,
+            "max_query_results": self.max_query_results >= 1,
+            "max_get_count": self.max_get_count >= 1,
+            "disk_max_used_ratio": 0.0 < self.disk_max_used_ratio <= 1.0,
+        }
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"StoreConfig.{name} out of range: {getattr(self, name)!r}")
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        """Bytes of one consume-queue file."""
+        return self.consume_queue_file_entries * CQ_UNIT_SIZE
+
+    @property
+    def index_file_size(self) -> int:
+        """Bytes of one index file."""
+        return index_file_size(self.index_hash_slots, self.index_max_entries)
+
+    def geometry(self) -> dict[str, int]:
+        """The fields fixed when the store was created."""
+        return {name: getattr(self, name) for name in GEOMETRY_FIELDS}
+
+    def with_geometry(self, geometry: Mapping[str, Any]) -> StoreConfig:
+        """This config with the geometry fields taken from `geometry` (unknown keys ignored)."""
+        return replace(self, **{k: int(v) for k, v in geometry.items() if k in GEOMETRY_FIELDS})
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict of every field."""
+        data = asdict(self)
+        data["flush_mode"] = self.flush_mode.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StoreConfig:
+        """Build from `to_dict()` output; unknown keys are ignored.
+
+        Raises:
+            ValueError: a value out of range.
+        """
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_rocketmq(cls, props: Mapping[str, Any], **overrides: Any) -> StoreConfig:
+        """Build from RocketMQ `MessageStoreConfig` names (e.g. a broker.conf or expected.json).
+
+        `mappedFileSizeConsumeQueue` is in bytes, rounded up to whole 20-byte entries as RocketMQ does.
+
+        Raises:
+            ValueError: a value out of range.
+        """
+        values: dict[str, Any] = {}
+        for ours, theirs in _ROCKETMQ_NAMES.items():
+            if theirs in props:
+                values[ours] = props[theirs]
+        if "mappedFileSizeConsumeQueue" in props:
+            cq_bytes = int(props["mappedFileSizeConsumeQueue"])
+            values["consume_queue_file_entries"] = -(-cq_bytes // CQ_UNIT_SIZE)
+        if "flushDiskType" in props:
+            values["flush_mode"] = FlushMode(props["flushDiskType"])
+        for key in ("commitlog_file_size", "index_hash_slots", "index_max_entries", "max_message_size"):
+            if key in values:
+                values[key] = int(values[key])
+        if "check_crc_on_recover" in values:
+            values["check_crc_on_recover"] = str(values["check_crc_on_recover"]).lower() == "true"
+        values.update(overrides)
+        return cls.from_dict(values)
+
+    def delay_level_millis(self) -> list[int]:
+        """Delay of each level (index 0 = level 1) in milliseconds, from `delay_levels`."""
+        units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+        return [int(tok[:-1]) * units[tok[-1]] for tok in self.delay_levels.split()]

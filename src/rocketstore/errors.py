@@ -1,0 +1,121 @@
+"""The whole exception tree of rocketstore, and nothing else.
+
+    RocketStoreError                      base; never raised itself
+    ├── FormatError                       raised only by rocketstore.format
+    │   ├── CorruptRecordError            bad magic, CRC mismatch, impossible length
+    │   └── UnsupportedVersionError       a magic code this version cannot read
+    ├── StoreError
+    │   ├── StoreClosedError              the store was closed
+    │   ├── StoreLockedError              another process owns the store
+    │   ├── StoreReadOnlyError            opened read-only, or turned read-only after a disk error
+    │   ├── StoreLayoutError              files on disk do not match the configured geometry
+    │   ├── MessageNotFoundError          no record at that offset or id
+    │   └── RecoveryError                 recovery found damage it will not repair on its own
+    ├── InvalidMessageError (ValueError)  caller input: too large, bad topic, properties too long
+    └── ProtocolError                     the remoting protocol
+        ├── LocalProtocolError
+        └── RemoteProtocolError
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RocketStoreError(Exception):
+    """Base class of every error rocketstore raises on purpose."""
+
+
+class FormatError(RocketStoreError):
+    """Bytes that do not follow a RocketMQ layout."""
+
+
+class CorruptRecordError(FormatError):
+    """A record that cannot be decoded: bad magic, CRC mismatch or impossible lengths.
+
+    Attributes:
+        pos: byte position of the record start inside the buffer given to the decoder.
+        reason: short human-readable cause.
+    """
+
+    def __init__(self, pos: int, reason: str) -> None:
+        super().__init__(f"corrupt record at position {pos}: {reason}")
+        self.pos = pos
+        self.reason = reason
+
+
+class UnsupportedVersionError(FormatError):
+    """A record magic code this version of rocketstore does not read."""
+
+    def __init__(self, magic: int) -> None:
+        super().__init__(f"unsupported record magic 0x{magic & 0xFFFFFFFF:08X}")
+        self.magic = magic
+
+
+class StoreError(RocketStoreError):
+    """The store cannot do what was asked in its current state."""
+
+
+class StoreClosedError(StoreError):
+    """The store was closed."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store's lock file."""
+
+    def __init__(self, path: Any) -> None:
+        super().__init__(f"store {path} is locked by another process (a broker or another writer)")
+        self.path = path
+
+
+class StoreReadOnlyError(StoreError):
+    """The store accepts no writes: opened read-only, or turned read-only after a disk error."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"store is read-only: {reason}")
+        self.reason = reason
+
+
+class StoreLayoutError(StoreError):
+    """The files on disk do not match the configured geometry or naming."""
+
+
+class MessageNotFoundError(StoreError, LookupError):
+    """No message at the given physical offset or message id."""
+
+
+class RecoveryError(StoreError):
+    """Recovery found damage it will not repair on its own."""
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class InvalidMessageError(RocketStoreError, ValueError):
+    """A message the store refuses to write; nothing was written.
+
+    Attributes:
+        status: the `PutStatus` RocketMQ reports for this case (MESSAGE_ILLEGAL or
+            PROPERTIES_SIZE_EXCEEDED).
+    """
+
+    def __init__(self, message: str, status: Any) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ProtocolError(RocketStoreError):
+    """A remoting protocol violation."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We were asked to send something the protocol does not allow."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something the protocol does not allow."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code

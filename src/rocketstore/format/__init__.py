@@ -1,0 +1,1 @@
+"""Layer 1: pure codecs of RocketMQ's on-disk layouts. Bytes in, values out; no files, clocks or threads."""

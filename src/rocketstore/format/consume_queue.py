@@ -1,0 +1,66 @@
+"""ConsumeQueue unit: one fixed-size entry per message of a (topic, queue_id).
+
+    pos  len  field
+    0    8    commitlog physical offset   int64
+    8    4    message size in bytes       int32
+    12   8    tags hash code              int64 (or delivery time for SCHEDULE_TOPIC_XXXX)
+
+An entry is valid when offset >= 0 and size > 0; an all-zero entry marks the end of written data.
+Filler entries (offset 0, size 0x7FFFFFFF, tags 0) pad a queue whose first file starts mid-file.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+from rocketstore._types import Buffer
+
+UNIT = struct.Struct(
+    ">q"  # commitlog physical offset
+    "i"  # message size
+    "q"  # tags hash code
+)
+UNIT_SIZE = UNIT.size  # 20
+FILLER_SIZE = 0x7FFFFFFF
+
+
+class CqUnit(NamedTuple):
+    """One consume-queue entry."""
+
+    phy_offset: int
+    size: int
+    tags_code: int
+
+    @property
+    def valid(self) -> bool:
+        """RocketMQ's validity rule: offset >= 0 and size > 0 (fillers count as valid)."""
+        return self.phy_offset >= 0 and self.size > 0
+
+    @property
+    def filler(self) -> bool:
+        """A pre-fill entry standing for a message that is not in this store."""
+        return self.phy_offset == 0 and self.size == FILLER_SIZE and self.tags_code == 0
+
+
+FILLER = CqUnit(0, FILLER_SIZE, 0)
+
+
+def pack_unit(phy_offset: int, size: int, tags_code: int) -> bytes:
+    """The 20 bytes of one entry."""
+    return UNIT.pack(phy_offset, size, tags_code)
+
+
+def unpack_unit(buf: Buffer, pos: int = 0) -> CqUnit:
+    """The entry at byte `pos`.
+
+    Raises:
+        struct.error: never for a buffer holding 20 bytes at pos (callers check bounds).
+    """
+    return CqUnit._make(UNIT.unpack_from(buf, pos))
+
+
+def iter_units(buf: Buffer) -> list[CqUnit]:
+    """Every whole entry of `buf` in order (a trailing partial entry is ignored)."""
+    whole = len(buf) - len(buf) % UNIT_SIZE
+    return [CqUnit._make(u) for u in UNIT.iter_unpack(memoryview(buf)[:whole])]

@@ -1,0 +1,359 @@
+"""CommitLog record: one message in the commitlog (big-endian, no padding).
+
+    pos       len   field
+    0         4     TOTALSIZE                   int32, the whole record including these 4 bytes
+    4         4     MAGICCODE                   0xDAA320A7 v1 / 0xDAA320AB v2 (5.x) / 0xCBD43194 blank
+    8         4     BODYCRC                     crc32(body) & 0x7FFFFFFF
+    12        4     QUEUEID                     int32
+    16        4     FLAG                        int32
+    20        8     QUEUEOFFSET                 int64
+    28        8     PHYSICALOFFSET              int64
+    36        4     SYSFLAG                     int32 (bits 0x10 / 0x20: IPv6 born / store host)
+    40        8     BORNTIMESTAMP               int64 ms
+    48        b     BORNHOST                    4-byte IPv4 or 16-byte IPv6 + int32 port
+    48+b      8     STORETIMESTAMP              int64 ms
+    56+b      s     STOREHOST                   as BORNHOST
+    56+b+s    4     RECONSUMETIMES              int32
+    60+b+s    8     PREPAREDTRANSACTIONOFFSET   int64
+    68+b+s    4     BODYLENGTH                  int32
+    72+b+s    L     BODY
+    ...       1|2   TOPICLENGTH                 int8 (v1) / int16 (v2)
+    ...       T     TOPIC                       UTF-8
+    ...       2     PROPERTIESLENGTH            int16
+    ...       P     PROPERTIES                  UTF-8 (rocketstore.format.properties)
+
+A blank (end-of-file) record is only TOTALSIZE (= bytes left in the file) and the blank magic.
+Decoding has three outcomes: a `StoredMessage`, a sentinel (`NEED_DATA`: the buffer ends inside the
+record; `END_OF_FILE`: a blank record), or `CorruptRecordError`.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from functools import lru_cache
+from typing import Any, Final
+
+from rocketstore._types import Buffer
+from rocketstore.errors import CorruptRecordError
+from rocketstore.format import properties as props_codec
+from rocketstore.format.hosts import IPV4_HOST_SIZE, IPV6_HOST_SIZE, format_host
+from rocketstore.format.msgid import encode_msg_id
+from rocketstore.format.sysflag import SysFlag
+
+MAGIC_V1: Final = 0xDAA320A7  # Java: -626843481
+MAGIC_V2: Final = 0xDAA320AB  # Java: -626843477 (5.x, 2-byte topic length)
+BLANK_MAGIC: Final = 0xCBD43194  # Java: -875286124
+CRC_MASK: Final = 0x7FFFFFFF
+
+PREFIX = struct.Struct(
+    ">i"  # TOTALSIZE
+    "I"  # MAGICCODE
+)
+PREFIX_SIZE = PREFIX.size  # 8: also the smallest blank record (END_FILE_MIN_BLANK_LENGTH)
+BLANK = PREFIX
+
+_FIXED_HEAD_FORMAT = (
+    ">i"  # TOTALSIZE
+    "I"  # MAGICCODE
+    "i"  # BODYCRC
+    "i"  # QUEUEID
+    "i"  # FLAG
+    "q"  # QUEUEOFFSET
+    "q"  # PHYSICALOFFSET
+    "i"  # SYSFLAG
+    "q"  # BORNTIMESTAMP
+)
+FIXED_HEAD = struct.Struct(_FIXED_HEAD_FORMAT)
+QUEUE_OFFSET_POS = struct.calcsize(">iIiii")
+PHY_OFFSET_POS = struct.calcsize(">iIiiiq")
+SYS_FLAG_POS = struct.calcsize(">iIiiiqq")
+BORN_HOST_POS = FIXED_HEAD.size
+TOPIC_LENGTH = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
+PROPERTIES_LENGTH = struct.Struct(">h")
+MAX_TOPIC_BYTES_V1 = 127
+
+
+@lru_cache(maxsize=4)
+def header_struct(born_ip_len: int, store_ip_len: int) -> struct.Struct:
+    """The record header from TOTALSIZE through BODYLENGTH for the given IP lengths (4 or 16)."""
+    return struct.Struct(
+        _FIXED_HEAD_FORMAT
+        + f"{born_ip_len}s"  # BORNHOST ip
+        "i"  # BORNHOST port
+        "q"  # STORETIMESTAMP
+        f"{store_ip_len}s"  # STOREHOST ip
+        "i"  # STOREHOST port
+        "i"  # RECONSUMETIMES
+        "q"  # PREPAREDTRANSACTIONOFFSET
+        "i"  # BODYLENGTH
+    )
+
+
+def _ip_lengths(sys_flag: int) -> tuple[int, int]:
+    born = IPV6_HOST_SIZE if sys_flag & SysFlag.BORNHOST_V6 else IPV4_HOST_SIZE
+    store = IPV6_HOST_SIZE if sys_flag & SysFlag.STOREHOST_V6 else IPV4_HOST_SIZE
+    return born - 4, store - 4
+
+
+MIN_RECORD_SIZE = header_struct(4, 4).size + 1 + PROPERTIES_LENGTH.size  # 91
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    """Position of STORETIMESTAMP inside a record with this sys flag (56 or 68)."""
+    born_ip_len, _ = _ip_lengths(sys_flag)
+    return BORN_HOST_POS + born_ip_len + 4
+
+
+def encoded_size(topic_len: int, body_len: int, properties_len: int, *, born_v6: bool = False,
+                 store_v6: bool = False, version: int = 1) -> int:
+    """TOTALSIZE of a record with these byte lengths."""
+    head = header_struct(16 if born_v6 else 4, 16 if store_v6 else 4).size
+    topic_field = 1 if version == 1 else 2
+    return head + body_len + topic_field + topic_len + PROPERTIES_LENGTH.size + properties_len
+
+
+def body_crc(body: Buffer) -> int:
+    """BODYCRC of a body: CRC-32 with the top bit cleared (0 for an empty body)."""
+    return zlib.crc32(body) & CRC_MASK if body else 0
+
+
+def encode_message(*, topic: bytes, body: bytes, properties: bytes, queue_id: int, flag: int,
+                   queue_offset: int, phy_offset: int, sys_flag: int, born_timestamp: int,
+                   born_ip: bytes, born_port: int, store_timestamp: int, store_ip: bytes,
+                   store_port: int, reconsume_times: int = 0, prepared_transaction_offset: int = 0,
+                   version: int = 1, crc: int | None = None) -> bytes:
+    """Encode one record. The IPv6 sys-flag bits are set from the IP lengths.
+
+    Raises:
+        ValueError: topic or properties too long for their length fields.
+    """
+    magic = MAGIC_V1 if version == 1 else MAGIC_V2
+    if version == 1 and len(topic) > MAX_TOPIC_BYTES_V1:
+        raise ValueError(f"topic of {len(topic)} bytes does not fit a v1 record (max 127)")
+    if len(properties) > props_codec.MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties of {len(properties)} bytes exceed 32767")
+    sys_flag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+    if len(born_ip) == 16:
+        sys_flag |= SysFlag.BORNHOST_V6
+    if len(store_ip) == 16:
+        sys_flag |= SysFlag.STOREHOST_V6
+    head = header_struct(len(born_ip), len(store_ip))
+    tail = TOPIC_LENGTH[magic].pack(len(topic)) + topic + PROPERTIES_LENGTH.pack(len(properties)) + properties
+    total = head.size + len(body) + len(tail)
+    return head.pack(
+        total, magic, body_crc(body) if crc is None else crc, queue_id, flag, queue_offset, phy_offset,
+        int(sys_flag), born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port,
+        reconsume_times, prepared_transaction_offset, len(body),
+    ) + body + tail
+
+
+def encode_blank(remaining: int) -> bytes:
+    """The 8-byte blank record closing a file with `remaining` bytes left."""
+    return BLANK.pack(remaining, BLANK_MAGIC)
+
+
+class _Sentinel:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+    def __reduce__(self) -> str:
+        return self._name
+
+
+NEED_DATA: Final = _Sentinel("NEED_DATA")
+"""The buffer ends inside the record: give more bytes."""
+END_OF_FILE: Final = _Sentinel("END_OF_FILE")
+"""A blank record: the rest of this commitlog file holds no messages."""
+
+DecodeResult = Any  # StoredMessage | NEED_DATA | END_OF_FILE
+
+
+class StoredMessage:
+    """One decoded commitlog record. Header fields are decoded at once, the rest on first access."""
+
+    __slots__ = (
+        "raw", "magic", "size", "body_crc", "queue_id", "flag", "queue_offset", "phy_offset",
+        "sys_flag", "born_timestamp", "store_timestamp", "reconsume_times",
+        "prepared_transaction_offset", "topic", "properties_string", "_born", "_store",
+        "_body_start", "_body_end", "_properties",
+    )
+
+    raw: bytes
+    magic: int
+    size: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    phy_offset: int
+    sys_flag: int
+    born_timestamp: int
+    store_timestamp: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    topic: str
+    properties_string: str
+
+    @property
+    def body(self) -> bytes:
+        """The body as stored (possibly compressed by the producer)."""
+        return self.raw[self._body_start:self._body_end]
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """Parsed properties, in stored order."""
+        if self._properties is None:
+            self._properties = props_codec.decode_properties(self.properties_string)
+        return self._properties
+
+    @property
+    def tags(self) -> str | None:
+        """The TAGS property, None when absent."""
+        return self.properties.get(props_codec.TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        """The non-empty tokens of the KEYS property."""
+        return props_codec.split_keys(self.properties.get(props_codec.KEYS))
+
+    @property
+    def uniq_key(self) -> str | None:
+        """The client's unique id (UNIQ_KEY property), None when absent."""
+        return self.properties.get(props_codec.UNIQ_KEY)
+
+    @property
+    def born_host(self) -> str:
+        """Producer address `"ip:port"`."""
+        return format_host(*self._born)
+
+    @property
+    def store_host(self) -> str:
+        """Broker address `"ip:port"`."""
+        return format_host(*self._store)
+
+    @property
+    def msg_id(self) -> str:
+        """Offset message id (store host + physical offset)."""
+        return encode_msg_id(self._store[0], self._store[1], self.phy_offset)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every public field as a plain dict (body as bytes)."""
+        return {name: getattr(self, name) for name in STORED_MESSAGE_FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StoredMessage) and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    def __repr__(self) -> str:
+        return (f"StoredMessage(topic={self.topic!r}, queue_id={self.queue_id}, "
+                f"queue_offset={self.queue_offset}, phy_offset={self.phy_offset}, size={self.size})")
+
+
+STORED_MESSAGE_FIELDS = (
+    "topic", "queue_id", "queue_offset", "phy_offset", "size", "body", "body_crc", "flag", "sys_flag",
+    "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+    "prepared_transaction_offset", "properties", "tags", "keys", "uniq_key", "msg_id",
+)
+
+
+def peek_prefix(buf: Buffer, pos: int = 0) -> tuple[int, int] | None:
+    """(TOTALSIZE, MAGIC) at `pos`, or None when fewer than 8 bytes remain."""
+    if len(buf) - pos < PREFIX_SIZE:
+        return None
+    total, magic = PREFIX.unpack_from(buf, pos)
+    return total, magic
+
+
+def decode_message(buf: Buffer, pos: int = 0, *, check_crc: bool = False) -> DecodeResult:
+    """Decode the record starting at `pos`.
+
+    Returns:
+        a `StoredMessage`, `NEED_DATA` (buffer ends inside the record) or `END_OF_FILE` (blank).
+
+    Raises:
+        CorruptRecordError: bad magic, impossible lengths, or (with check_crc) a body CRC mismatch.
+    """
+    available = len(buf) - pos
+    if available < PREFIX_SIZE:
+        return NEED_DATA
+    total, magic = PREFIX.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        return END_OF_FILE
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        reason = "unwritten (zero) bytes" if total == 0 and magic == 0 else f"bad magic 0x{magic:08X}"
+        raise CorruptRecordError(pos, reason)
+    if total < MIN_RECORD_SIZE:
+        raise CorruptRecordError(pos, f"total size {total} below the minimum {MIN_RECORD_SIZE}")
+    if available < total:
+        return NEED_DATA
+    raw = bytes(buf[pos:pos + total])
+    return _decode_whole(raw, magic, pos, check_crc)
+
+
+def decode_record(raw: bytes, *, check_crc: bool = False) -> StoredMessage:
+    """Decode a buffer that holds exactly one whole message record.
+
+    Raises:
+        CorruptRecordError: not exactly one valid message record.
+    """
+    result = decode_message(raw, 0, check_crc=check_crc)
+    if not isinstance(result, StoredMessage) or result.size != len(raw):
+        raise CorruptRecordError(0, "buffer does not hold exactly one message record")
+    return result
+
+
+def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMessage:
+    total = len(raw)
+    sys_flag = struct.unpack_from(">i", raw, SYS_FLAG_POS)[0]
+    head = header_struct(*_ip_lengths(sys_flag))
+    if total < head.size:
+        raise CorruptRecordError(pos, f"total size {total} shorter than the header")
+    (_, _, crc, queue_id, flag, queue_offset, phy_offset, _, born_ts, born_ip, born_port, store_ts,
+     store_ip, store_port, reconsume, prepared, body_len) = head.unpack_from(raw, 0)
+    topic_len_struct = TOPIC_LENGTH[magic]
+    body_start = head.size
+    body_end = body_start + body_len
+    if body_len < 0 or body_end + topic_len_struct.size > total:
+        raise CorruptRecordError(pos, f"body length {body_len} does not fit total size {total}")
+    topic_len = topic_len_struct.unpack_from(raw, body_end)[0]
+    topic_start = body_end + topic_len_struct.size
+    props_len_pos = topic_start + topic_len
+    if topic_len < 0 or props_len_pos + PROPERTIES_LENGTH.size > total:
+        raise CorruptRecordError(pos, f"topic length {topic_len} does not fit total size {total}")
+    props_len = PROPERTIES_LENGTH.unpack_from(raw, props_len_pos)[0]
+    props_start = props_len_pos + PROPERTIES_LENGTH.size
+    expected = props_start + max(props_len, 0)
+    if expected != total:
+        raise CorruptRecordError(pos, f"lengths add up to {expected}, total size says {total}")
+    if check_crc and body_len > 0 and zlib.crc32(raw[body_start:body_end]) & CRC_MASK != crc:
+        raise CorruptRecordError(pos, "body CRC mismatch")
+    msg = StoredMessage.__new__(StoredMessage)
+    msg.raw = raw
+    msg.magic = magic
+    msg.size = total
+    msg.body_crc = crc
+    msg.queue_id = queue_id
+    msg.flag = flag
+    msg.queue_offset = queue_offset
+    msg.phy_offset = phy_offset
+    msg.sys_flag = sys_flag
+    msg.born_timestamp = born_ts
+    msg.store_timestamp = store_ts
+    msg.reconsume_times = reconsume
+    msg.prepared_transaction_offset = prepared
+    msg.topic = raw[topic_start:props_len_pos].decode("utf-8", "replace")
+    msg.properties_string = raw[props_start:total].decode("utf-8", "replace") if props_len > 0 else ""
+    msg._born = (born_ip, born_port)
+    msg._store = (store_ip, store_port)
+    msg._body_start = body_start
+    msg._body_end = body_end
+    msg._properties = None
+    return msg

@@ -1,0 +1,140 @@
+"""CommitLog: every message of every topic, appended to fixed-size files that roll with a blank record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from rocketstore.errors import CorruptRecordError, MessageNotFoundError
+from rocketstore.format.message import (
+    END_OF_FILE,
+    NEED_DATA,
+    PREFIX_SIZE,
+    StoredMessage,
+    decode_message,
+    encode_blank,
+    peek_prefix,
+)
+from rocketstore.storage.mapped_file import MappedFile
+from rocketstore.storage.mapped_file_queue import MappedFileQueue
+
+COMMITLOG_DIR = "commitlog"
+
+
+class CommitLog:
+    """The append-only log of records.
+
+    Raises:
+        StoreLayoutError: (at load) files of the wrong size or misnamed.
+    """
+
+    def __init__(self, root: Path, file_size: int, *, read_only: bool = False) -> None:
+        self.file_size = file_size
+        self.queue = MappedFileQueue(root / COMMITLOG_DIR, file_size, read_only=read_only)
+
+    def load(self) -> None:
+        """Map the existing files (positions at their end until recovery sets them)."""
+        self.queue.load()
+
+    @property
+    def min_offset(self) -> int:
+        """Physical offset of the first byte still stored."""
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """Physical offset one past the last record."""
+        return self.queue.max_offset
+
+    def fits(self, size: int) -> bool:
+        """True when a record of `size` bytes fits into an empty file (with its closing blank)."""
+        return size + PREFIX_SIZE <= self.file_size
+
+    def file_for_append(self, size: int) -> MappedFile:
+        """The file the next record of `size` bytes goes to, closing the current file with a blank
+        record when the record does not fit (`size + 8 > remaining`) and creating files as needed.
+
+        Raises:
+            ValueError: the record cannot fit even an empty file.
+            OSError: a new file cannot be created.
+        """
+        if not self.fits(size):
+            raise ValueError(f"record of {size} bytes cannot fit a commitlog file of {self.file_size}")
+        mf = self.queue.last
+        if mf is None:
+            return self.queue.create_file(0)
+        if mf.full:
+            return self.queue.create_file(mf.end_offset)
+        if size + PREFIX_SIZE > mf.remaining:
+            mf.write_at(mf.wrote_position, encode_blank(mf.remaining))
+            mf.wrote_position = mf.file_size
+            return self.queue.create_file(mf.end_offset)
+        return mf
+
+    def read(self, phy_offset: int, size: int) -> bytes:
+        """`size` bytes at `phy_offset` (not crossing a file end).
+
+        Raises:
+            MessageNotFoundError: the offset is not in a stored file.
+        """
+        mf = self.queue.find(phy_offset)
+        if mf is None or phy_offset >= self.max_offset:
+            raise MessageNotFoundError(f"physical offset {phy_offset} is not in the commitlog "
+                                       f"[{self.min_offset}, {self.max_offset})")
+        pos = phy_offset - mf.file_from_offset
+        return mf.read(pos, min(size, mf.wrote_position - pos))
+
+    def message_at(self, phy_offset: int, size: int | None = None) -> StoredMessage:
+        """Decode the record starting at `phy_offset`.
+
+        Raises:
+            MessageNotFoundError: no record starts there (out of range, blank, or not a record start).
+        """
+        mf = self.queue.find(phy_offset)
+        if mf is None or not self.min_offset <= phy_offset < self.max_offset:
+            raise MessageNotFoundError(f"physical offset {phy_offset} is not in the commitlog "
+                                       f"[{self.min_offset}, {self.max_offset})")
+        pos = phy_offset - mf.file_from_offset
+        limit = mf.wrote_position
+        if size is None:
+            prefix = peek_prefix(mf.mm, pos)
+            size = prefix[0] if prefix else 0
+        if size <= 0 or pos + size > limit:
+            raise MessageNotFoundError(f"no whole record at physical offset {phy_offset}")
+        try:
+            result = decode_message(mf.mm[pos:pos + size], 0)
+        except CorruptRecordError as exc:
+            raise MessageNotFoundError(f"no record at physical offset {phy_offset}: {exc.reason}") from None
+        if not isinstance(result, StoredMessage) or result.phy_offset != phy_offset:
+            raise MessageNotFoundError(f"no record starts at physical offset {phy_offset}")
+        return result
+
+    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
+        """Every record from `start` (a record start) to `end`, in log order, jumping over blanks.
+
+        Stops quietly at the first byte that is not a whole record (the end of the written data).
+        """
+        offset = self.min_offset if start is None else max(start, self.min_offset)
+        stop = self.max_offset if end is None else min(end, self.max_offset)
+        while offset < stop:
+            mf = self.queue.find(offset)
+            if mf is None:
+                return
+            pos = offset - mf.file_from_offset
+            limit = min(mf.wrote_position, stop - mf.file_from_offset)
+            while pos < limit:
+                try:
+                    result = decode_message(mf.mm, pos)
+                except CorruptRecordError:
+                    return
+                if result is END_OF_FILE:
+                    break
+                if result is NEED_DATA or pos + result.size > mf.wrote_position:
+                    return
+                yield result
+                pos += result.size
+            offset = mf.end_offset
+
+    def close(self) -> None:
+        """Unmap every file."""
+        self.queue.close()

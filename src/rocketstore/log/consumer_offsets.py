@@ -1,0 +1,63 @@
+"""Consumer progress: `config/consumerOffset.json` (key `<topic>@<group>`, inner key queue id)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from rocketstore.log.json_config import CONFIG_DIR, read_json, write_json
+
+CONSUMER_OFFSET_FILE = "consumerOffset.json"
+TOPIC_GROUP_SEPARATOR = "@"
+
+
+class ConsumerOffsets:
+    """Committed offsets per group, topic and queue, persisted as RocketMQ's consumerOffset.json."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / CONFIG_DIR / CONSUMER_OFFSET_FILE
+        self._table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Read the file (or its .bak); unknown shapes are ignored."""
+        data = read_json(self.path) or {}
+        table = data.get("offsetTable") or {}
+        if isinstance(table, dict):
+            for key, queues in table.items():
+                if isinstance(queues, dict) and TOPIC_GROUP_SEPARATOR in key:
+                    self._table[key] = {int(q): int(o) for q, o in queues.items()}
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record the next offset `group` will consume from (topic, queue_id)."""
+        with self._lock:
+            self._table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
+            self._dirty = True
+
+    def get(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The committed offset, None when the group never committed one for that queue."""
+        return self._table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id)
+
+    def all(self) -> dict[str, dict[tuple[str, int], int]]:
+        """group -> (topic, queue id) -> offset."""
+        result: dict[str, dict[tuple[str, int], int]] = {}
+        with self._lock:
+            for key, queues in self._table.items():
+                topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+                for queue_id, offset in queues.items():
+                    result.setdefault(group, {})[(topic, queue_id)] = offset
+        return result
+
+    def persist(self, *, force: bool = False) -> None:
+        """Write the file when something changed.
+
+        Raises:
+            OSError: the file could not be written.
+        """
+        with self._lock:
+            if not (self._dirty or force):
+                return
+            table = {k: dict(sorted(v.items())) for k, v in self._table.items()}
+            self._dirty = False
+        write_json(self.path, {"offsetTable": table})

@@ -1,0 +1,149 @@
+"""IndexFile: one hash-index file (layout in rocketstore.format.index)."""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+from rocketstore.errors import StoreLayoutError
+from rocketstore.format.index import (
+    ENTRY,
+    FIRST_ENTRY,
+    HEADER,
+    SLOT,
+    IndexHeader,
+    entry_pos,
+    index_file_size,
+    slot_pos,
+    time_diff_seconds,
+)
+from rocketstore.storage import fs
+
+
+class IndexFile:
+    """A mapped index file. The header is kept in memory and written through on every put.
+
+    Raises:
+        StoreLayoutError: (at open) a file whose size does not match the geometry.
+        OSError: the file cannot be created or mapped.
+    """
+
+    def __init__(self, path: Path, slots: int, max_entries: int, *, create: bool = False,
+                 read_only: bool = False) -> None:
+        self.path = path
+        self.slots = slots
+        self.max_entries = max_entries
+        self.file_size = index_file_size(slots, max_entries)
+        flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
+        self._fd = os.open(path, flags, 0o644)
+        try:
+            actual = os.fstat(self._fd).st_size
+            if create and actual == 0:
+                os.ftruncate(self._fd, self.file_size)
+                actual = self.file_size
+            if actual != self.file_size:
+                raise StoreLayoutError(f"{path}: index file of {actual} bytes, geometry says "
+                                       f"{self.file_size} ({slots} slots x {max_entries} entries)")
+            self.mm = mmap.mmap(self._fd, self.file_size,
+                                access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.header = IndexHeader.unpack(self.mm)
+        self._flushed_count = self.header.index_count
+
+    @property
+    def full(self) -> bool:
+        """True when no entry number is left (capacity is max_entries - 1)."""
+        return self.header.index_count >= self.max_entries
+
+    def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """Add one key (RocketMQ's IndexFile.putKey).
+
+        Returns:
+            False when the file is full (nothing written).
+        """
+        header = self.header
+        n = header.index_count
+        if n >= self.max_entries:
+            return False
+        spos = slot_pos(key_hash, self.slots)
+        slot_value = SLOT.unpack_from(self.mm, spos)[0]
+        if slot_value <= 0 or slot_value > n:
+            slot_value = 0
+        diff = time_diff_seconds(store_timestamp, header.begin_timestamp)
+        ENTRY.pack_into(self.mm, entry_pos(n, self.slots), key_hash, phy_offset, diff, slot_value)
+        SLOT.pack_into(self.mm, spos, n)
+        if n <= FIRST_ENTRY:
+            header.begin_phy_offset = phy_offset
+            header.begin_timestamp = store_timestamp
+        if slot_value == 0:
+            header.hash_slot_count += 1
+        header.index_count = n + 1
+        header.end_phy_offset = phy_offset
+        header.end_timestamp = store_timestamp
+        self.write_header()
+        return True
+
+    def write_header(self) -> None:
+        """Write the in-memory header into the mapping."""
+        h = self.header
+        HEADER.pack_into(self.mm, 0, h.begin_timestamp, h.end_timestamp, h.begin_phy_offset,
+                         h.end_phy_offset, h.hash_slot_count, h.index_count)
+
+    def time_matches(self, begin: int, end: int) -> bool:
+        """RocketMQ's isTimeMatched over the header's time range."""
+        fb, fe = self.header.begin_timestamp, self.header.end_timestamp
+        return (begin < fb and end > fe) or fb <= begin <= fe or fb <= end <= fe
+
+    def lookup(self, key_hash: int, max_count: int, begin: int, end: int, out: list[int]) -> None:
+        """Append to `out` (newest first) the offsets whose entries carry `key_hash` and whose
+        second-granular time lies in [begin, end], until `out` holds `max_count` offsets."""
+        n_max = self.header.index_count
+        slot_value = SLOT.unpack_from(self.mm, slot_pos(key_hash, self.slots))[0]
+        if slot_value <= 0 or slot_value > n_max or n_max <= 1:
+            return
+        n = slot_value
+        begin_ts = self.header.begin_timestamp
+        while len(out) < max_count:
+            entry_hash, phy, diff, prev = ENTRY.unpack_from(self.mm, entry_pos(n, self.slots))
+            if diff < 0:
+                break
+            time_read = begin_ts + diff * 1000
+            if entry_hash == key_hash and begin <= time_read <= end:
+                out.append(phy)
+            if prev <= 0 or prev > n_max or prev == n or time_read < begin:
+                break
+            n = prev
+
+    def entries(self) -> list[tuple[int, int, int, int]]:
+        """Every written entry (keyHash, phyOffset, timeDiff, prev), entry 1 first."""
+        return [ENTRY.unpack_from(self.mm, entry_pos(n, self.slots))
+                for n in range(FIRST_ENTRY, self.header.index_count)]
+
+    def flush(self) -> None:
+        """Force the file to disk.
+
+        Raises:
+            OSError: the disk did not accept it.
+        """
+        if self.header.index_count != self._flushed_count:
+            fs.msync(self.mm, 0, self.file_size)
+            self._flushed_count = self.header.index_count
+
+    def close(self) -> None:
+        """Unmap and close (idempotent)."""
+        if self._fd < 0:
+            return
+        try:
+            self.mm.close()
+        except BufferError:
+            pass
+        os.close(self._fd)
+        self._fd = -1
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,115 @@
+"""RocketMQ's broker JSON files (`config/*.json`): a lenient reader and a fastjson-style writer.
+
+RocketMQ writes them with fastjson's pretty printer: TAB indentation, no space after the colon, bean
+fields in alphabetical order, integer map keys unquoted and kept on the opening line
+(`{0:250,1:251` newline `}`). Readers must accept that non-strict JSON; ours also accepts plain JSON.
+Files are replaced atomically, the previous content kept in `<f>.bak`, which the reader falls back to.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rocketstore.storage import fs
+
+CONFIG_DIR = "config"
+
+
+def quote_integer_keys(text: str) -> str:
+    """Quote bare integer object keys (`{0:250}` -> `{"0":250}`), leaving strings untouched."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    expect_key = False
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i = j + 1
+            expect_key = False
+            continue
+        if c in "{,":
+            expect_key = True
+        elif expect_key and (c.isdigit() or c == "-"):
+            j = i + 1
+            while j < n and text[j].isdigit():
+                j += 1
+            k = j
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if k < n and text[k] == ":":
+                out.append(f'"{text[i:j]}"')
+                i = j
+                expect_key = False
+                continue
+        elif not c.isspace():
+            expect_key = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def loads_lenient(text: str) -> Any:
+    """Parse RocketMQ's JSON dialect.
+
+    Raises:
+        ValueError: not parseable.
+    """
+    return json.loads(quote_integer_keys(text))
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The content of `path`, or of `<path>.bak` when the file is missing, empty or broken."""
+    for candidate in (path, path.with_name(path.name + ".bak")):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            continue
+        if not text.strip():
+            continue
+        try:
+            data = loads_lenient(text)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
+
+
+def _dump(value: Any, depth: int) -> str:
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        if all(isinstance(k, int) for k in value):
+            inner = ",".join(f"{k}:{_dump(v, depth + 1)}" for k, v in value.items())
+            return "{" + inner + "\n" + "\t" * depth + "}"
+        pad = "\t" * (depth + 1)
+        inner = ",\n".join(f"{pad}{json.dumps(str(k), ensure_ascii=False)}:{_dump(v, depth + 1)}"
+                           for k, v in value.items())
+        return "{\n" + inner + "\n" + "\t" * depth + "}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        pad = "\t" * (depth + 1)
+        inner = ",\n".join(pad + _dump(v, depth + 1) for v in value)
+        return "[\n" + inner + "\n" + "\t" * depth + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def dumps_fastjson(value: Any) -> str:
+    """Serialise like fastjson's pretty printer (callers sort bean fields alphabetically)."""
+    return _dump(value, 0)
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Replace `path` atomically with the fastjson-style text of `value`, keeping a `.bak`.
+
+    Raises:
+        OSError: the file could not be written; the old one is still in place.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fs.atomic_write(path, dumps_fastjson(value).encode("utf-8"))

@@ -1,0 +1,74 @@
+"""Topic configuration: `config/topics.json` in RocketMQ's TopicConfigManager shape."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rocketstore.log.json_config import CONFIG_DIR, read_json, write_json
+
+TOPICS_FILE = "topics.json"
+PERM_READ_WRITE = 6
+DEFAULT_QUEUE_NUMS = 4
+
+
+class TopicConfigs:
+    """Topics this store knows, with their queue counts."""
+
+    def __init__(self, root: Path, clock: Callable[[], int]) -> None:
+        self.path = root / CONFIG_DIR / TOPICS_FILE
+        self._clock = clock
+        self._table: dict[str, dict[str, Any]] = {}
+        self._counter = 0
+        self._dirty = False
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Read the file (or its .bak)."""
+        data = read_json(self.path) or {}
+        table = data.get("topicConfigTable") or {}
+        if isinstance(table, dict):
+            self._table = {str(k): dict(v) for k, v in table.items() if isinstance(v, dict)}
+        version = data.get("dataVersion") or {}
+        self._counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
+
+    def get(self, topic: str) -> dict[str, Any] | None:
+        """The topic's config dict (RocketMQ field names), None when unknown."""
+        return self._table.get(topic)
+
+    def topics(self) -> dict[str, dict[str, Any]]:
+        """Every topic's config."""
+        return dict(self._table)
+
+    def ensure(self, topic: str, queue_nums: int = DEFAULT_QUEUE_NUMS) -> None:
+        """Know `topic` with at least `queue_nums` read and write queues."""
+        with self._lock:
+            current = self._table.get(topic)
+            if current and int(current.get("writeQueueNums", 0)) >= queue_nums:
+                return
+            nums = max(queue_nums, int(current.get("writeQueueNums", 0)) if current else 0)
+            self._table[topic] = {
+                "order": False, "perm": PERM_READ_WRITE, "readQueueNums": nums,
+                "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0,
+                "writeQueueNums": nums, **({k: v for k, v in (current or {}).items()
+                                           if k not in ("readQueueNums", "writeQueueNums")}),
+            }
+            self._counter += 1
+            self._dirty = True
+
+    def persist(self, *, force: bool = False) -> None:
+        """Write the file when something changed.
+
+        Raises:
+            OSError: the file could not be written.
+        """
+        with self._lock:
+            if not (self._dirty or force):
+                return
+            table = {name: dict(sorted(cfg.items())) for name, cfg in self._table.items()}
+            data = {"dataVersion": {"counter": self._counter, "timestamp": self._clock()},
+                    "topicConfigTable": table}
+            self._dirty = False
+        write_json(self.path, data)

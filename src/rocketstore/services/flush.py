@@ -1,0 +1,130 @@
+"""Flush services: the commitlog's async flush, its sync group commit, and the queue/checkpoint flush."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from rocketstore._types import Clock
+from rocketstore.log.checkpoint import StoreCheckpoint
+from rocketstore.log.commitlog import CommitLog
+from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.index_service import IndexService
+from rocketstore.services.service import Service
+
+
+class CommitLogFlushService(Service):
+    """ASYNC mode: flush when `least_pages` pages are dirty, everything every thorough interval."""
+
+    name = "commitlog-flush"
+
+    def __init__(self, commitlog: CommitLog, checkpoint: StoreCheckpoint, clock: Clock, *, interval_ms: int,
+                 least_pages: int, thorough_interval_ms: int, last_store_timestamp: Callable[[], int],
+                 lock: threading.Lock) -> None:
+        super().__init__(interval_ms)
+        self.commitlog = commitlog
+        self.checkpoint = checkpoint
+        self.clock = clock
+        self.least_pages = least_pages
+        self.thorough_interval_ms = thorough_interval_ms
+        self._last_thorough = clock()
+        self._last_store_timestamp = last_store_timestamp
+        self._lock = lock
+
+    def run_once(self) -> None:
+        """One flush pass.
+
+        Raises:
+            OSError: the disk did not accept the bytes.
+        """
+        now = self.clock()
+        least = self.least_pages
+        if now >= self._last_thorough + self.thorough_interval_ms:
+            least = 0
+            self._last_thorough = now
+        with self._lock:
+            store_ts = self._last_store_timestamp()
+            self.commitlog.queue.flush(least)
+            if least == 0 and store_ts > 0:
+                self.checkpoint.values.physic_msg_timestamp = store_ts
+
+
+class GroupCommitService(Service):
+    """SYNC mode: puts wait until their end offset is flushed; one sync serves every waiting put."""
+
+    name = "group-commit"
+
+    def __init__(self, commitlog: CommitLog, checkpoint: StoreCheckpoint, *,
+                 last_store_timestamp: Callable[[], int], lock: threading.Lock) -> None:
+        super().__init__(interval_ms=10)
+        self.commitlog = commitlog
+        self.checkpoint = checkpoint
+        self._last_store_timestamp = last_store_timestamp
+        self._lock = lock
+        self._cond = threading.Condition()
+        self._flushed = commitlog.queue.flushed_offset
+
+    def run_once(self) -> None:
+        """Flush everything written so far and release the puts it covers.
+
+        Raises:
+            OSError: the disk did not accept the bytes (waiting puts then time out).
+        """
+        with self._lock:
+            target = self.commitlog.max_offset
+            store_ts = self._last_store_timestamp()
+        if target <= self._flushed:
+            return
+        flushed = self.commitlog.queue.flush(0)
+        if store_ts > 0:
+            self.checkpoint.values.physic_msg_timestamp = store_ts
+        with self._cond:
+            self._flushed = max(self._flushed, flushed)
+            self._cond.notify_all()
+
+    def wait_flushed(self, offset: int, timeout_ms: int) -> bool:
+        """Block until `offset` is on disk; False on timeout."""
+        self.wakeup()
+        with self._cond:
+            return self._cond.wait_for(lambda: self._flushed >= offset or self.error is not None,
+                                       timeout=timeout_ms / 1000) and self._flushed >= offset
+
+
+class QueueFlushService(Service):
+    """Flushes consume queues and the index; on a thorough pass also the checkpoint."""
+
+    name = "queue-flush"
+
+    def __init__(self, queues: Callable[[], list[ConsumeQueue]], index: IndexService,
+                 checkpoint: StoreCheckpoint, clock: Clock, *, interval_ms: int, thorough_interval_ms: int,
+                 lock: threading.Lock) -> None:
+        super().__init__(interval_ms)
+        self.queues = queues
+        self.index = index
+        self.checkpoint = checkpoint
+        self.clock = clock
+        self.thorough_interval_ms = thorough_interval_ms
+        self._last_thorough = 0
+        self._lock = lock
+        self.logics_timestamp = 0
+
+    def run_once(self) -> None:
+        """One flush pass.
+
+        Raises:
+            OSError: the disk did not accept the bytes.
+        """
+        now = self.clock()
+        thorough = now >= self._last_thorough + self.thorough_interval_ms
+        with self._lock:
+            logics = self.logics_timestamp
+            queues = self.queues()
+        for cq in queues:
+            cq.flush(0 if thorough else 2)
+        if thorough:
+            self._last_thorough = now
+            with self._lock:
+                self.index.flush()
+                if logics > 0:
+                    self.checkpoint.values.logics_msg_timestamp = logics
+                self.checkpoint.flush()

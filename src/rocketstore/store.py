@@ -1,0 +1,804 @@
+"""MessageStore: the facade over commitlog, consume queues, index, checkpoint and services."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rocketstore._types import Clock
+from rocketstore.config import FlushMode, StoreConfig
+from rocketstore.errors import (
+    InvalidMessageError,
+    MessageNotFoundError,
+    StoreClosedError,
+    StoreLayoutError,
+    StoreReadOnlyError,
+)
+from rocketstore.format import properties as props
+from rocketstore.format.consume_queue import CqUnit
+from rocketstore.format.hosts import parse_host
+from rocketstore.format.javahash import java_hash, tags_code
+from rocketstore.format.message import StoredMessage, encode_message, encoded_size, store_timestamp_pos
+from rocketstore.format.msgid import decode_msg_id, encode_msg_id
+from rocketstore.format.sysflag import gets_queue_entry
+from rocketstore.log.checkpoint import StoreCheckpoint
+from rocketstore.log.commitlog import CommitLog
+from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
+from rocketstore.log.consumer_offsets import ConsumerOffsets
+from rocketstore.log.index_service import IndexService
+from rocketstore.log.json_config import CONFIG_DIR
+from rocketstore.log.topic_config import TopicConfigs
+from rocketstore.message import Message
+from rocketstore.results import GetResult, GetStatus, PutResult, PutStatus
+from rocketstore.services import recovery
+from rocketstore.services.dispatch import SCHEDULE_TOPIC, DispatchRequest, Dispatcher, delivery_tags_code, \
+    request_from_message
+from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
+from rocketstore.storage import fs
+from rocketstore.storage.marker_files import StoreLock, abort_file_exists, create_abort_file, remove_abort_file
+
+STORE_CONFIG_FILE = "rocketstore.json"
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+MAX_TOPIC_LENGTH = 127
+RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this much (RocketMQ)
+MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
+CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
+LONG_MAX = 2**63 - 1
+
+
+def _system_clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _illegal(reason: str) -> InvalidMessageError:
+    return InvalidMessageError(reason, PutStatus.MESSAGE_ILLEGAL)
+
+
+class _Prepared:
+    """A validated message with its variable parts encoded, ready to append under the lock."""
+
+    __slots__ = ("topic", "topic_bytes", "queue_id", "body", "props_bytes", "flag", "sys_flag",
+                 "born_timestamp", "born_ip", "born_port", "reconsume_times", "prepared_offset",
+                 "size", "wait", "delay_level", "keys", "uniq_key", "tags")
+
+    topic: str
+    topic_bytes: bytes
+    queue_id: int
+    body: bytes
+    props_bytes: bytes
+    flag: int
+    sys_flag: int
+    born_timestamp: int | None
+    born_ip: bytes
+    born_port: int
+    reconsume_times: int
+    prepared_offset: int
+    size: int
+    wait: bool
+    delay_level: int
+    keys: tuple[str, ...]
+    uniq_key: str | None
+    tags: str | None
+
+
+class MessageStore:
+    """A RocketMQ broker store directory, opened for reading and (unless read-only) writing.
+
+    Use `MessageStore.open()`; the store is a context manager and safe to share between threads
+    (puts are serialised, reads run concurrently).
+    """
+
+    def __init__(self, root: Path, config: StoreConfig, *, read_only: bool, clock: Clock) -> None:
+        self.path = root
+        self.config = config
+        self.read_only = read_only
+        self.clock = clock
+        self.recovery: recovery.RecoveryReport = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._read_only_reason: str | None = "opened read-only" if read_only else None
+        self._store_ip, self._store_port = parse_host(config.store_host)
+        self._delay_millis = config.delay_level_millis()
+        self._queue_table: dict[tuple[str, int], int] = {}
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._last_store_timestamp = 0
+        self._lock_file: StoreLock | None = None
+        self.commitlog = CommitLog(root, config.commitlog_file_size, read_only=read_only)
+        self.index = IndexService(root, config.index_hash_slots, config.index_max_entries, read_only=read_only,
+                                  clock=clock)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.offsets = ConsumerOffsets(root)
+        self.topics = TopicConfigs(root, clock)
+        self._dispatcher = Dispatcher(self._queue_for, self.index, self._on_queue_entry)
+        self._flush_service: CommitLogFlushService | GroupCommitService | None = None
+        self._queue_flush: QueueFlushService | None = None
+
+    # -- opening and closing ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, config: StoreConfig | None = None, *, read_only: bool = False,
+             clock: Clock | None = None) -> MessageStore:
+        """Open (and, unless read-only, create) the store at `path`.
+
+        Args:
+            path: the store root directory (RocketMQ's storePathRootDir).
+            config: settings; None reads the geometry recorded in `config/rocketstore.json`.
+            read_only: take no lock, write nothing, run no recovery (safe beside a live broker).
+            clock: epoch-milliseconds clock for store timestamps (default: the system clock).
+
+        Raises:
+            FileNotFoundError: read-only open of a directory that does not exist.
+            StoreLockedError: another process holds the store's lock.
+            StoreLayoutError: files that do not match the geometry.
+            OSError: the directory cannot be created or read.
+        """
+        root = Path(path)
+        if read_only and not root.is_dir():
+            raise FileNotFoundError(f"no store directory at {root}")
+        config = _resolve_config(root, config)
+        store = cls(root, config, read_only=read_only, clock=clock or _system_clock)
+        try:
+            store._open()
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    def _open(self) -> None:
+        root = self.path
+        if not self.read_only:
+            root.mkdir(parents=True, exist_ok=True)
+            (root / "commitlog").mkdir(exist_ok=True)
+            (root / CONSUME_QUEUE_DIR).mkdir(exist_ok=True)
+            self._lock_file = StoreLock(root)
+            self._lock_file.acquire()
+            _record_geometry(root, self.config)
+        abnormal = abort_file_exists(root)
+        self.checkpoint = StoreCheckpoint(root, read_only=self.read_only)
+        self.commitlog.load()
+        self._load_queues()
+        self.index.load()
+        self.offsets.load()
+        self.topics.load()
+        if self.read_only:
+            self._open_read_only()
+        else:
+            self._recover(abnormal)
+            create_abort_file(root)
+            self._start_services()
+
+    def _open_read_only(self) -> None:
+        end = recovery.find_end(self.commitlog)
+        for mf in self.commitlog.queue.files:
+            mf.wrote_position = mf.flushed_position = max(0, min(mf.file_size, end - mf.file_from_offset))
+        for cq in self._queues.values():
+            _set_queue_end_read_only(cq, end)
+        self.recovery = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY, end_offset=end)
+        self._rebuild_queue_table()
+
+    def _recover(self, abnormal: bool) -> None:
+        assert self.checkpoint is not None
+        report = recovery.recover(self.path, self.commitlog, list(self._queues.values()), self.index,
+                                  self.checkpoint.values, abnormal=abnormal,
+                                  check_crc=self.config.check_crc_on_recover)
+        self.recovery = report
+        self._rebuild_queue_table()
+        self._catch_up(abnormal, report)
+        self._rebuild_queue_table()
+
+    def _catch_up(self, abnormal: bool, report: recovery.RecoveryReport) -> None:
+        """Dispatch the records the consume queues or the index do not hold yet."""
+        min_phy = self.commitlog.min_offset
+        cq_from = max((cq.max_physic_offset for cq in self._queues.values()), default=-1)
+        cq_from = max(cq_from, min_phy)
+        if abnormal:
+            cq_from = min(cq_from, report.start_offset)
+        index_from = self.index.files[-1].header.end_phy_offset if self.index.files else -1
+        start = max(min(cq_from, max(index_from, min_phy)), min_phy)
+        for msg in self.commitlog.scan(start):
+            req = request_from_message(msg, self._delay_millis)
+            with_index = msg.phy_offset >= index_from if abnormal else msg.phy_offset > index_from
+            self._dispatcher.dispatch(req, queues=msg.phy_offset >= cq_from, index=with_index)
+            report.queue_entries_dispatched += msg.phy_offset >= cq_from
+            report.index_records_dispatched += with_index
+            self._last_store_timestamp = msg.store_timestamp
+
+    def _start_services(self) -> None:
+        assert self.checkpoint is not None
+        cfg = self.config
+        if cfg.flush_mode is FlushMode.SYNC:
+            self._flush_service = GroupCommitService(self.commitlog, self.checkpoint,
+                                                     last_store_timestamp=lambda: self._last_store_timestamp,
+                                                     lock=self._lock)
+        else:
+            self._flush_service = CommitLogFlushService(
+                self.commitlog, self.checkpoint, self.clock, interval_ms=cfg.flush_interval_ms,
+                least_pages=cfg.flush_least_pages, thorough_interval_ms=cfg.flush_thorough_interval_ms,
+                last_store_timestamp=lambda: self._last_store_timestamp, lock=self._lock)
+        self._queue_flush = QueueFlushService(lambda: list(self._queues.values()), self.index, self.checkpoint,
+                                              self.clock, interval_ms=cfg.flush_consume_queue_interval_ms,
+                                              thorough_interval_ms=60_000, lock=self._lock)
+        self._flush_service.start()
+        self._queue_flush.start()
+
+    def _load_queues(self) -> None:
+        base = self.path / CONSUME_QUEUE_DIR
+        if not base.is_dir():
+            return
+        for topic_dir in sorted(p for p in base.iterdir() if p.is_dir()):
+            for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
+                if not queue_dir.name.lstrip("-").isdigit():
+                    continue
+                cq = ConsumeQueue(self.path, topic_dir.name, int(queue_dir.name),
+                                  self.config.consume_queue_file_entries, read_only=self.read_only)
+                cq.load()
+                self._queues[(cq.topic, cq.queue_id)] = cq
+
+    def _rebuild_queue_table(self) -> None:
+        min_phy = self.commitlog.min_offset
+        for key, cq in self._queues.items():
+            self._queue_table[key] = cq.max_offset
+            cq.correct_min_offset(min_phy)
+
+    def _queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            cq = ConsumeQueue(self.path, topic, queue_id, self.config.consume_queue_file_entries,
+                              read_only=self.read_only)
+            self._queues[(topic, queue_id)] = cq
+        return cq
+
+    def _on_queue_entry(self, req: DispatchRequest) -> None:
+        if self._queue_flush is not None:
+            self._queue_flush.logics_timestamp = req.store_timestamp
+        if req.topic not in (SCHEDULE_TOPIC,):
+            self.topics.ensure(req.topic, req.queue_id + 1)
+
+    def flush(self) -> None:
+        """Force everything written so far to disk: commitlog, queues, index, checkpoint, JSON files.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            StoreReadOnlyError: a disk error (the store turns read-only).
+        """
+        self._check_open()
+        if self.read_only:
+            return
+        try:
+            with self._lock:
+                self.commitlog.queue.flush(0)
+                for cq in self._queues.values():
+                    cq.flush(0)
+                self.index.flush()
+                assert self.checkpoint is not None
+                if self._last_store_timestamp:
+                    self.checkpoint.values.physic_msg_timestamp = self._last_store_timestamp
+                    self.checkpoint.values.logics_msg_timestamp = self._last_store_timestamp
+                self.checkpoint.flush()
+            self.offsets.persist()
+            self.topics.persist()
+        except OSError as exc:
+            self._turn_read_only(f"flush failed: {exc}")
+            raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
+
+    def close(self) -> None:
+        """Flush, stop the services, remove the abort file and release the lock (idempotent).
+
+        Raises:
+            OSError: the final flush failed (the abort file then stays: the next open recovers).
+        """
+        if self._closed:
+            return
+        clean = False
+        try:
+            for service in (self._flush_service, self._queue_flush):
+                if service is not None:
+                    service.stop()
+            if not self.read_only and self._read_only_reason is None:
+                self.flush()
+                clean = True
+        finally:
+            self._closed = True
+            if clean:
+                remove_abort_file(self.path)
+            self._release()
+
+    def _release(self) -> None:
+        self.commitlog.close()
+        for cq in self._queues.values():
+            cq.close()
+        self.index.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.path} is closed")
+
+    def _turn_read_only(self, reason: str) -> None:
+        if self._read_only_reason is None:
+            self._read_only_reason = reason
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    def put(self, message: Message) -> PutResult:
+        """Append one message and dispatch it to its consume queue and the index.
+
+        Returns:
+            where it went; status FLUSH_DISK_TIMEOUT in SYNC mode when the disk did not confirm in
+            `sync_flush_timeout_ms` (the message is in the log but maybe not durable).
+
+        Raises:
+            InvalidMessageError: the message breaks a rule (nothing was written).
+            StoreReadOnlyError: the store is read-only (opened so, or after a disk error).
+            StoreClosedError: the store was closed.
+        """
+        return self.put_batch([message])[0]
+
+    def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
+        """Append many messages under one lock (each its own record, in order).
+
+        All messages are validated before any is written: one invalid message rejects the batch.
+
+        Raises:
+            InvalidMessageError: a message breaks a rule (nothing was written).
+            StoreReadOnlyError: the store is read-only.
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
+        if self._read_only_reason is not None:
+            raise StoreReadOnlyError(self._read_only_reason)
+        prepared = [self._prepare(m) for m in messages]
+        results: list[PutResult] = []
+        with self._lock:
+            if self._read_only_reason is not None:
+                raise StoreReadOnlyError(self._read_only_reason)
+            try:
+                for p in prepared:
+                    results.append(self._append(p))
+            except OSError as exc:
+                self._turn_read_only(f"write failed: {exc}")
+                raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
+        return self._await_flush(prepared, results)
+
+    def _await_flush(self, prepared: list[_Prepared], results: list[PutResult]) -> list[PutResult]:
+        service = self._flush_service
+        if not isinstance(service, GroupCommitService) or not results:
+            return results
+        if not any(p.wait for p in prepared):
+            service.wakeup()
+            return results
+        last = results[-1]
+        if service.wait_flushed(last.phy_offset + last.size, self.config.sync_flush_timeout_ms):
+            return results
+        if service.error is not None:
+            self._turn_read_only(f"flush failed: {service.error}")
+        return [_with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) if p.wait else r
+                for p, r in zip(prepared, results, strict=True)]
+
+    def _prepare(self, message: Message) -> _Prepared:
+        topic = message.topic
+        if not topic:
+            raise _illegal("topic is empty")
+        if len(topic) > MAX_TOPIC_LENGTH:
+            raise _illegal(f"topic of {len(topic)} characters exceeds {MAX_TOPIC_LENGTH}")
+        if not TOPIC_PATTERN.match(topic):
+            raise _illegal(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+        body = bytes(message.body)
+        if len(body) > self.config.max_message_size:
+            raise _illegal(f"body of {len(body)} bytes exceeds max_message_size {self.config.max_message_size}")
+        if not 0 <= message.queue_id <= 0x7FFFFFFF:
+            raise _illegal(f"queue id {message.queue_id} out of range")
+        properties = dict(message.properties or {})
+        if message.tags is not None and props.TAGS not in properties:
+            properties[props.TAGS] = message.tags
+        if message.keys and props.KEYS not in properties:
+            properties[props.KEYS] = props.KEY_SEPARATOR.join(message.keys)
+        wait = properties.pop(props.WAIT, "true").lower() != "false"
+        for name, value in properties.items():
+            _check_property(name, value)
+        p = _Prepared()
+        p.queue_id = message.queue_id
+        p.delay_level = 0
+        if props.DELAY in properties and gets_queue_entry(message.sys_flag):
+            try:
+                level = int(properties[props.DELAY])
+            except ValueError:
+                raise _illegal(f"DELAY {properties[props.DELAY]!r} is not a delay level") from None
+            if level > 0:
+                level = min(level, len(self._delay_millis))
+                properties[props.DELAY] = str(level)
+                properties[props.REAL_TOPIC] = topic
+                properties[props.REAL_QID] = str(message.queue_id)
+                properties = {k: properties[k] for k in props.java_hashmap_order(properties)}
+                topic = SCHEDULE_TOPIC
+                p.queue_id = level - 1
+                p.delay_level = level
+        props_text = props.encode_properties(properties)
+        if len(props_text) > props.MAX_PROPERTIES_LENGTH:
+            raise _illegal(f"properties of {len(props_text)} characters exceed {props.MAX_PROPERTIES_LENGTH}")
+        props_bytes = props_text.encode("utf-8")
+        if len(props_bytes) > props.MAX_PROPERTIES_LENGTH:
+            raise InvalidMessageError(f"properties of {len(props_bytes)} bytes exceed "
+                                      f"{props.MAX_PROPERTIES_LENGTH}", PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        try:
+            born_ip, born_port = parse_host(message.born_host) if message.born_host else (self._store_ip, 0)
+        except ValueError as exc:
+            raise _illegal(str(exc)) from None
+        p.topic = topic
+        p.topic_bytes = topic.encode("utf-8")
+        p.body = body
+        p.props_bytes = props_bytes
+        p.flag = message.flag
+        p.sys_flag = message.sys_flag
+        p.born_timestamp = message.born_timestamp
+        p.born_ip, p.born_port = born_ip, born_port
+        p.reconsume_times = message.reconsume_times
+        p.prepared_offset = message.prepared_transaction_offset
+        p.size = encoded_size(len(p.topic_bytes), len(body), len(props_bytes), born_v6=len(born_ip) == 16,
+                              store_v6=len(self._store_ip) == 16)
+        if p.size > self.config.max_message_size + RECORD_SIZE_SLACK or not self.commitlog.fits(p.size):
+            raise _illegal(f"record of {p.size} bytes does not fit a commitlog file of "
+                           f"{self.config.commitlog_file_size} bytes")
+        p.wait = wait
+        p.keys = tuple(props.split_keys(properties.get(props.KEYS)))
+        p.uniq_key = properties.get(props.UNIQ_KEY)
+        p.tags = properties.get(props.TAGS)
+        return p
+
+    def _append(self, p: _Prepared) -> PutResult:
+        store_ts = self.clock()
+        key = (p.topic, p.queue_id)
+        in_queue = gets_queue_entry(p.sys_flag)
+        queue_offset = self._queue_table.get(key, 0) if in_queue else 0
+        mf = self.commitlog.file_for_append(p.size)
+        phy = mf.file_from_offset + mf.wrote_position
+        record = encode_message(
+            topic=p.topic_bytes, body=p.body, properties=p.props_bytes, queue_id=p.queue_id, flag=p.flag,
+            queue_offset=queue_offset, phy_offset=phy, sys_flag=p.sys_flag,
+            born_timestamp=store_ts if p.born_timestamp is None else p.born_timestamp,
+            born_ip=p.born_ip, born_port=p.born_port, store_timestamp=store_ts, store_ip=self._store_ip,
+            store_port=self._store_port, reconsume_times=p.reconsume_times,
+            prepared_transaction_offset=p.prepared_offset)
+        mf.append(record)
+        self._last_store_timestamp = store_ts
+        if in_queue:
+            self._queue_table[key] = queue_offset + 1
+        code = (delivery_tags_code(store_ts, p.delay_level, self._delay_millis) if p.delay_level
+                else tags_code(p.tags))
+        self._dispatcher.dispatch(DispatchRequest(p.topic, p.queue_id, phy, len(record), code, store_ts,
+                                                  queue_offset, p.keys, p.uniq_key, p.sys_flag))
+        return PutResult(PutStatus.PUT_OK, phy, queue_offset, len(record),
+                         encode_msg_id(self._store_ip, self._store_port, phy), store_ts, p.topic, p.queue_id)
+
+    # -- consumer offsets ----------------------------------------------------------------------------
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record that `group` will next consume `offset` of (topic, queue_id).
+
+        Persisted to config/consumerOffset.json at `flush()` and `close()`.
+
+        Raises:
+            StoreReadOnlyError: the store is read-only.
+            ValueError: an empty group or topic, `@` in either, or a negative offset.
+        """
+        if self.read_only:
+            raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
+        if not group or not topic or "@" in group or "@" in topic or offset < 0:
+            raise ValueError(f"bad consumer offset: group={group!r} topic={topic!r} offset={offset}")
+        self.offsets.commit(group, topic, queue_id, offset)
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The offset `group` committed for (topic, queue_id), None if never."""
+        return self.offsets.get(group, topic, queue_id)
+
+    def consumer_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """Every committed offset: group -> (topic, queue id) -> offset."""
+        return self.offsets.all()
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    @property
+    def min_phy_offset(self) -> int:
+        """Physical offset of the oldest stored byte."""
+        return self.commitlog.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        """Physical offset one past the last record."""
+        return self.commitlog.max_offset
+
+    def queues(self) -> dict[str, list[int]]:
+        """Topic -> its queue ids that hold or held messages."""
+        result: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(self._queues):
+            result.setdefault(topic, []).append(queue_id)
+        return result
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """First queue offset still readable (0 for an unknown queue)."""
+        cq = self._queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """One past the last queue offset (0 for an unknown queue)."""
+        cq = self._queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def message_at(self, phy_offset: int) -> StoredMessage:
+        """The record starting at `phy_offset`.
+
+        Raises:
+            MessageNotFoundError: no record starts there.
+        """
+        self._check_open()
+        return self.commitlog.message_at(phy_offset)
+
+    def message_by_id(self, msg_id: str) -> StoredMessage:
+        """The record an offset message id names.
+
+        Raises:
+            MessageNotFoundError: a malformed id, or no record at its offset.
+        """
+        from rocketstore.errors import FormatError
+
+        try:
+            _, phy_offset = decode_msg_id(msg_id)
+        except FormatError as exc:
+            raise MessageNotFoundError(str(exc)) from None
+        return self.message_at(phy_offset)
+
+    def queue_entries(self, topic: str, queue_id: int, start: int | None = None,
+                      end: int | None = None) -> Iterator[CqUnit]:
+        """Raw consume-queue entries of [start, end) (default: min to max)."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return iter(())
+        lo = cq.min_offset if start is None else start
+        hi = cq.max_offset if end is None else end
+        return iter(cq.units(lo, hi))
+
+    def iter_queue(self, topic: str, queue_id: int, start: int | None = None,
+                   end: int | None = None, *, chunk: int = 1024) -> Iterator[StoredMessage]:
+        """Every message of a queue in [start, end) queue offsets, no count cap (fillers skipped)."""
+        self._check_open()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return
+        lo = cq.min_offset if start is None else max(start, cq.min_offset)
+        hi = cq.max_offset if end is None else min(end, cq.max_offset)
+        while lo < hi:
+            units = cq.units(lo, min(hi, lo + chunk))
+            if not units:
+                return
+            for unit in units:
+                if unit.valid and not unit.filler:
+                    try:
+                        yield self.commitlog.message_at(unit.phy_offset, unit.size)
+                    except MessageNotFoundError:
+                        continue
+            lo += len(units)
+
+    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
+        """Every record of the commitlog in log order from physical offset `start` (a record start)."""
+        self._check_open()
+        return self.commitlog.scan(start, end)
+
+    def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32, *, tags: str | None = None,
+            stop_at_file_end: bool = False) -> GetResult:
+        """Read up to `max_count` messages of a queue from `offset` (RocketMQ's getMessage).
+
+        Args:
+            tags: subscription expression ("TagA || TagB"; None or "*" for all).
+            stop_at_file_end: stop at a consume-queue file boundary as RocketMQ 4.9.8 does.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or cq.max_offset == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        max_count = max(1, min(max_count, self.config.max_get_count))
+        scan_end = min(hi, offset + max(CQ_SCAN_ENTRIES, max_count))
+        if stop_at_file_end:
+            per_file = self.config.consume_queue_file_entries
+            scan_end = min(scan_end, offset - offset % per_file + per_file)
+        wanted = _subscription_codes(tags)
+        messages: list[StoredMessage] = []
+        total_bytes = 0
+        consumed = 0
+        removed = False
+        for unit in cq.units(offset, scan_end):
+            if messages and (len(messages) >= max_count or total_bytes + unit.size > MAX_TRANSFER_BYTES):
+                break
+            consumed += 1
+            if not unit.valid or unit.filler:
+                continue
+            if wanted is not None and unit.tags_code not in wanted:
+                continue
+            try:
+                msg = self.commitlog.message_at(unit.phy_offset, unit.size)
+            except MessageNotFoundError:
+                removed = True
+                continue
+            messages.append(msg)
+            total_bytes += unit.size
+        if messages:
+            status = GetStatus.FOUND
+        else:
+            status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, offset + consumed, lo, hi, messages)
+
+    def index_lookup(self, topic: str, key: str, *, max_count: int = 64, begin_ms: int = 0,
+                     end_ms: int | None = None) -> list[int]:
+        """RocketMQ's exact queryMessage answer: physical offsets whose index entries match the key's
+        32-bit hash (collisions included), second-granular time bounds, ascending."""
+        self._check_open()
+        max_count = min(max_count, self.config.max_query_results)
+        offsets = self.index.query(topic, key, max_count, begin_ms, LONG_MAX if end_ms is None else end_ms)
+        return sorted(offsets)
+
+    def query(self, topic: str, key: str, *, max_count: int = 64, begin_ms: int = 0,
+              end_ms: int | None = None) -> list[StoredMessage]:
+        """Messages of `topic` carrying `key` as a KEYS token or as UNIQ_KEY, stored in
+        [begin_ms, end_ms]: the newest `max_count` (capped at `max_query_results`), ascending.
+
+        Unlike RocketMQ, hash collisions are removed and time bounds are exact to the millisecond.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
+        max_count = max(1, min(max_count, self.config.max_query_results))
+        end = LONG_MAX if end_ms is None else end_ms
+        widened_begin = max(0, begin_ms - 1000)  # index times are whole seconds after the file's begin
+        limit = max_count
+        while True:
+            offsets = self.index.query(topic, key, limit, widened_begin, end)
+            found: dict[int, StoredMessage] = {}
+            for phy in offsets:
+                if phy in found:
+                    continue
+                try:
+                    msg = self.commitlog.message_at(phy)
+                except MessageNotFoundError:
+                    continue
+                if msg.topic == topic and begin_ms <= msg.store_timestamp <= end and \
+                        (key in msg.keys or msg.uniq_key == key):
+                    found[phy] = msg
+            if len(found) >= max_count or len(offsets) < limit:
+                break
+            limit *= 4
+        return [found[phy] for phy in sorted(found)][-max_count:]
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset whose message was stored at or after `timestamp_ms` (max offset when
+        none was), from the stored timestamps.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._store_time_at(cq, mid) < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def store_timestamp_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at a queue offset, -1 when there is none."""
+        cq = self._queues.get((topic, queue_id))
+        return -1 if cq is None else self._store_time_at(cq, queue_offset)
+
+    def _store_time_at(self, cq: ConsumeQueue, queue_offset: int) -> int:
+        unit = cq.unit_at(queue_offset)
+        if unit is None or not unit.valid or unit.filler:
+            return -1
+        try:
+            head = self.commitlog.read(unit.phy_offset, 80)
+        except MessageNotFoundError:
+            return -1
+        sys_flag = int.from_bytes(head[36:40], "big", signed=True)
+        pos = store_timestamp_pos(sys_flag)
+        return int.from_bytes(head[pos:pos + 8], "big", signed=True)
+
+    def topic_config(self) -> dict[str, dict[str, Any]]:
+        """Topics known to config/topics.json (RocketMQ field names)."""
+        return self.topics.topics()
+
+
+def _with_status(result: PutResult, status: PutStatus) -> PutResult:
+    return PutResult(status, result.phy_offset, result.queue_offset, result.size, result.msg_id,
+                     result.store_timestamp, result.topic, result.queue_id)
+
+
+def _check_property(name: str, value: Any) -> None:
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise _illegal(f"property {name!r}: names and values must be strings")
+    if not name or not value:
+        raise _illegal(f"property {name!r}: names and values must not be empty")
+    for text in (name, value):
+        if props.NAME_VALUE_SEPARATOR in text or props.PROPERTY_SEPARATOR in text:
+            raise _illegal(f"property {name!r} contains a separator character (U+0001 or U+0002)")
+
+
+def _subscription_codes(expression: str | None) -> set[int] | None:
+    if expression is None or expression.strip() in ("", "*"):
+        return None
+    return {java_hash(t.strip()) for t in expression.split("||") if t.strip()}
+
+
+def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
+    """Find a queue's end in memory (no writes): the valid entries pointing below `phy_end`."""
+    from rocketstore.format.consume_queue import iter_units
+
+    for mf in cq.queue.files:
+        end = 0
+        for unit in iter_units(mf.mm):
+            if not unit.valid or (unit.phy_offset + unit.size > phy_end and not unit.filler):
+                break
+            end += 20
+            cq.max_physic_offset = unit.phy_offset + unit.size
+        mf.wrote_position = mf.flushed_position = end
+        if end < mf.file_size:
+            idx = cq.queue.files.index(mf)
+            for later in cq.queue.files[idx + 1:]:
+                later.close()
+            del cq.queue.files[idx + 1:]
+            break
+
+
+def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
+    recorded_path = root / CONFIG_DIR / STORE_CONFIG_FILE
+    recorded: dict[str, Any] = {}
+    if recorded_path.exists():
+        try:
+            recorded = json.loads(recorded_path.read_text(encoding="utf-8")).get("geometry", {})
+        except (ValueError, AttributeError):
+            raise StoreLayoutError(f"{recorded_path} is not valid JSON") from None
+    if config is None:
+        return StoreConfig().with_geometry(recorded)
+    if recorded:
+        differing = {k: (v, getattr(config, k)) for k, v in recorded.items()
+                     if k in config.geometry() and int(v) != getattr(config, k)}
+        if differing:
+            detail = ", ".join(f"{k}: store has {a}, config says {b}" for k, (a, b) in differing.items())
+            raise StoreLayoutError(f"{root}: geometry differs from the store's ({detail})")
+    return config
+
+
+def _record_geometry(root: Path, config: StoreConfig) -> None:
+    path = root / CONFIG_DIR / STORE_CONFIG_FILE
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"geometry": config.geometry(), "store_host": config.store_host}
+    fs.atomic_write(path, json.dumps(data, indent=2).encode("utf-8"), keep_backup=False)

@@ -1,0 +1,54 @@
+"""Fixtures shared by every test folder: the golden RocketMQ store and scratch store directories."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = Path(os.environ.get("ROCKETSTORE_SHARED", REPO_ROOT.parent / "shared"))
+GOLDEN_DIR = SHARED_DIR / "golden" / "rocketmq-4.9.8" / "basic"
+
+# Geometry the golden store was written with (golden README).
+GOLDEN_GEOMETRY = {
+    "commitlog_file_size": 65536,
+    "consume_queue_file_entries": 100,
+    "index_hash_slots": 100,
+    "index_max_entries": 400,
+    "store_host": "127.0.0.1:10911",
+}
+
+
+def copy_golden_store(dest: Path) -> Path:
+    """Copy the read-only golden store to `dest` and make the copy writable."""
+    shutil.copytree(GOLDEN_DIR / "store", dest)
+    for path in [dest, *dest.rglob("*")]:
+        mode = path.stat().st_mode
+        path.chmod(mode | stat.S_IWUSR | (stat.S_IXUSR if path.is_dir() else 0))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def golden_expected() -> dict[str, Any]:
+    """The answers the real RocketMQ 4.9.8 store gave (`expected.json`)."""
+    with open(GOLDEN_DIR / "expected.json", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@pytest.fixture
+def golden_store(tmp_path: Path) -> Path:
+    """A writable copy of the golden store directory."""
+    return copy_golden_store(tmp_path / "golden-store")
+
+
+@pytest.fixture
+def golden_config():  # -> StoreConfig
+    from rocketstore import StoreConfig
+
+    return StoreConfig(**GOLDEN_GEOMETRY)
