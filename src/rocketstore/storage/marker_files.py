@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from pathlib import Path
 
 from rocketstore.errors import StoreLockedError
@@ -12,6 +13,11 @@ from rocketstore.storage import fs
 LOCK_FILE = "lock"
 ABORT_FILE = "abort"
 LOCK_CONTENT = b"lock"
+
+# POSIX record locks belong to the process, so a second writer inside this process would get the lock
+# again; this registry keeps one writer per store per process too.
+_HELD: set[Path] = set()
+_HELD_GUARD = threading.Lock()
 
 
 class StoreLock:
@@ -32,15 +38,24 @@ class StoreLock:
             StoreLockedError: another process holds it.
             OSError: the file cannot be opened.
         """
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            os.close(fd)
-            raise StoreLockedError(self.path.parent) from None
-        os.pwrite(fd, LOCK_CONTENT, 0)
-        fs.fsync_fd(fd)
-        self._fd = fd
+        key = self.path.resolve()
+        with _HELD_GUARD:
+            if key in _HELD:
+                raise StoreLockedError(self.path.parent)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            except OSError:
+                os.close(fd)
+                raise StoreLockedError(self.path.parent) from None
+            try:
+                os.pwrite(fd, LOCK_CONTENT, 0)
+                fs.fsync_fd(fd)
+            except OSError:
+                os.close(fd)
+                raise
+            _HELD.add(key)
+            self._fd = fd
 
     def release(self) -> None:
         """Release the lock (the file stays, as RocketMQ leaves it)."""
@@ -50,6 +65,8 @@ class StoreLock:
             finally:
                 os.close(self._fd)
                 self._fd = -1
+                with _HELD_GUARD:
+                    _HELD.discard(self.path.resolve())
 
 
 def abort_file_exists(root: Path) -> bool:
