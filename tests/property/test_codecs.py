@@ -130,7 +130,7 @@ def test_blank_record(remaining):
 
 def test_worked_example_record_bytes():
     raw = encode_message(
-        topic=b"TopicTest", body=b"Hello", properties="KEYS\x01KEY1\x02TAGS\x01TagA".encode(), queue_id=0,
+        topic=b"TopicTest", body=b"Hello", properties=b"KEYS\x01KEY1\x02TAGS\x01TagA", queue_id=0,
         flag=0, queue_offset=0, phy_offset=0, sys_flag=0, born_timestamp=1700000000000,
         born_ip=bytes([127, 0, 0, 1]), born_port=54321, store_timestamp=1700000000123,
         store_ip=bytes([192, 168, 0, 1]), store_port=10911)
