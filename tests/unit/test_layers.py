@@ -1,0 +1,50 @@
+"""The one-way import rule between layers (format <- storage <- log <- services <- store <- adapters)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "rocketstore"
+ORDER = ["format", "storage", "log", "services", "store"]
+ADAPTERS = {"spark", "cli", "broker", "report"}
+BASE = {"errors", "config", "_types"}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "rocketstore" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("layer", ORDER[:-1])
+def test_lower_layers_never_import_higher_ones(layer):
+    allowed = set(ORDER[: ORDER.index(layer) + 1]) | BASE
+    for path in (SRC / layer).rglob("*.py"):
+        for module in _imports(path):
+            target = _layer(module)
+            if target is not None:
+                assert target in allowed, f"{path.relative_to(SRC)} imports {module}"
+
+
+def test_the_core_never_imports_an_adapter():
+    core = [SRC / f"{name}.py" for name in ("store", "config", "errors", "message", "results", "__init__")]
+    for layer in ORDER[:-1]:
+        core.extend((SRC / layer).rglob("*.py"))
+    for path in core:
+        for module in _imports(path):
+            assert _layer(module) not in ADAPTERS, f"{path.relative_to(SRC)} imports {module}"
