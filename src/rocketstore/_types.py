@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NewType, Union
+from typing import NewType
 
 PhyOffset = NewType("PhyOffset", int)
 """Byte offset in the logical concatenation of all commitlog files."""
@@ -11,7 +11,7 @@ PhyOffset = NewType("PhyOffset", int)
 QueueOffset = NewType("QueueOffset", int)
 """Entry number inside one consume queue."""
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 """Anything the codecs can read from (the mmap module's objects too, through memoryview)."""
 
 Clock = Callable[[], int]

@@ -36,13 +36,22 @@ from rocketstore.log.topic_config import TopicConfigs
 from rocketstore.message import Message
 from rocketstore.results import GetResult, GetStatus, PutResult, PutStatus
 from rocketstore.services import recovery
-from rocketstore.services.dispatch import SCHEDULE_TOPIC, DispatchRequest, Dispatcher, delivery_tags_code, \
-    request_from_message
+from rocketstore.services.cleanup import CleanupReport, CleanupService
+from rocketstore.services.dispatch import (
+    SCHEDULE_TOPIC,
+    Dispatcher,
+    DispatchRequest,
+    delivery_tags_code,
+    request_from_message,
+)
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
+from rocketstore.services.schedule import ScheduleService
+from rocketstore.services.service import Service
 from rocketstore.storage import fs
 from rocketstore.storage.marker_files import StoreLock, abort_file_exists, create_abort_file, remove_abort_file
 
 STORE_CONFIG_FILE = "rocketstore.json"
+DISK_FULL_REASON = "disk full"
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this much (RocketMQ)
@@ -117,6 +126,8 @@ class MessageStore:
         self._dispatcher = Dispatcher(self._queue_for, self.index, self._on_queue_entry)
         self._flush_service: CommitLogFlushService | GroupCommitService | None = None
         self._queue_flush: QueueFlushService | None = None
+        self._cleanup: CleanupService | None = None
+        self._schedule: ScheduleService | None = None
 
     # -- opening and closing ---------------------------------------------------------------------------
 
@@ -220,11 +231,53 @@ class MessageStore:
                 self.commitlog, self.checkpoint, self.clock, interval_ms=cfg.flush_interval_ms,
                 least_pages=cfg.flush_least_pages, thorough_interval_ms=cfg.flush_thorough_interval_ms,
                 last_store_timestamp=lambda: self._last_store_timestamp, lock=self._lock)
-        self._queue_flush = QueueFlushService(lambda: list(self._queues.values()), self.index, self.checkpoint,
-                                              self.clock, interval_ms=cfg.flush_consume_queue_interval_ms,
-                                              thorough_interval_ms=60_000, lock=self._lock)
-        self._flush_service.start()
-        self._queue_flush.start()
+        self._queue_flush = QueueFlushService(
+            lambda: list(self._queues.values()), self.index, self.checkpoint, self.clock,
+            interval_ms=cfg.flush_consume_queue_interval_ms,
+            thorough_interval_ms=cfg.flush_consume_queue_thorough_interval_ms, lock=self._lock,
+            least_pages=cfg.flush_consume_queue_least_pages)
+        self._cleanup = CleanupService(
+            self.path, self.commitlog, lambda: list(self._queues.values()), self.index, self.clock,
+            file_reserved_hours=cfg.file_reserved_hours, delete_when=cfg.delete_when,
+            disk_max_used_ratio=cfg.disk_max_used_ratio, lock=self._lock, on_disk_full=self._on_disk_full,
+            interval_ms=cfg.clean_interval_ms)
+        self.index.on_file_flushed = self._on_index_file_flushed
+        services: list[Service] = [self._flush_service, self._queue_flush, self._cleanup]
+        if cfg.deliver_delayed_messages:
+            self._schedule = ScheduleService(
+                self.path, self._delay_millis, queue_for=lambda qid: self._queues.get((SCHEDULE_TOPIC, qid)),
+                read=self.commitlog.message_at, deliver=self._deliver_delayed, clock=self.clock,
+                interval_ms=cfg.schedule_interval_ms)
+            self._schedule.load()
+            services.append(self._schedule)
+        for service in services:
+            service.on_error = self._on_service_error
+            service.start()
+
+    def _deliver_delayed(self, parked: StoredMessage, topic: str, queue_id: int, properties: dict[str, str]) -> None:
+        """Store the due copy of a delayed record (the schedule service's output)."""
+        self.put(Message(topic, parked.body, queue_id=queue_id, properties=properties, flag=parked.flag,
+                         born_timestamp=parked.born_timestamp, born_host=parked.born_host,
+                         sys_flag=parked.sys_flag, reconsume_times=parked.reconsume_times,
+                         prepared_transaction_offset=parked.prepared_transaction_offset))
+
+    def _on_service_error(self, exc: BaseException) -> None:
+        """A background step failed: after a disk error nothing more is acknowledged."""
+        if isinstance(exc, (OSError, StoreReadOnlyError)):
+            self._turn_read_only(f"background flush or cleanup failed: {exc}")
+
+    def _on_index_file_flushed(self, end_timestamp: int) -> None:
+        """A full index file is on disk: record it as RocketMQ's indexMsgTimestamp (called under the lock)."""
+        assert self.checkpoint is not None
+        if end_timestamp > 0:
+            self.checkpoint.values.index_msg_timestamp = end_timestamp
+            self.checkpoint.flush()
+
+    def _on_disk_full(self, full: bool, used_ratio: float) -> None:
+        if full:
+            self._turn_read_only(f"{DISK_FULL_REASON}: {used_ratio:.0%} of the disk is used")
+        elif self._read_only_reason is not None and self._read_only_reason.startswith(DISK_FULL_REASON):
+            self._read_only_reason = None
 
     def _load_queues(self) -> None:
         base = self.path / CONSUME_QUEUE_DIR
@@ -282,6 +335,8 @@ class MessageStore:
                 self.checkpoint.flush()
             self.offsets.persist()
             self.topics.persist()
+            if self._schedule is not None:
+                self._schedule.persist()
         except OSError as exc:
             self._turn_read_only(f"flush failed: {exc}")
             raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
@@ -296,7 +351,7 @@ class MessageStore:
             return
         clean = False
         try:
-            for service in (self._flush_service, self._queue_flush):
+            for service in (self._schedule, self._cleanup, self._flush_service, self._queue_flush):
                 if service is not None:
                     service.stop()
             if not self.read_only and self._read_only_reason is None:
@@ -307,6 +362,30 @@ class MessageStore:
             if clean:
                 remove_abort_file(self.path)
             self._release()
+
+    def clean_expired(self, now_ms: int | None = None) -> CleanupReport:
+        """Run one retention pass now (the background pass runs every `clean_interval_ms`).
+
+        Deletes the commitlog files older than `file_reserved_hours` when the local hour of `now_ms`
+        is one of `delete_when` or the disk is fuller than `disk_max_used_ratio` (all but the file being
+        written above 85 %), then the consume-queue and index files whose messages are all gone; min
+        offsets move, and `get()` answers OFFSET_TOO_SMALL below them.
+
+        Args:
+            now_ms: the time to judge ages by (default: the store clock).
+
+        Returns:
+            what was deleted.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            StoreReadOnlyError: the store was opened read-only.
+            OSError: the disk could not be measured or a file not deleted.
+        """
+        self._check_open()
+        if self.read_only or self._cleanup is None:
+            raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
+        return self._cleanup.run_once(now_ms)
 
     def _release(self) -> None:
         self.commitlog.close()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rocketstore.errors import CorruptRecordError
 from rocketstore.format.checkpoint import Checkpoint
+from rocketstore.format.index import FIRST_ENTRY, IndexHeader
 from rocketstore.format.message import (
     END_OF_FILE,
     MAGIC_V1,
@@ -167,7 +168,23 @@ def _last_nonzero(mm: MappedFile, start: int) -> int:
     return start
 
 
+def _quarantine_path(target: Path, name: str, start: int) -> Path:
+    """A fresh file name: an earlier crash may have quarantined bytes at the same position."""
+    saved = target / f"{name}.{start}.bin"
+    attempt = 1
+    while saved.exists():
+        saved = target / f"{name}.{start}.{attempt}.bin"
+        attempt += 1
+    return saved
+
+
 def _quarantine(root: Path, commitlog: CommitLog, end: int, reason: str, report: RecoveryReport) -> None:
+    """Copy every non-zero byte past `end` to `quarantine/` (forced to disk), then zero it in the file
+    that stays, so that stale records past the end can never be taken for new ones later.
+
+    Raises:
+        OSError: the copy failed; nothing was zeroed then.
+    """
     target = root / QUARANTINE_DIR
     for mf in commitlog.queue.files:
         if mf.end_offset <= end:
@@ -177,10 +194,11 @@ def _quarantine(root: Path, commitlog: CommitLog, end: int, reason: str, report:
         if stop <= start:
             continue
         target.mkdir(exist_ok=True)
-        saved = target / f"{mf.path.name}.{start}.bin"
+        saved = _quarantine_path(target, mf.path.name, start)
         fs.write_file(saved, mf.mm[start:stop])
+        fs.fsync_dir(target)
         report.quarantined.append(QuarantinedRange(mf.path.name, start, stop - start, str(saved), reason))
-        if start > 0:
+        if mf.file_from_offset <= end:  # the file that holds the new end stays: clear its tail
             mf.write_at(start, bytes(stop - start))
             fs.msync(mf.mm, start, stop)
 
@@ -224,9 +242,15 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
     return report
 
 
+def _points_at_or_past(header: IndexHeader, end: int) -> bool:
+    """True when the file's newest entry (or, for an empty successor file, its inherited start) is at
+    or past `end`; an empty first file points nowhere."""
+    return header.end_phy_offset >= end and (header.end_phy_offset > 0 or header.index_count > FIRST_ENTRY)
+
+
 def _drop_index_past(index: IndexService, end: int, report: RecoveryReport) -> None:
     """Index files whose entries point past the recovered end are rebuilt from the commitlog."""
-    while index.files and index.files[-1].header.end_phy_offset >= end > 0:
+    while index.files and _points_at_or_past(index.files[-1].header, end):
         dropped = index.files.pop()
         report.index_files_dropped.append(dropped.path.name)
         dropped.destroy()
