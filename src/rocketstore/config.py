@@ -47,6 +47,10 @@ _ROCKETMQ_NAMES = {
     "file_reserved_hours": "fileReservedTime",
     "delete_when": "deleteWhen",
     "delay_levels": "messageDelayLevel",
+    "flush_consume_queue_interval_ms": "flushIntervalConsumeQueue",
+    "flush_consume_queue_least_pages": "flushConsumeQueueLeastPages",
+    "flush_consume_queue_thorough_interval_ms": "flushConsumeQueueThoroughInterval",
+    "clean_interval_ms": "cleanResourceInterval",
 }
 
 
@@ -77,6 +81,11 @@ class StoreConfig:
     delete_when: str = "04"
     disk_max_used_ratio: float = 0.75
     delay_levels: str = DEFAULT_DELAY_LEVELS
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval_ms: int = 60_000
+    clean_interval_ms: int = 10_000
+    deliver_delayed_messages: bool = True
+    schedule_interval_ms: int = 100
 
     def __post_init__(self) -> None:
         if isinstance(self.flush_mode, str) and not isinstance(self.flush_mode, FlushMode):
@@ -145,13 +154,19 @@ class StoreConfig:
         if "mappedFileSizeConsumeQueue" in props:
             cq_bytes = int(props["mappedFileSizeConsumeQueue"])
             values["consume_queue_file_entries"] = -(-cq_bytes // CQ_UNIT_SIZE)
+        if "diskMaxUsedSpaceRatio" in props:  # a percentage in RocketMQ, clamped to [10, 95]
+            values["disk_max_used_ratio"] = min(max(float(props["diskMaxUsedSpaceRatio"]), 10.0), 95.0) / 100
         if "flushDiskType" in props:
             values["flush_mode"] = FlushMode(props["flushDiskType"])
-        for key in ("commitlog_file_size", "index_hash_slots", "index_max_entries", "max_message_size"):
-            if key in values:
-                values[key] = int(values[key])
-        if "check_crc_on_recover" in values:
-            values["check_crc_on_recover"] = str(values["check_crc_on_recover"]).lower() == "true"
+        defaults = cls()
+        for key, value in list(values.items()):
+            default = getattr(defaults, key)
+            if isinstance(default, bool):
+                values[key] = str(value).lower() == "true"
+            elif isinstance(default, int):
+                values[key] = int(value)
+            elif isinstance(default, float):
+                values[key] = float(value)
         values.update(overrides)
         return cls.from_dict(values)
 

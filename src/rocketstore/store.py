@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketstore._types import Clock
 from rocketstore.config import FlushMode, StoreConfig
@@ -16,16 +20,27 @@ from rocketstore.errors import (
     InvalidMessageError,
     MessageNotFoundError,
     StoreClosedError,
+    StoreError,
     StoreLayoutError,
     StoreReadOnlyError,
 )
 from rocketstore.format import properties as props
-from rocketstore.format.consume_queue import CqUnit
+from rocketstore.format.consume_queue import FILLER_SIZE, CqUnit
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import java_hash, tags_code
-from rocketstore.format.message import StoredMessage, encode_message, encoded_size, store_timestamp_pos
-from rocketstore.format.msgid import decode_msg_id, encode_msg_id
-from rocketstore.format.sysflag import gets_queue_entry
+from rocketstore.format.message import (
+    MAGIC_V1,
+    PREFIX_SIZE,
+    PROPERTIES_LENGTH,
+    StoredMessage,
+    body_crc,
+    header_struct,
+    record_sys_flag,
+    store_timestamp_pos,
+    topic_field,
+)
+from rocketstore.format.msgid import decode_msg_id, msg_id_prefix
+from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
@@ -58,6 +73,7 @@ RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this mu
 MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
 CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
 LONG_MAX = 2**63 - 1
+BLANK_RECORD_SIZE = PREFIX_SIZE  # a record must leave room for the blank record that closes a file
 
 
 def _system_clock() -> int:
@@ -68,20 +84,19 @@ def _illegal(reason: str) -> InvalidMessageError:
     return InvalidMessageError(reason, PutStatus.MESSAGE_ILLEGAL)
 
 
-class _Prepared:
+class _Prepared(NamedTuple):
     """A validated message with its variable parts encoded, ready to append under the lock."""
 
-    __slots__ = ("topic", "topic_bytes", "queue_id", "body", "props_bytes", "flag", "sys_flag",
-                 "born_timestamp", "born_ip", "born_port", "reconsume_times", "prepared_offset",
-                 "size", "wait", "delay_level", "keys", "uniq_key", "tags")
-
     topic: str
-    topic_bytes: bytes
     queue_id: int
+    queue_key: tuple[str, int]
     body: bytes
-    props_bytes: bytes
+    body_crc: int
+    head: struct.Struct  # the header layout for these born/store IP lengths
+    tail: bytes  # TOPICLENGTH through PROPERTIES
     flag: int
-    sys_flag: int
+    sys_flag: int  # as given: its transaction bits decide the dispatch
+    record_sys_flag: int  # as stored: IPv6 bits set from the IP lengths
     born_timestamp: int | None
     born_ip: bytes
     born_port: int
@@ -89,10 +104,102 @@ class _Prepared:
     prepared_offset: int
     size: int
     wait: bool
+    in_queue: bool
+    indexed: bool
     delay_level: int
+    tags_code: int
     keys: tuple[str, ...]
     uniq_key: str | None
-    tags: str | None
+
+
+_TOPIC, _QUEUE_ID, _SIZE = (_Prepared._fields.index(name) for name in ("topic", "queue_id", "size"))
+
+
+def _new_prepared(*fields: Any) -> _Prepared:
+    return tuple.__new__(_Prepared, fields)  # NamedTuple's own __new__ costs a Python-level call
+
+
+@lru_cache(maxsize=1024)
+def _checked_topic(topic: str) -> bytes:
+    """TOPICLENGTH + TOPIC of a topic that passes RocketMQ's topic rules (cached: topics repeat)."""
+    if not topic:
+        raise _illegal("topic is empty")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise _illegal(f"topic of {len(topic)} characters exceeds {MAX_TOPIC_LENGTH}")
+    if not TOPIC_PATTERN.match(topic):
+        raise _illegal(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+    return topic_field(topic.encode("utf-8"))
+
+
+@lru_cache(maxsize=4096)
+def _message_shape(sys_flag: int, tags: str | None, born_ip: bytes, store_ip: bytes
+                   ) -> tuple[struct.Struct, int, bool, bool, int]:
+    """What a record's layout and dispatch take from these inputs (cached: producers repeat them):
+    header layout, stored sys flag, queue entry?, index entry?, tags code."""
+    return (header_struct(len(born_ip), len(store_ip)), record_sys_flag(sys_flag, born_ip, store_ip),
+            gets_queue_entry(sys_flag), gets_index_entry(sys_flag), tags_code(tags))
+
+
+def _put_result_factory() -> Callable[..., PutResult]:
+    """A `PutResult(...)` maker that fills the slots through their descriptors: the frozen dataclass
+    __init__ (object.__setattr__ per field) costs about twice as much per put. Falls back to the class
+    itself if its fields ever change."""
+    fields = ("status", "phy_offset", "queue_offset", "size", "msg_id", "store_timestamp", "topic", "queue_id")
+    if tuple(f.name for f in dataclasses.fields(PutResult)) != fields:
+        return PutResult
+    set_status, set_phy, set_queue_offset, set_size, set_id, set_ts, set_topic, set_queue_id = (
+        getattr(PutResult, name).__set__ for name in fields)
+    new = object.__new__
+
+    def make(status: PutStatus, phy_offset: int, queue_offset: int, size: int, msg_id: str, store_timestamp: int,
+             topic: str, queue_id: int) -> PutResult:
+        result = new(PutResult)
+        set_status(result, status)
+        set_phy(result, phy_offset)
+        set_queue_offset(result, queue_offset)
+        set_size(result, size)
+        set_id(result, msg_id)
+        set_ts(result, store_timestamp)
+        set_topic(result, topic)
+        set_queue_id(result, queue_id)
+        return result
+
+    return make
+
+
+_put_result = _put_result_factory()
+
+
+def _dispatch_request_factory() -> Callable[..., DispatchRequest]:
+    """`DispatchRequest(...)` filled through its slot descriptors, as `_put_result` (one per `put` for
+    the queue-entry callback). Falls back to the class itself if its fields ever change."""
+    fields = ("topic", "queue_id", "phy_offset", "size", "tags_code", "store_timestamp", "queue_offset", "keys",
+              "uniq_key", "sys_flag")
+    if tuple(f.name for f in dataclasses.fields(DispatchRequest)) != fields:
+        return DispatchRequest
+    (set_topic, set_queue_id, set_phy, set_size, set_code, set_ts, set_queue_offset, set_keys, set_uniq,
+     set_flag) = (getattr(DispatchRequest, name).__set__ for name in fields)
+    new = object.__new__
+
+    def make(topic: str, queue_id: int, phy_offset: int, size: int, tags_code: int, store_timestamp: int,
+             queue_offset: int, keys: tuple[str, ...], uniq_key: str | None, sys_flag: int) -> DispatchRequest:
+        req = new(DispatchRequest)
+        set_topic(req, topic)
+        set_queue_id(req, queue_id)
+        set_phy(req, phy_offset)
+        set_size(req, size)
+        set_code(req, tags_code)
+        set_ts(req, store_timestamp)
+        set_queue_offset(req, queue_offset)
+        set_keys(req, keys)
+        set_uniq(req, uniq_key)
+        set_flag(req, sys_flag)
+        return req
+
+    return make
+
+
+_dispatch_request = _dispatch_request_factory()
 
 
 class MessageStore:
@@ -114,6 +221,7 @@ class MessageStore:
         self._store_ip, self._store_port = parse_host(config.store_host)
         self._delay_millis = config.delay_level_millis()
         self._queue_table: dict[tuple[str, int], int] = {}
+        self._arrival_listeners: list[Callable[[str, int, int], None]] = []
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._last_store_timestamp = 0
         self._lock_file: StoreLock | None = None
@@ -203,7 +311,13 @@ class MessageStore:
         self._rebuild_queue_table()
 
     def _catch_up(self, abnormal: bool, report: recovery.RecoveryReport) -> None:
-        """Dispatch the records the consume queues or the index do not hold yet."""
+        """Dispatch the records the consume queues or the index do not hold yet.
+
+        A record whose queue offset does not follow its queue's last entry means a queue lost entries
+        before the scan's start: the scan is redone once from the oldest record. A record that still
+        does not fit (a damaged queue-offset field, which no CRC covers) is left out of its queue but
+        indexed, and listed in `report.dispatch_skipped`.
+        """
         min_phy = self.commitlog.min_offset
         cq_from = max((cq.max_physic_offset for cq in self._queues.values()), default=-1)
         cq_from = max(cq_from, min_phy)
@@ -211,11 +325,25 @@ class MessageStore:
             cq_from = min(cq_from, report.start_offset)
         index_from = self.index.files[-1].header.end_phy_offset if self.index.files else -1
         start = max(min(cq_from, max(index_from, min_phy)), min_phy)
+        try:
+            self._dispatch_from(start, cq_from, index_from, abnormal, report, skip_gaps=False)
+        except StoreError:
+            self._dispatch_from(min_phy, min_phy, index_from, abnormal, report, skip_gaps=True)
+
+    def _dispatch_from(self, start: int, cq_from: int, index_from: int, abnormal: bool,
+                       report: recovery.RecoveryReport, *, skip_gaps: bool) -> None:
         for msg in self.commitlog.scan(start):
             req = request_from_message(msg, self._delay_millis)
             with_index = msg.phy_offset >= index_from if abnormal else msg.phy_offset > index_from
-            self._dispatcher.dispatch(req, queues=msg.phy_offset >= cq_from, index=with_index)
-            report.queue_entries_dispatched += msg.phy_offset >= cq_from
+            with_queue = msg.phy_offset >= cq_from
+            try:
+                self._dispatcher.dispatch(req, queues=with_queue, index=with_index)
+            except StoreError as exc:
+                if not skip_gaps:
+                    raise
+                report.dispatch_skipped.append(f"{msg.phy_offset}: {exc}")
+                self._dispatcher.dispatch(req, queues=False, index=with_index)
+            report.queue_entries_dispatched += with_queue
             report.index_records_dispatched += with_index
             self._last_store_timestamp = msg.store_timestamp
 
@@ -311,17 +439,75 @@ class MessageStore:
             self._queue_flush.logics_timestamp = req.store_timestamp
         if req.topic not in (SCHEDULE_TOPIC,):
             self.topics.ensure(req.topic, req.queue_id + 1)
+        for listener in self._arrival_listeners:
+            listener(req.topic, req.queue_id, req.queue_offset + 1)
+
+    def add_arrival_listener(self, callback: Callable[[str, int, int], None]) -> Callable[[], None]:
+        """Call `callback(topic, queue_id, max_offset)` whenever new entries reach a queue (puts,
+        delayed deliveries, recovery). It runs on the writing thread under the store lock: keep it
+        short and never call back into the store (hand the event to your own loop instead).
+
+        Returns:
+            a function that removes the listener.
+        """
+        self._arrival_listeners.append(callback)
+
+        def remove() -> None:
+            if callback in self._arrival_listeners:
+                self._arrival_listeners.remove(callback)
+
+        return remove
+
+    def ensure_topic(self, topic: str, queue_nums: int) -> None:
+        """Record `topic` with at least `queue_nums` queues in config/topics.json (written at flush).
+
+        Raises:
+            InvalidMessageError: a topic name a put would refuse.
+            StoreReadOnlyError: the store is read-only.
+        """
+        if self.read_only:
+            raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
+        _checked_topic(topic)
+        if queue_nums < 1:
+            raise ValueError(f"queue_nums must be at least 1, not {queue_nums}")
+        self.topics.ensure(topic, queue_nums)
+
+    def check_message(self, message: Message) -> None:
+        """Apply every put-time rule to `message` without writing (works on read-only stores too).
+
+        Raises:
+            InvalidMessageError: the message breaks a rule; `.status` says which kind.
+        """
+        self._prepare(message)
+
+    @staticmethod
+    def config_of(path: str | Path, **overrides: Any) -> StoreConfig:
+        """The config a store at `path` opens with by default (its recorded geometry), with
+        `overrides` (e.g. `store_host`, `flush_mode`) applied; geometry overrides must match.
+
+        Raises:
+            StoreLayoutError: a geometry override that differs from the store's.
+            ValueError: an unknown field or a value out of range.
+        """
+        recorded = _resolve_config(Path(path), None)
+        if not overrides:
+            return recorded
+        config = dataclasses.replace(recorded, **overrides)
+        return _resolve_config(Path(path), config)
 
     def flush(self) -> None:
         """Force everything written so far to disk: commitlog, queues, index, checkpoint, JSON files.
 
         Raises:
             StoreClosedError: the store was closed.
-            StoreReadOnlyError: a disk error (the store turns read-only).
+            StoreReadOnlyError: a disk error now or earlier (a failed sync is never retried: the kernel
+                may have dropped the pages it could not write).
         """
         self._check_open()
         if self.read_only:
             return
+        if self._disk_failed():
+            raise StoreReadOnlyError(self._read_only_reason or "disk error")
         try:
             with self._lock:
                 self.commitlog.queue.flush(0)
@@ -342,10 +528,12 @@ class MessageStore:
             raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
 
     def close(self) -> None:
-        """Flush, stop the services, remove the abort file and release the lock (idempotent).
+        """Stop the services, flush, remove the abort file and release the lock (idempotent).
+
+        After a disk error nothing is flushed and the abort file stays: the next open recovers.
 
         Raises:
-            OSError: the final flush failed (the abort file then stays: the next open recovers).
+            StoreReadOnlyError: the final flush failed (the abort file then stays).
         """
         if self._closed:
             return
@@ -354,7 +542,7 @@ class MessageStore:
             for service in (self._schedule, self._cleanup, self._flush_service, self._queue_flush):
                 if service is not None:
                     service.stop()
-            if not self.read_only and self._read_only_reason is None:
+            if not self.read_only and not self._disk_failed():
                 self.flush()
                 clean = True
         finally:
@@ -387,7 +575,31 @@ class MessageStore:
             raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
         return self._cleanup.run_once(now_ms)
 
+    def deliver_delayed(self, now_ms: int | None = None) -> int:
+        """Move every delayed message due at `now_ms` to its real topic now (the background pass runs
+        every `schedule_interval_ms`).
+
+        Args:
+            now_ms: the time to judge delivery times by (default: the store clock).
+
+        Returns:
+            how many messages were delivered.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            StoreReadOnlyError: the store was opened read-only or does not deliver
+                (`deliver_delayed_messages`). A store that turned read-only later delivers nothing (0)
+                until it is writable again.
+            OSError: the progress file could not be written.
+        """
+        self._check_open()
+        if self._schedule is None:
+            raise StoreReadOnlyError(self._read_only_reason or "delayed delivery is off for this store")
+        return self._schedule.run_once(now_ms)
+
     def _release(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup.close_retired()
         self.commitlog.close()
         for cq in self._queues.values():
             cq.close()
@@ -407,6 +619,11 @@ class MessageStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
+
+    def _disk_failed(self) -> bool:
+        """True after a write or sync failed (a merely full disk still flushes and closes cleanly)."""
+        reason = self._read_only_reason
+        return reason is not None and not reason.startswith(DISK_FULL_REASON)
 
     def _turn_read_only(self, reason: str) -> None:
         if self._read_only_reason is None:
@@ -441,14 +658,15 @@ class MessageStore:
         self._check_open()
         if self._read_only_reason is not None:
             raise StoreReadOnlyError(self._read_only_reason)
-        prepared = [self._prepare(m) for m in messages]
-        results: list[PutResult] = []
+        prepare = self._prepare
+        prepared = [prepare(m) for m in messages]
+        if not prepared:
+            return []
         with self._lock:
             if self._read_only_reason is not None:
                 raise StoreReadOnlyError(self._read_only_reason)
             try:
-                for p in prepared:
-                    results.append(self._append(p))
+                results = [self._append_one(prepared[0])] if len(prepared) == 1 else self._append(prepared)
             except OSError as exc:
                 self._turn_read_only(f"write failed: {exc}")
                 raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
@@ -471,43 +689,26 @@ class MessageStore:
 
     def _prepare(self, message: Message) -> _Prepared:
         topic = message.topic
-        if not topic:
-            raise _illegal("topic is empty")
-        if len(topic) > MAX_TOPIC_LENGTH:
-            raise _illegal(f"topic of {len(topic)} characters exceeds {MAX_TOPIC_LENGTH}")
-        if not TOPIC_PATTERN.match(topic):
-            raise _illegal(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
-        body = bytes(message.body)
+        topic_part = _checked_topic(topic)
+        body = message.body
+        if type(body) is not bytes:
+            body = bytes(body)
         if len(body) > self.config.max_message_size:
             raise _illegal(f"body of {len(body)} bytes exceeds max_message_size {self.config.max_message_size}")
-        if not 0 <= message.queue_id <= 0x7FFFFFFF:
-            raise _illegal(f"queue id {message.queue_id} out of range")
-        properties = dict(message.properties or {})
-        if message.tags is not None and props.TAGS not in properties:
-            properties[props.TAGS] = message.tags
-        if message.keys and props.KEYS not in properties:
-            properties[props.KEYS] = props.KEY_SEPARATOR.join(message.keys)
-        wait = properties.pop(props.WAIT, "true").lower() != "false"
-        for name, value in properties.items():
-            _check_property(name, value)
-        p = _Prepared()
-        p.queue_id = message.queue_id
-        p.delay_level = 0
-        if props.DELAY in properties and gets_queue_entry(message.sys_flag):
-            try:
-                level = int(properties[props.DELAY])
-            except ValueError:
-                raise _illegal(f"DELAY {properties[props.DELAY]!r} is not a delay level") from None
-            if level > 0:
-                level = min(level, len(self._delay_millis))
-                properties[props.DELAY] = str(level)
-                properties[props.REAL_TOPIC] = topic
-                properties[props.REAL_QID] = str(message.queue_id)
-                properties = {k: properties[k] for k in props.java_hashmap_order(properties)}
-                topic = SCHEDULE_TOPIC
-                p.queue_id = level - 1
-                p.delay_level = level
-        props_text = props.encode_properties(properties)
+        queue_id = message.queue_id
+        if not 0 <= queue_id <= 0x7FFFFFFF:
+            raise _illegal(f"queue id {queue_id} out of range")
+        delay_level = 0
+        if message.properties:
+            properties, wait, delay_level = self._properties_of(message)
+            if delay_level:
+                topic, topic_part, queue_id = SCHEDULE_TOPIC, _checked_topic(SCHEDULE_TOPIC), delay_level - 1
+            props_text = props.encode_properties(properties)
+            keys = tuple(props.split_keys(properties.get(props.KEYS)))
+            uniq_key = properties.get(props.UNIQ_KEY)
+            tags = properties.get(props.TAGS)
+        else:  # the common case: only the tags/keys shorthands
+            props_text, keys, tags, uniq_key, wait = _shorthand_properties(message.tags, message.keys)
         if len(props_text) > props.MAX_PROPERTIES_LENGTH:
             raise _illegal(f"properties of {len(props_text)} characters exceed {props.MAX_PROPERTIES_LENGTH}")
         props_bytes = props_text.encode("utf-8")
@@ -518,51 +719,147 @@ class MessageStore:
             born_ip, born_port = parse_host(message.born_host) if message.born_host else (self._store_ip, 0)
         except ValueError as exc:
             raise _illegal(str(exc)) from None
-        p.topic = topic
-        p.topic_bytes = topic.encode("utf-8")
-        p.body = body
-        p.props_bytes = props_bytes
-        p.flag = message.flag
-        p.sys_flag = message.sys_flag
-        p.born_timestamp = message.born_timestamp
-        p.born_ip, p.born_port = born_ip, born_port
-        p.reconsume_times = message.reconsume_times
-        p.prepared_offset = message.prepared_transaction_offset
-        p.size = encoded_size(len(p.topic_bytes), len(body), len(props_bytes), born_v6=len(born_ip) == 16,
-                              store_v6=len(self._store_ip) == 16)
-        if p.size > self.config.max_message_size + RECORD_SIZE_SLACK or not self.commitlog.fits(p.size):
-            raise _illegal(f"record of {p.size} bytes does not fit a commitlog file of "
+        sys_flag = message.sys_flag
+        head, record_flag, in_queue, indexed, code = _message_shape(sys_flag, tags, born_ip, self._store_ip)
+        tail = topic_part + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
+        size = head.size + len(body) + len(tail)
+        if size > self.config.max_message_size + RECORD_SIZE_SLACK or \
+                size + BLANK_RECORD_SIZE > self.commitlog.file_size:
+            raise _illegal(f"record of {size} bytes does not fit a commitlog file of "
                            f"{self.config.commitlog_file_size} bytes")
-        p.wait = wait
-        p.keys = tuple(props.split_keys(properties.get(props.KEYS)))
-        p.uniq_key = properties.get(props.UNIQ_KEY)
-        p.tags = properties.get(props.TAGS)
-        return p
+        return _new_prepared(
+            topic, queue_id, (topic, queue_id), body, body_crc(body), head, tail, message.flag, sys_flag,
+            record_flag, message.born_timestamp, born_ip, born_port, message.reconsume_times,
+            message.prepared_transaction_offset, size, wait, in_queue, indexed, delay_level,
+            0 if delay_level else code, keys, uniq_key)
 
-    def _append(self, p: _Prepared) -> PutResult:
-        store_ts = self.clock()
-        key = (p.topic, p.queue_id)
-        in_queue = gets_queue_entry(p.sys_flag)
-        queue_offset = self._queue_table.get(key, 0) if in_queue else 0
-        mf = self.commitlog.file_for_append(p.size)
+    def _properties_of(self, message: Message) -> tuple[dict[str, str], bool, int]:
+        """The properties to store (delayed messages rewritten as RocketMQ does), WAIT, delay level."""
+        properties = dict(message.properties or {})
+        if message.tags is not None and props.TAGS not in properties:
+            properties[props.TAGS] = message.tags
+        if message.keys and props.KEYS not in properties:
+            properties[props.KEYS] = props.KEY_SEPARATOR.join(message.keys)
+        wait = properties.pop(props.WAIT, "true").lower() != "false"
+        for name, value in properties.items():
+            _check_property(name, value)
+        level = 0
+        if props.DELAY in properties and gets_queue_entry(message.sys_flag):
+            try:
+                level = int(properties[props.DELAY])
+            except ValueError:
+                raise _illegal(f"DELAY {properties[props.DELAY]!r} is not a delay level") from None
+            if level > 0:
+                level = min(level, len(self._delay_millis))
+                properties[props.DELAY] = str(level)
+                properties[props.REAL_TOPIC] = message.topic
+                properties[props.REAL_QID] = str(message.queue_id)
+                properties = {k: properties[k] for k in props.java_hashmap_order(properties)}
+            else:
+                level = 0
+        return properties, wait, level
+
+    def _append(self, prepared: list[_Prepared]) -> list[PutResult]:
+        """Write the records (one mmap write per commitlog file touched), then dispatch them to the
+        consume queues and, in one pass, to the index. Called under the lock."""
+        clock = self.clock
+        commitlog = self.commitlog
+        queue_table = self._queue_table
+        store_ip, store_port = self._store_ip, self._store_port
+        mf = commitlog.queue.last
+        pending: list[bytes] = []
+        pending_size = 0
+        placed: list[tuple[int, int, int]] = []
+        for (_, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
+             reconsume, prepared_offset, size, _, in_queue, _, _, _, _, _) in prepared:  # one unpack, no lookups
+            if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position - pending_size:
+                if pending:
+                    mf.append(b"".join(pending))  # type: ignore[union-attr]
+                    pending, pending_size = [], 0
+                mf = commitlog.file_for_append(size)
+            phy = mf.file_from_offset + mf.wrote_position + pending_size
+            store_ts = clock()
+            if in_queue:
+                queue_offset = queue_table.get(queue_key, 0)
+                queue_table[queue_key] = queue_offset + 1
+            else:
+                queue_offset = 0
+            pending.append(head.pack(
+                size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
+                store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
+                store_ip, store_port, reconsume, prepared_offset, len(body)))
+            pending.append(body)
+            pending.append(tail)
+            pending_size += size
+            placed.append((phy, queue_offset, store_ts))
+        if pending:
+            mf.append(b"".join(pending))  # type: ignore[union-attr]
+        self._last_store_timestamp = placed[-1][2]
+        self._dispatch_appended(prepared, placed)
+        prefix = msg_id_prefix(store_ip, store_port)
+        ok = PutStatus.PUT_OK
+        return [_put_result(ok, phy, queue_offset, p[_SIZE], f"{prefix}{phy:016X}", store_ts, p[_TOPIC], p[_QUEUE_ID])
+                for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True)]
+
+    def _append_one(self, p: _Prepared) -> PutResult:
+        """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
+        record, queue entry, queue callback, index keys. Called under the lock."""
+        (topic, queue_id, queue_key, body, crc, head, tail, flag, sys_flag, record_flag, born_ts, born_ip, born_port,
+         reconsume, prepared_offset, size, _, in_queue, indexed, delay_level, code, keys, uniq_key) = p
+        commitlog = self.commitlog
+        mf = commitlog.queue.last
+        if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
+            mf = commitlog.file_for_append(size)
         phy = mf.file_from_offset + mf.wrote_position
-        record = encode_message(
-            topic=p.topic_bytes, body=p.body, properties=p.props_bytes, queue_id=p.queue_id, flag=p.flag,
-            queue_offset=queue_offset, phy_offset=phy, sys_flag=p.sys_flag,
-            born_timestamp=store_ts if p.born_timestamp is None else p.born_timestamp,
-            born_ip=p.born_ip, born_port=p.born_port, store_timestamp=store_ts, store_ip=self._store_ip,
-            store_port=self._store_port, reconsume_times=p.reconsume_times,
-            prepared_transaction_offset=p.prepared_offset)
-        mf.append(record)
+        store_ts = self.clock()
+        queue_offset = 0
+        if in_queue:
+            queue_offset = self._queue_table.get(queue_key, 0)
+            self._queue_table[queue_key] = queue_offset + 1
+        store_ip, store_port = self._store_ip, self._store_port
+        mf.append(head.pack(
+            size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
+            store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
+            store_ip, store_port, reconsume, prepared_offset, len(body)) + body + tail)
         self._last_store_timestamp = store_ts
         if in_queue:
-            self._queue_table[key] = queue_offset + 1
-        code = (delivery_tags_code(store_ts, p.delay_level, self._delay_millis) if p.delay_level
-                else tags_code(p.tags))
-        self._dispatcher.dispatch(DispatchRequest(p.topic, p.queue_id, phy, len(record), code, store_ts,
-                                                  queue_offset, p.keys, p.uniq_key, p.sys_flag))
-        return PutResult(PutStatus.PUT_OK, phy, queue_offset, len(record),
-                         encode_msg_id(self._store_ip, self._store_port, phy), store_ts, p.topic, p.queue_id)
+            if delay_level:
+                code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
+            if self._queue_for(topic, queue_id).put(phy, size, code, queue_offset):
+                self._on_queue_entry(_dispatch_request(topic, queue_id, phy, size, code, store_ts, queue_offset,
+                                                       keys, uniq_key, sys_flag))
+        if indexed:
+            self.index.build(topic, phy, store_ts, keys, uniq_key)
+        msg_id = f"{msg_id_prefix(store_ip, store_port)}{phy:016X}"
+        return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, msg_id, store_ts, topic, queue_id)
+
+    def _dispatch_appended(self, prepared: list[_Prepared], placed: list[tuple[int, int, int]]) -> None:
+        """The Dispatcher's rules for records just written: queue entries in order, index keys in one
+        batch, and the queue-entry callback once per queue with its newest entry."""
+        queue_for = self._queue_for
+        queues: dict[tuple[str, int], ConsumeQueue] = {}
+        newest: dict[tuple[str, int], tuple[int, _Prepared, int, int, int]] = {}
+        index_records: list[tuple[str, int, int, tuple[str, ...], str | None]] = []
+        for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True):
+            (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
+             code, keys, uniq_key) = p
+            if in_queue:
+                if delay_level:
+                    code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
+                cq = queues.get(queue_key)
+                if cq is None:
+                    cq = queues[queue_key] = queue_for(topic, queue_id)
+                if cq.put(phy, size, code, queue_offset):
+                    newest[queue_key] = (phy, p, code, store_ts, queue_offset)
+            if indexed:
+                index_records.append((topic, phy, store_ts, keys, uniq_key))
+        if len(index_records) == 1:
+            self.index.build(*index_records[0])  # a single put: no batch set-up
+        elif index_records:
+            self.index.build_many(index_records)
+        for phy, p, code, store_ts, queue_offset in sorted(newest.values(), key=itemgetter(0)):
+            self._on_queue_entry(_dispatch_request(p.topic, p.queue_id, phy, p.size, code, store_ts, queue_offset,
+                                                   p.keys, p.uniq_key, p.sys_flag))
 
     # -- consumer offsets ----------------------------------------------------------------------------
 
@@ -660,16 +957,18 @@ class MessageStore:
             return
         lo = cq.min_offset if start is None else max(start, cq.min_offset)
         hi = cq.max_offset if end is None else min(end, cq.max_offset)
+        message_at = self.commitlog.message_at
         while lo < hi:
             units = cq.units(lo, min(hi, lo + chunk))
             if not units:
                 return
-            for unit in units:
-                if unit.valid and not unit.filler:
-                    try:
-                        yield self.commitlog.message_at(unit.phy_offset, unit.size)
-                    except MessageNotFoundError:
-                        continue
+            for phy_offset, size, code in units:
+                if phy_offset < 0 or size <= 0 or (phy_offset == 0 and size == FILLER_SIZE and code == 0):
+                    continue  # not valid, or a filler
+                try:
+                    yield message_at(phy_offset, size)
+                except MessageNotFoundError:
+                    continue
             lo += len(units)
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
@@ -709,21 +1008,32 @@ class MessageStore:
         total_bytes = 0
         consumed = 0
         removed = False
-        for unit in cq.units(offset, scan_end):
-            if messages and (len(messages) >= max_count or total_bytes + unit.size > MAX_TRANSFER_BYTES):
+        message_at = self.commitlog.message_at
+        position, window, full = offset, max_count, False
+        while not full and position < scan_end:
+            # read the queue in growing windows: a plain get needs max_count entries, not 800
+            want = min(scan_end, position + window) - position
+            units = cq.units(position, position + want)
+            for phy_offset, size, code in units:
+                if messages and (len(messages) >= max_count or total_bytes + size > MAX_TRANSFER_BYTES):
+                    full = True
+                    break
+                consumed += 1
+                if phy_offset < 0 or size <= 0 or (phy_offset == 0 and size == FILLER_SIZE and code == 0):
+                    continue  # not valid, or a filler
+                if wanted is not None and code not in wanted:
+                    continue
+                try:
+                    msg = message_at(phy_offset, size)
+                except MessageNotFoundError:
+                    removed = True
+                    continue
+                messages.append(msg)
+                total_bytes += size
+            if len(units) < want or len(messages) >= max_count:
                 break
-            consumed += 1
-            if not unit.valid or unit.filler:
-                continue
-            if wanted is not None and unit.tags_code not in wanted:
-                continue
-            try:
-                msg = self.commitlog.message_at(unit.phy_offset, unit.size)
-            except MessageNotFoundError:
-                removed = True
-                continue
-            messages.append(msg)
-            total_bytes += unit.size
+            position += want
+            window *= 4
         if messages:
             status = GetStatus.FOUND
         else:
@@ -754,6 +1064,7 @@ class MessageStore:
         end = LONG_MAX if end_ms is None else end_ms
         widened_begin = max(0, begin_ms - 1000)  # index times are whole seconds after the file's begin
         limit = max_count
+        message_at = self.commitlog.message_at
         while True:
             offsets = self.index.query(topic, key, limit, widened_begin, end)
             found: dict[int, StoredMessage] = {}
@@ -761,11 +1072,13 @@ class MessageStore:
                 if phy in found:
                     continue
                 try:
-                    msg = self.commitlog.message_at(phy)
+                    msg = message_at(phy)
                 except MessageNotFoundError:
                     continue
-                if msg.topic == topic and begin_ms <= msg.store_timestamp <= end and \
-                        (key in msg.keys or msg.uniq_key == key):
+                if msg.topic != topic or not begin_ms <= msg.store_timestamp <= end:
+                    continue
+                properties = msg.properties  # the key check of msg.keys / msg.uniq_key, parsed once
+                if properties.get(props.UNIQ_KEY) == key or key in props.split_keys(properties.get(props.KEYS)):
                     found[phy] = msg
             if len(found) >= max_count or len(offsets) < limit:
                 break
@@ -819,6 +1132,36 @@ def _with_status(result: PutResult, status: PutStatus) -> PutResult:
                      result.store_timestamp, result.topic, result.queue_id)
 
 
+def _shorthand_properties(tags: str | None, keys: tuple[str, ...]
+                          ) -> tuple[str, tuple[str, ...], str | None, str | None, bool]:
+    """(properties text, keys, tags, uniq key, wait) of a message that only uses the tags/keys
+    shorthands: the text `encode_properties({TAGS: tags, KEYS: " ".join(keys)})` gives, checked as
+    `_check_property` checks it."""
+    text = ""
+    if tags is not None:
+        if type(tags) is not str:
+            _check_property(props.TAGS, tags)  # raises unless a str subclass
+        text = _tags_text(tags)
+    if not keys:
+        return text, (), tags, None, True
+    joined = props.KEY_SEPARATOR.join(keys)
+    if not joined or props.NAME_VALUE_SEPARATOR in joined or props.PROPERTY_SEPARATOR in joined:
+        _check_property(props.KEYS, joined)  # raises
+    text = f"{text}{props.PROPERTY_SEPARATOR}{_KEYS_PREFIX}{joined}" if text else _KEYS_PREFIX + joined
+    split = (joined,) if props.KEY_SEPARATOR not in joined else tuple(props.split_keys(joined))
+    return text, split, tags, None, True
+
+
+@lru_cache(maxsize=1024)
+def _tags_text(tags: str) -> str:
+    _check_property(props.TAGS, tags)
+    return _TAGS_PREFIX + tags
+
+
+_TAGS_PREFIX = props.TAGS + props.NAME_VALUE_SEPARATOR
+_KEYS_PREFIX = props.KEYS + props.NAME_VALUE_SEPARATOR
+
+
 def _check_property(name: str, value: Any) -> None:
     if not isinstance(name, str) or not isinstance(value, str):
         raise _illegal(f"property {name!r}: names and values must be strings")
@@ -837,11 +1180,14 @@ def _subscription_codes(expression: str | None) -> set[int] | None:
 
 def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
     """Find a queue's end in memory (no writes): the valid entries pointing below `phy_end`."""
-    from rocketstore.format.consume_queue import iter_units
+    from rocketstore.format.consume_queue import iter_written_units
 
-    for mf in cq.queue.files:
+    files = cq.queue.files
+    for mf in files[:max(0, len(files) - 3)]:  # older files are whole, as recovery assumes
+        mf.wrote_position = mf.flushed_position = mf.file_size
+    for mf in files[max(0, len(files) - 3):]:
         end = 0
-        for unit in iter_units(mf.mm):
+        for unit in iter_written_units(mf.mm):
             if not unit.valid or (unit.phy_offset + unit.size > phy_end and not unit.filler):
                 break
             end += 20

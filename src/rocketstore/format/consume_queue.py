@@ -12,6 +12,8 @@ Filler entries (offset 0, size 0x7FFFFFFF, tags 0) pad a queue whose first file 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from functools import partial
 from typing import NamedTuple
 
 from rocketstore._types import Buffer
@@ -60,7 +62,21 @@ def unpack_unit(buf: Buffer, pos: int = 0) -> CqUnit:
     return CqUnit._make(UNIT.unpack_from(buf, pos))
 
 
+_new_unit = partial(tuple.__new__, CqUnit)  # CqUnit from a 3-tuple without a Python-level call
+
+
+def iter_written_units(buf: Buffer) -> Iterator[CqUnit]:
+    """The entries of `buf` up to the first invalid one (the end of the written data), lazily, so a
+    mostly empty file costs nothing."""
+    data = bytes(buf)
+    whole = len(data) - len(data) % UNIT_SIZE
+    for values in UNIT.iter_unpack(data[:whole]):
+        if values[0] < 0 or values[1] <= 0:
+            return
+        yield _new_unit(values)
+
+
 def iter_units(buf: Buffer) -> list[CqUnit]:
     """Every whole entry of `buf` in order (a trailing partial entry is ignored)."""
     whole = len(buf) - len(buf) % UNIT_SIZE
-    return [CqUnit._make(u) for u in UNIT.iter_unpack(memoryview(buf)[:whole])]
+    return list(map(_new_unit, UNIT.iter_unpack(memoryview(buf)[:whole])))

@@ -72,6 +72,14 @@ BORN_HOST_POS = FIXED_HEAD.size
 TOPIC_LENGTH = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
 PROPERTIES_LENGTH = struct.Struct(">h")
 MAX_TOPIC_BYTES_V1 = 127
+SYS_FLAG = struct.Struct(">i")
+BODY_LENGTH = struct.Struct(">i")
+BODY_CRC = struct.Struct(">i")
+BODY_CRC_POS = struct.calcsize(">iI")
+PHY_OFFSET = struct.Struct(">q")
+_BORN_V6: Final = int(SysFlag.BORNHOST_V6)
+_STORE_V6: Final = int(SysFlag.STOREHOST_V6)
+_HOST_BITS: Final = _BORN_V6 | _STORE_V6
 
 
 @lru_cache(maxsize=4)
@@ -91,12 +99,14 @@ def header_struct(born_ip_len: int, store_ip_len: int) -> struct.Struct:
 
 
 def _ip_lengths(sys_flag: int) -> tuple[int, int]:
-    born = IPV6_HOST_SIZE if sys_flag & SysFlag.BORNHOST_V6 else IPV4_HOST_SIZE
-    store = IPV6_HOST_SIZE if sys_flag & SysFlag.STOREHOST_V6 else IPV4_HOST_SIZE
+    born = IPV6_HOST_SIZE if sys_flag & _BORN_V6 else IPV4_HOST_SIZE
+    store = IPV6_HOST_SIZE if sys_flag & _STORE_V6 else IPV4_HOST_SIZE
     return born - 4, store - 4
 
 
 MIN_RECORD_SIZE = header_struct(4, 4).size + 1 + PROPERTIES_LENGTH.size  # 91
+# header layout by the sys flag's two IPv6 bits (the decoder's lookup)
+_HEADER_BY_HOST_BITS = {bits: header_struct(*_ip_lengths(bits)) for bits in (0, _BORN_V6, _STORE_V6, _HOST_BITS)}
 
 
 def store_timestamp_pos(sys_flag: int) -> int:
@@ -129,23 +139,52 @@ def encode_message(*, topic: bytes, body: bytes, properties: bytes, queue_id: in
         ValueError: topic or properties too long for their length fields.
     """
     magic = MAGIC_V1 if version == 1 else MAGIC_V2
+    tail = record_tail(topic, properties, version=version)
+    head = header_struct(len(born_ip), len(store_ip))
+    total = head.size + len(body) + len(tail)
+    return head.pack(
+        total, magic, body_crc(body) if crc is None else crc, queue_id, flag, queue_offset, phy_offset,
+        record_sys_flag(sys_flag, born_ip, store_ip), born_timestamp, born_ip, born_port, store_timestamp,
+        store_ip, store_port, reconsume_times, prepared_transaction_offset, len(body),
+    ) + body + tail
+
+
+def topic_field(topic: bytes, *, version: int = 1) -> bytes:
+    """TOPICLENGTH + TOPIC.
+
+    Raises:
+        ValueError: a topic too long for its length field.
+    """
+    if version == 1 and len(topic) > MAX_TOPIC_BYTES_V1:
+        raise ValueError(f"topic of {len(topic)} bytes does not fit a v1 record (max 127)")
+    return TOPIC_LENGTH[MAGIC_V1 if version == 1 else MAGIC_V2].pack(len(topic)) + topic
+
+
+def record_tail(topic: bytes, properties: bytes, *, version: int = 1) -> bytes:
+    """The bytes after BODY: TOPICLENGTH, TOPIC, PROPERTIESLENGTH, PROPERTIES.
+
+    Raises:
+        ValueError: topic or properties too long for their length fields.
+    """
+    magic = MAGIC_V1 if version == 1 else MAGIC_V2
     if version == 1 and len(topic) > MAX_TOPIC_BYTES_V1:
         raise ValueError(f"topic of {len(topic)} bytes does not fit a v1 record (max 127)")
     if len(properties) > props_codec.MAX_PROPERTIES_LENGTH:
         raise ValueError(f"properties of {len(properties)} bytes exceed 32767")
-    sys_flag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+    return TOPIC_LENGTH[magic].pack(len(topic)) + topic + PROPERTIES_LENGTH.pack(len(properties)) + properties
+
+
+def record_sys_flag(sys_flag: int, born_ip: bytes, store_ip: bytes) -> int:
+    """SYSFLAG as stored: the caller's flag with the IPv6 bits set from the IP lengths.
+
+    Plain int arithmetic as Java's: every other bit (compression type in bits 8-10 too) is kept.
+    """
+    flag = int(sys_flag) & ~(_BORN_V6 | _STORE_V6)
     if len(born_ip) == 16:
-        sys_flag |= SysFlag.BORNHOST_V6
+        flag |= _BORN_V6
     if len(store_ip) == 16:
-        sys_flag |= SysFlag.STOREHOST_V6
-    head = header_struct(len(born_ip), len(store_ip))
-    tail = TOPIC_LENGTH[magic].pack(len(topic)) + topic + PROPERTIES_LENGTH.pack(len(properties)) + properties
-    total = head.size + len(body) + len(tail)
-    return head.pack(
-        total, magic, body_crc(body) if crc is None else crc, queue_id, flag, queue_offset, phy_offset,
-        int(sys_flag), born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port,
-        reconsume_times, prepared_transaction_offset, len(body),
-    ) + body + tail
+        flag |= _STORE_V6
+    return flag
 
 
 def encode_blank(remaining: int) -> bytes:
@@ -174,31 +213,56 @@ END_OF_FILE: Final = _Sentinel("END_OF_FILE")
 DecodeResult = Any  # StoredMessage | NEED_DATA | END_OF_FILE
 
 
+def _header_field(index: int, doc: str) -> Any:
+    def get(self: StoredMessage) -> Any:
+        header = self._header
+        if header is None:
+            header = self._header = _HEADER_BY_HOST_BITS[self.sys_flag & _HOST_BITS].unpack_from(self.raw)
+        return header[index]
+
+    return property(get, doc=doc)
+
+
 class StoredMessage:
-    """One decoded commitlog record. Header fields are decoded at once, the rest on first access."""
+    """One decoded commitlog record.
+
+    Decoding checks the record's lengths and keeps its bytes with the topic, sys flag and physical
+    offset; the other header fields are unpacked together on the first access to any of them, the
+    properties on the first access to them (a reader that only wants bodies and keys pays for nothing
+    else). Every field stays reachable as a plain attribute.
+    """
 
     __slots__ = (
-        "raw", "magic", "size", "body_crc", "queue_id", "flag", "queue_offset", "phy_offset",
-        "sys_flag", "born_timestamp", "store_timestamp", "reconsume_times",
-        "prepared_transaction_offset", "topic", "properties_string", "_born", "_store",
+        "raw", "magic", "size", "phy_offset", "sys_flag", "topic", "_header", "_properties_start",
         "_body_start", "_body_end", "_properties",
     )
 
     raw: bytes
     magic: int
     size: int
-    body_crc: int
-    queue_id: int
-    flag: int
-    queue_offset: int
     phy_offset: int
     sys_flag: int
-    born_timestamp: int
-    store_timestamp: int
-    reconsume_times: int
-    prepared_transaction_offset: int
     topic: str
-    properties_string: str
+
+    # positions in the header tuple of header_struct(...).unpack
+    body_crc = _header_field(2, "BODYCRC as stored.")
+    queue_id = _header_field(3, "Queue id.")
+    flag = _header_field(4, "Producer flag.")
+    queue_offset = _header_field(5, "Offset in the consume queue.")
+    born_timestamp = _header_field(8, "Producer time, ms.")
+    store_timestamp = _header_field(11, "Store time, ms.")
+    reconsume_times = _header_field(14, "Redelivery count.")
+    prepared_transaction_offset = _header_field(15, "Half message offset of a COMMIT/ROLLBACK record.")
+    _born_ip = _header_field(9, "Born host IP bytes.")
+    _born_port = _header_field(10, "Born host port.")
+    _store_ip = _header_field(12, "Store host IP bytes.")
+    _store_port = _header_field(13, "Store host port.")
+
+    @property
+    def properties_string(self) -> str:
+        """The stored properties string (decoded on access)."""
+        start = self._properties_start
+        return self.raw[start:].decode("utf-8", "replace") if start < len(self.raw) else ""
 
     @property
     def body(self) -> bytes:
@@ -208,9 +272,12 @@ class StoredMessage:
     @property
     def properties(self) -> dict[str, str]:
         """Parsed properties, in stored order."""
-        if self._properties is None:
-            self._properties = props_codec.decode_properties(self.properties_string)
-        return self._properties
+        properties = self._properties
+        if properties is None:
+            start = self._properties_start
+            text = self.raw[start:].decode("utf-8", "replace") if start < self.size else ""
+            properties = self._properties = props_codec.decode_properties(text)
+        return properties
 
     @property
     def tags(self) -> str | None:
@@ -230,17 +297,17 @@ class StoredMessage:
     @property
     def born_host(self) -> str:
         """Producer address `"ip:port"`."""
-        return format_host(*self._born)
+        return format_host(self._born_ip, self._born_port)
 
     @property
     def store_host(self) -> str:
         """Broker address `"ip:port"`."""
-        return format_host(*self._store)
+        return format_host(self._store_ip, self._store_port)
 
     @property
     def msg_id(self) -> str:
         """Offset message id (store host + physical offset)."""
-        return encode_msg_id(self._store[0], self._store[1], self.phy_offset)
+        return encode_msg_id(self._store_ip, self._store_port, self.phy_offset)
 
     def to_dict(self) -> dict[str, Any]:
         """Every public field as a plain dict (body as bytes)."""
@@ -312,14 +379,12 @@ def decode_record(raw: bytes, *, check_crc: bool = False) -> StoredMessage:
 
 def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMessage:
     total = len(raw)
-    sys_flag = struct.unpack_from(">i", raw, SYS_FLAG_POS)[0]
-    head = header_struct(*_ip_lengths(sys_flag))
-    if total < head.size:
+    sys_flag = SYS_FLAG.unpack_from(raw, SYS_FLAG_POS)[0]
+    body_start = _HEADER_BY_HOST_BITS[sys_flag & _HOST_BITS].size
+    if total < body_start:
         raise CorruptRecordError(pos, f"total size {total} shorter than the header")
-    (_, _, crc, queue_id, flag, queue_offset, phy_offset, _, born_ts, born_ip, born_port, store_ts,
-     store_ip, store_port, reconsume, prepared, body_len) = head.unpack_from(raw, 0)
+    body_len = BODY_LENGTH.unpack_from(raw, body_start - BODY_LENGTH.size)[0]
     topic_len_struct = TOPIC_LENGTH[magic]
-    body_start = head.size
     body_end = body_start + body_len
     if body_len < 0 or body_end + topic_len_struct.size > total:
         raise CorruptRecordError(pos, f"body length {body_len} does not fit total size {total}")
@@ -333,27 +398,22 @@ def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMe
     expected = props_start + max(props_len, 0)
     if expected != total:
         raise CorruptRecordError(pos, f"lengths add up to {expected}, total size says {total}")
-    if check_crc and body_len > 0 and zlib.crc32(raw[body_start:body_end]) & CRC_MASK != crc:
+    if check_crc and body_len > 0 and \
+            zlib.crc32(raw[body_start:body_end]) & CRC_MASK != BODY_CRC.unpack_from(raw, BODY_CRC_POS)[0]:
         raise CorruptRecordError(pos, "body CRC mismatch")
-    msg = StoredMessage.__new__(StoredMessage)
+    msg = _new_stored_message(StoredMessage)
     msg.raw = raw
     msg.magic = magic
     msg.size = total
-    msg.body_crc = crc
-    msg.queue_id = queue_id
-    msg.flag = flag
-    msg.queue_offset = queue_offset
-    msg.phy_offset = phy_offset
     msg.sys_flag = sys_flag
-    msg.born_timestamp = born_ts
-    msg.store_timestamp = store_ts
-    msg.reconsume_times = reconsume
-    msg.prepared_transaction_offset = prepared
+    msg.phy_offset = PHY_OFFSET.unpack_from(raw, PHY_OFFSET_POS)[0]
     msg.topic = raw[topic_start:props_len_pos].decode("utf-8", "replace")
-    msg.properties_string = raw[props_start:total].decode("utf-8", "replace") if props_len > 0 else ""
-    msg._born = (born_ip, born_port)
-    msg._store = (store_ip, store_port)
+    msg._header = None
+    msg._properties_start = props_start if props_len > 0 else total
     msg._body_start = body_start
     msg._body_end = body_end
     msg._properties = None
     return msg
+
+
+_new_stored_message = object.__new__

@@ -40,6 +40,20 @@ def decode_properties(text: str) -> dict[str, str]:
     """Parse a properties string with RocketMQ's rule (insertion order = stored order)."""
     result: dict[str, str] = {}
     for segment in text.split(PROPERTY_SEPARATOR):
+        # partition: name = before the first U+0001 (non-empty iff it is at index >= 1), value = after
+        # it (non-empty iff it is at index <= len-2; a segment without one has no value)
+        name, _, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
+            if name in result:
+                del result[name]  # a later name wins and takes the later position
+            result[name] = value
+    return result
+
+
+def _decode_properties_reference(text: str) -> dict[str, str]:
+    """RocketMQ's loop as written in Java (kept for the tests that hold `decode_properties` to it)."""
+    result: dict[str, str] = {}
+    for segment in text.split(PROPERTY_SEPARATOR):
         sep = segment.find(NAME_VALUE_SEPARATOR)
         if 1 <= sep <= len(segment) - 2:
             name = segment[:sep]
@@ -52,6 +66,8 @@ def split_keys(keys: str | None) -> list[str]:
     """The non-empty space-separated tokens of a KEYS value."""
     if not keys:
         return []
+    if KEY_SEPARATOR not in keys:
+        return [keys]
     return [k for k in keys.split(KEY_SEPARATOR) if k]
 
 

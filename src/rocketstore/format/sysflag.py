@@ -52,11 +52,15 @@ def compression_type(sys_flag: int) -> CompressionType:
     return CompressionType((sys_flag >> COMPRESSION_TYPE_SHIFT) & COMPRESSION_TYPE_MASK)
 
 
+_QUEUED_TYPES = frozenset({int(TransactionType.NOT), int(TransactionType.COMMIT)})
+_ROLLBACK = int(TransactionType.ROLLBACK)
+
+
 def gets_queue_entry(sys_flag: int) -> bool:
     """True when a record of this sys flag is written to its consume queue (NOT and COMMIT)."""
-    return (sys_flag & TRANSACTION_MASK) in (TransactionType.NOT, TransactionType.COMMIT)
+    return (sys_flag & TRANSACTION_MASK) in _QUEUED_TYPES
 
 
 def gets_index_entry(sys_flag: int) -> bool:
     """True when a record of this sys flag is indexed (everything except ROLLBACK)."""
-    return (sys_flag & TRANSACTION_MASK) != TransactionType.ROLLBACK
+    return (sys_flag & TRANSACTION_MASK) != _ROLLBACK

@@ -91,18 +91,19 @@ class CommitLog:
             MessageNotFoundError: no record starts there (out of range, blank, or not a record start).
         """
         mf = self.queue.find(phy_offset)
-        if mf is None or not self.min_offset <= phy_offset < self.max_offset:
+        pos = -1 if mf is None else phy_offset - mf.file_from_offset
+        limit = -1 if mf is None else mf.wrote_position
+        if pos < 0 or pos >= limit:  # find() is None below the first file; past the data pos >= limit
             raise MessageNotFoundError(f"physical offset {phy_offset} is not in the commitlog "
                                        f"[{self.min_offset}, {self.max_offset})")
-        pos = phy_offset - mf.file_from_offset
-        limit = mf.wrote_position
+        mm = mf.mm  # type: ignore[union-attr]
         if size is None:
-            prefix = peek_prefix(mf.mm, pos)
+            prefix = peek_prefix(mm, pos)
             size = prefix[0] if prefix else 0
         if size <= 0 or pos + size > limit:
             raise MessageNotFoundError(f"no whole record at physical offset {phy_offset}")
         try:
-            result = decode_message(mf.mm[pos:pos + size], 0)
+            result = decode_message(mm[pos:pos + size], 0)
         except CorruptRecordError as exc:
             raise MessageNotFoundError(f"no record at physical offset {phy_offset}: {exc.reason}") from None
         if not isinstance(result, StoredMessage) or result.phy_offset != phy_offset:

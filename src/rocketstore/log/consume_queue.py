@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rocketstore.errors import StoreError
-from rocketstore.format.consume_queue import FILLER, UNIT, UNIT_SIZE, CqUnit, iter_units, pack_unit
+from rocketstore.format.consume_queue import FILLER, UNIT, UNIT_SIZE, CqUnit, iter_units, iter_written_units, pack_unit
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
 
 CONSUME_QUEUE_DIR = "consumequeue"
@@ -53,7 +53,7 @@ class ConsumeQueue:
         while index < len(files):
             mf = files[index]
             end = 0
-            for unit in iter_units(mf.mm):
+            for unit in iter_written_units(mf.mm):
                 if not unit.valid:
                     break
                 end += UNIT_SIZE
@@ -82,8 +82,8 @@ class ConsumeQueue:
         while files:
             mf = files[-1]
             units = iter_units(mf.mm[:mf.wrote_position])
-            if units and units[0].phy_offset >= phy_offset:
-                files.pop().destroy()
+            if (units and units[0].phy_offset >= phy_offset) or (not units and len(files) > 1):
+                files.pop().destroy()  # an empty last file hides the entries of the one before it
                 continue
             end = 0
             for unit in units:
@@ -96,7 +96,8 @@ class ConsumeQueue:
         self._zero_tail()
 
     def correct_min_offset(self, min_phy_offset: int) -> None:
-        """Move the min offset to the first entry pointing at or after `min_phy_offset`."""
+        """Move the min offset to the first entry pointing at or after `min_phy_offset` (RocketMQ's
+        correctMinOffset over the first file); when no entry of the first file does, past them all."""
         if not self.queue.files:
             return
         first = self.queue.files[0]
@@ -104,6 +105,8 @@ class ConsumeQueue:
             if unit.valid and unit.phy_offset >= min_phy_offset and not unit.filler:
                 self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + i * UNIT_SIZE)
                 return
+        if first.wrote_position and min_phy_offset > 0:
+            self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + first.wrote_position)
 
     # -- writing -------------------------------------------------------------------------------------
 

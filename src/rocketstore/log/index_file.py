@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from rocketstore.errors import StoreLayoutError
 from rocketstore.format.index import (
     ENTRY,
+    ENTRY_SIZE,
     FIRST_ENTRY,
     HEADER,
+    HEADER_SIZE,
     SLOT,
+    SLOT_SIZE,
     IndexHeader,
     entry_pos,
     index_file_size,
@@ -85,6 +89,46 @@ class IndexFile:
         header.end_timestamp = store_timestamp
         self.write_header()
         return True
+
+    def put_keys(self, key_hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int],
+                 start: int = 0) -> int:
+        """`put_key` for the keys from `start` on, in order, until the file is full; the header is
+        written once at the end.
+
+        Returns:
+            how many keys were put.
+        """
+        header = self.header
+        mm = self.mm
+        slots = self.slots
+        n = header.index_count
+        room = self.max_entries - n
+        stop = min(len(key_hashes), start + max(room, 0))
+        if stop <= start:
+            return 0
+        slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+        entries_base = entry_pos(0, slots)
+        new_slots = 0
+        for i in range(start, stop):
+            key_hash, phy, store_ts = key_hashes[i], phy_offsets[i], store_timestamps[i]
+            spos = HEADER_SIZE + (key_hash % slots) * SLOT_SIZE
+            slot_value = slot_unpack(mm, spos)[0]
+            if slot_value <= 0 or slot_value > n:
+                slot_value = 0
+                new_slots += 1
+            diff = time_diff_seconds(store_ts, header.begin_timestamp)
+            if n <= FIRST_ENTRY:
+                header.begin_phy_offset = phy
+                header.begin_timestamp = store_ts
+            entry_pack(mm, entries_base + n * ENTRY_SIZE, key_hash, phy, diff, slot_value)
+            slot_pack(mm, spos, n)
+            n += 1
+        header.hash_slot_count += new_slots
+        header.index_count = n
+        header.end_phy_offset = phy_offsets[stop - 1]
+        header.end_timestamp = store_timestamps[stop - 1]
+        self.write_header()
+        return stop - start
 
     def write_header(self) -> None:
         """Write the in-memory header into the mapping."""

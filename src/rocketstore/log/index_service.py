@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from rocketstore.format.filenames import index_file_name
 from rocketstore.format.index import index_key
-from rocketstore.format.javahash import index_key_hash
+from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, java_hash_concat
 from rocketstore.log.index_file import IndexFile
 
 INDEX_DIR = "index"
+INDEX_BATCH_MIN = 16  # from this many keys on, build_many hashes them in one vectorised pass
 
 
 class IndexService:
@@ -24,12 +25,19 @@ class IndexService:
         self.read_only = read_only
         self.clock = clock
         self.files: list[IndexFile] = []
+        # Called with a full file's endTimestamp once that file is on disk (checkpoint.indexMsgTimestamp).
+        self.on_file_flushed: Callable[[int], None] | None = None
 
     def load(self) -> None:
         """Map every index file, in name order."""
         if not self.directory.is_dir():
             return
         for path in sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit()):
+            if path.stat().st_size == 0:
+                # A crash between creating a file and sizing it leaves it empty: it holds nothing.
+                if not self.read_only:
+                    path.unlink()
+                continue
             self.files.append(IndexFile(path, self.slots, self.max_entries, read_only=self.read_only))
 
     def drop_newer_than(self, timestamp: int) -> list[Path]:
@@ -66,7 +74,10 @@ class IndexService:
         """
         if not self.files or self.files[-1].full:
             if self.files:
-                self.files[-1].flush()
+                full = self.files[-1]
+                full.flush()
+                if self.on_file_flushed is not None:
+                    self.on_file_flushed(full.header.end_timestamp)
             return self._new_file()
         return self.files[-1]
 
@@ -80,21 +91,63 @@ class IndexService:
         current = self.current()
         if phy_offset < current.header.end_phy_offset:
             return  # already indexed
+        prefix = index_key(topic, "")
         if uniq_key:
-            current = self._put(current, index_key(topic, uniq_key), phy_offset, store_timestamp)
+            current = self._put(current, prefix, uniq_key, phy_offset, store_timestamp)
         for key in keys:
             if key:
-                current = self._put(current, index_key(topic, key), phy_offset, store_timestamp)
+                current = self._put(current, prefix, key, phy_offset, store_timestamp)
 
-    def _put(self, current: IndexFile, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
-        key_hash = index_key_hash(key)
+    def build_many(self, records: Iterable[tuple[str, int, int, Sequence[str], str | None]]) -> None:
+        """`build` for many messages in log order: (topic, phy_offset, store_timestamp, keys, uniq_key)
+        each. Every key is hashed in one pass and each index header is written once.
+
+        Raises:
+            OSError: a new file cannot be created.
+        """
+        records = list(records)
+        if not records:
+            return
+        current = self.current()
+        indexed_end = current.header.end_phy_offset
+        prefixes: list[str] = []
+        texts: list[str] = []
+        phys: list[int] = []
+        stamps: list[int] = []
+        last_keyed = -1  # the last record that has a key
+        for i, (topic, phy_offset, store_timestamp, keys, uniq_key) in enumerate(records):
+            if phy_offset < indexed_end:
+                continue  # already indexed
+            prefix = index_key(topic, "")
+            for key in (uniq_key, *keys) if uniq_key else keys:
+                if key:
+                    prefixes.append(prefix)
+                    texts.append(key)
+                    phys.append(phy_offset)
+                    stamps.append(store_timestamp)
+                    last_keyed = i
+        if not texts:
+            return
+        if len(texts) < INDEX_BATCH_MIN:  # a few keys: hash each with its topic's cached prefix hash
+            hashes = [index_hash_of_signed(java_hash_concat(p, k)) for p, k in zip(prefixes, texts, strict=True)]
+        else:
+            hashes = index_key_hashes([p + k for p, k in zip(prefixes, texts, strict=True)])
+        done = current.put_keys(hashes, phys, stamps)
+        while done < len(hashes):
+            current = self.current()
+            done += current.put_keys(hashes, phys, stamps, done)
+        if current.full and last_keyed < len(records) - 1:
+            self.current()  # `build` of a later (keyless) record would roll to a new file now
+
+    def _put(self, current: IndexFile, prefix: str, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
+        key_hash = index_hash_of_signed(java_hash_concat(prefix, key))  # the hash of prefix + key
         while not current.put_key(key_hash, phy_offset, store_timestamp):
             current = self.current()
         return current
 
     def query(self, topic: str, key: str, max_count: int, begin: int, end: int) -> list[int]:
         """Physical offsets whose index entries match the key's hash (newest files first)."""
-        key_hash = index_key_hash(index_key(topic, key))
+        key_hash = index_hash_of_signed(java_hash_concat(index_key(topic, ""), key))  # topic# hash is cached
         found: list[int] = []
         for f in reversed(self.files):
             if f.time_matches(begin, end):

@@ -1,4 +1,11 @@
-"""Flush services: the commitlog's async flush, its sync group commit, and the queue/checkpoint flush."""
+"""Flush services: the commitlog's async flush, its sync group commit, and the queue/index/checkpoint flush.
+
+The checkpoint only ever receives a timestamp after the bytes it vouches for are on disk: each service
+samples the store timestamp *before* its flush and writes it into the checkpoint *after* the flush
+succeeded (RocketMQ 4.9.8's rule). A failed flush raises; the service loop then stops and hands the
+error to the store, which turns read-only (after an fsync error the kernel may have dropped the dirty
+pages, so no later flush could be trusted to cover them).
+"""
 
 from __future__ import annotations
 
@@ -12,9 +19,13 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_service import IndexService
 from rocketstore.services.service import Service
 
+GROUP_COMMIT_INTERVAL_MS = 10  # RocketMQ's GroupCommitService wakes every 10 ms or on request
+
 
 class CommitLogFlushService(Service):
-    """ASYNC mode: flush when `least_pages` pages are dirty, everything every thorough interval."""
+    """ASYNC mode (RocketMQ's FlushRealTimeService): every `interval_ms` flush the commitlog when at
+    least `least_pages` pages are dirty, and everything every `thorough_interval_ms`.
+    """
 
     name = "commitlog-flush"
 
@@ -32,7 +43,7 @@ class CommitLogFlushService(Service):
         self._lock = lock
 
     def run_once(self) -> None:
-        """One flush pass.
+        """One flush pass (thorough when the thorough interval has passed).
 
         Raises:
             OSError: the disk did not accept the bytes.
@@ -56,19 +67,25 @@ class GroupCommitService(Service):
 
     def __init__(self, commitlog: CommitLog, checkpoint: StoreCheckpoint, *,
                  last_store_timestamp: Callable[[], int], lock: threading.Lock) -> None:
-        super().__init__(interval_ms=10)
+        super().__init__(interval_ms=GROUP_COMMIT_INTERVAL_MS)
         self.commitlog = commitlog
         self.checkpoint = checkpoint
         self._last_store_timestamp = last_store_timestamp
         self._lock = lock
         self._cond = threading.Condition()
         self._flushed = commitlog.queue.flushed_offset
+        self.syncs = 0  # flushes that moved the flushed offset (how many puts shared one is visible)
+
+    @property
+    def flushed_offset(self) -> int:
+        """Commitlog offset up to which every byte is known to be on disk."""
+        return self._flushed
 
     def run_once(self) -> None:
         """Flush everything written so far and release the puts it covers.
 
         Raises:
-            OSError: the disk did not accept the bytes (waiting puts then time out).
+            OSError: the disk did not accept the bytes (waiting puts are released, unconfirmed).
         """
         with self._lock:
             target = self.commitlog.max_offset
@@ -76,34 +93,46 @@ class GroupCommitService(Service):
         if target <= self._flushed:
             return
         flushed = self.commitlog.queue.flush(0)
+        self.syncs += 1
         if store_ts > 0:
             self.checkpoint.values.physic_msg_timestamp = store_ts
         with self._cond:
             self._flushed = max(self._flushed, flushed)
             self._cond.notify_all()
 
+    def fail(self, exc: BaseException) -> None:
+        """Record the failure and release every waiting put (they report FLUSH_DISK_TIMEOUT)."""
+        super().fail(exc)
+        with self._cond:
+            self._cond.notify_all()
+
     def wait_flushed(self, offset: int, timeout_ms: int) -> bool:
-        """Block until `offset` is on disk; False on timeout."""
+        """Block until `offset` is on disk; False on timeout or after a flush error."""
         self.wakeup()
         with self._cond:
-            return self._cond.wait_for(lambda: self._flushed >= offset or self.error is not None,
-                                       timeout=timeout_ms / 1000) and self._flushed >= offset
+            self._cond.wait_for(lambda: self._flushed >= offset or self.error is not None,
+                                timeout=timeout_ms / 1000)
+            return self._flushed >= offset and self.error is None
 
 
 class QueueFlushService(Service):
-    """Flushes consume queues and the index; on a thorough pass also the checkpoint."""
+    """RocketMQ's FlushConsumeQueueService: flushes consume queues with `least_pages`; on a thorough
+    pass flushes every queue and the index completely, then writes the sampled `logicsMsgTimestamp` and
+    forces the checkpoint.
+    """
 
     name = "queue-flush"
 
     def __init__(self, queues: Callable[[], list[ConsumeQueue]], index: IndexService,
                  checkpoint: StoreCheckpoint, clock: Clock, *, interval_ms: int, thorough_interval_ms: int,
-                 lock: threading.Lock) -> None:
+                 lock: threading.Lock, least_pages: int = 2) -> None:
         super().__init__(interval_ms)
         self.queues = queues
         self.index = index
         self.checkpoint = checkpoint
         self.clock = clock
         self.thorough_interval_ms = thorough_interval_ms
+        self.least_pages = least_pages
         self._last_thorough = 0
         self._lock = lock
         self.logics_timestamp = 0
@@ -117,10 +146,10 @@ class QueueFlushService(Service):
         now = self.clock()
         thorough = now >= self._last_thorough + self.thorough_interval_ms
         with self._lock:
-            logics = self.logics_timestamp
+            logics = self.logics_timestamp  # sampled before the flush: never ahead of what is durable
             queues = self.queues()
         for cq in queues:
-            cq.flush(0 if thorough else 2)
+            cq.flush(0 if thorough else self.least_pages)
         if thorough:
             self._last_thorough = now
             with self._lock:

@@ -10,6 +10,7 @@ recovered end are first copied to `quarantine/<file>.<position>.bin` and listed 
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,13 @@ from rocketstore.errors import CorruptRecordError
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.index import FIRST_ENTRY, IndexHeader
 from rocketstore.format.message import (
+    BLANK_MAGIC,
     END_OF_FILE,
     MAGIC_V1,
     MAGIC_V2,
+    MIN_RECORD_SIZE,
     NEED_DATA,
+    PHY_OFFSET_POS,
     StoredMessage,
     decode_message,
     peek_prefix,
@@ -34,6 +38,7 @@ from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
 
 QUARANTINE_DIR = "quarantine"
+_PHY_OFFSET = struct.Struct(">q")
 NORMAL_RECOVERY_FILES = 3
 _ZERO_CHUNK = 1 << 20
 
@@ -72,11 +77,12 @@ class RecoveryReport:
     index_files_dropped: list[str] = field(default_factory=list)
     commitlog_files_removed: list[str] = field(default_factory=list)
     quarantined: list[QuarantinedRange] = field(default_factory=list)
+    dispatch_skipped: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        """True when nothing was moved aside or removed."""
-        return not (self.quarantined or self.commitlog_files_removed)
+        """True when nothing was moved aside, removed or left out of a queue."""
+        return not (self.quarantined or self.commitlog_files_removed or self.dispatch_skipped)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict."""
@@ -88,6 +94,7 @@ class RecoveryReport:
             "queues_truncated": self.queues_truncated, "index_files_dropped": self.index_files_dropped,
             "commitlog_files_removed": self.commitlog_files_removed,
             "quarantined": [vars(q) for q in self.quarantined],
+            "dispatch_skipped": self.dispatch_skipped,
         }
 
 
@@ -124,21 +131,63 @@ class _Walk:
                     self.reason = (f"record at {mf.path.name}+{pos} claims physical offset "
                                    f"{result.phy_offset}")
                     return
+                if _torn(mf, pos, result):
+                    self.reason = f"torn record at {mf.path.name}+{pos} (its last byte is zero)"
+                    return
                 pos += result.size
                 self.end = mf.file_from_offset + pos
                 yield result
         self.reason = "end of data"
 
 
-def find_end(commitlog: CommitLog, check_crc: bool = False) -> int:
-    """Physical offset one past the last whole record, scanning the last three files (read-only use)."""
+def _torn(mf: MappedFile, pos: int, msg: StoredMessage) -> bool:
+    """True when a record that parses ends in a zero byte where real data must be: its properties end
+    with the \x02 separator, or, when it has none, its topic (before the 2-byte zero length) is not
+    NUL-terminated. A write torn before the record's end leaves zeros there, which the body CRC
+    alone cannot see.
+    """
+    last = pos + msg.size - 1 - (0 if msg.properties_string else 2)
+    return mf.mm[last] == 0
+
+
+def find_end(commitlog: CommitLog, check_crc: bool = True) -> int:
+    """Physical offset one past the last whole record, for read-only opens (nothing is repaired).
+
+    Files before the last one holding data are taken as whole (they end with a blank record). In
+    that file, records are walked by their length prefix, and the last one is decoded in full (CRC
+    and torn-write checks): a record a live writer is still copying ends the data before it.
+    """
     files = commitlog.queue.files
-    if not files:
+    index = len(files) - 1
+    while index > 0 and peek_prefix(files[index].mm, 0) in (None, (0, 0)):
+        index -= 1
+    if index < 0:
         return 0
-    walk = _Walk(commitlog, max(0, len(files) - NORMAL_RECOVERY_FILES), check_crc)
-    for _ in walk:
-        pass
-    return walk.end
+    mf = files[index]
+    pos = 0
+    last: int | None = None
+    while True:
+        prefix = peek_prefix(mf.mm, pos)
+        if prefix is None:
+            break
+        total, magic = prefix
+        if magic == BLANK_MAGIC:
+            return mf.end_offset
+        if magic not in (MAGIC_V1, MAGIC_V2) or total < MIN_RECORD_SIZE or pos + total > mf.file_size:
+            break
+        if _PHY_OFFSET.unpack_from(mf.mm, pos + PHY_OFFSET_POS)[0] != mf.file_from_offset + pos:
+            break
+        last = pos
+        pos += total
+    if last is not None:
+        try:
+            result = decode_message(mf.mm, last, check_crc=check_crc)
+            whole = isinstance(result, StoredMessage) and not _torn(mf, last, result)
+        except CorruptRecordError:
+            whole = False
+        if not whole:
+            pos = last
+    return mf.file_from_offset + pos
 
 
 def _abnormal_start_index(files: list[MappedFile], checkpoint: Checkpoint) -> int:

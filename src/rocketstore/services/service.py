@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 
 class Service:
     """Calls `run_once()` every `interval_ms` (or sooner when woken) on a daemon thread.
 
-    Errors escaping `run_once()` stop the loop and are kept in `error` for the owner to act on.
+    Errors escaping `run_once()` stop the loop, are kept in `error` and are handed to `on_error` (the
+    store turns read-only there) so that the owner acts on them at once.
     """
 
     name = "service"
@@ -16,6 +18,7 @@ class Service:
     def __init__(self, interval_ms: int) -> None:
         self.interval_ms = interval_ms
         self.error: BaseException | None = None
+        self.on_error: Callable[[BaseException], None] | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -49,6 +52,12 @@ class Service:
                 break
             try:
                 self.run_once()
-            except BaseException as exc:  # noqa: BLE001 - a service loop records and stops
-                self.error = exc
+            except BaseException as exc:  # a service loop records and stops
+                self.fail(exc)
                 return
+
+    def fail(self, exc: BaseException) -> None:
+        """Record a failure of a step and tell the owner (also for owners that drive `run_once()`)."""
+        self.error = exc
+        if self.on_error is not None:
+            self.on_error(exc)

@@ -1,17 +1,59 @@
-"""Every call that forces bytes to disk or replaces a file goes through here: the fault-injection seam.
+"""Every call that writes bytes, reserves space, forces bytes to disk or replaces a file goes through
+here: the fault-injection seam.
 
-Tests patch `fsync_fd`, `msync` or `write_file` to raise OSError(EIO/ENOSPC) and check that the store
-turns read-only without losing what it acknowledged.
+Tests patch `write_mapped`, `allocate`, `fsync_fd`, `msync` or `write_file` to raise
+OSError(EIO/ENOSPC) and check that the store turns read-only without losing what it acknowledged.
+`disk_used_ratio` is the seam for retention's disk-space rule.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import shutil
 from pathlib import Path
 
 PAGE_SIZE = mmap.PAGESIZE
+
+
+def write_mapped(mm: mmap.mmap, pos: int, data: bytes) -> None:
+    """Copy `data` into a shared mapping at `pos` (the page cache; `msync` makes it durable).
+
+    Raises:
+        OSError: never from a real mapping of allocated blocks; tests inject EIO/ENOSPC here.
+    """
+    mm[pos:pos + len(data)] = data
+
+
+def allocate(fd: int, size: int) -> None:
+    """Size a new file to `size` bytes and reserve its blocks, so that later writes through a mapping
+    cannot hit a full disk (which a mapping reports as SIGBUS, killing the process).
+
+    Raises:
+        OSError: ENOSPC when the disk cannot hold the file; EIO.
+    """
+    os.ftruncate(fd, size)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+            raise  # a file system without fallocate keeps the sparse file
+
+
+def disk_used_ratio(path: Path) -> float:
+    """Used share of the file system holding `path`, as RocketMQ computes it (ceil to 1 %).
+
+    Raises:
+        OSError: the path cannot be measured.
+    """
+    st = os.statvfs(path)
+    total = st.f_blocks * st.f_frsize
+    if total <= 0:
+        return 0.0
+    used = total - st.f_bfree * st.f_frsize
+    usable = st.f_bavail * st.f_frsize
+    return -(-used * 100 // max(1, used + usable)) / 100
 
 
 def fsync_fd(fd: int) -> None:

@@ -36,7 +36,13 @@ class MappedFile:
         try:
             actual = os.fstat(self._fd).st_size
             if create and actual == 0 and not read_only:
-                os.ftruncate(self._fd, file_size)
+                try:
+                    fs.allocate(self._fd, file_size)
+                except OSError:
+                    os.close(self._fd)
+                    self._fd = -1
+                    path.unlink(missing_ok=True)  # an empty file would not load again
+                    raise
                 actual = file_size
             if actual != file_size:
                 raise StoreLayoutError(
@@ -44,7 +50,8 @@ class MappedFile:
             access = mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
             self.mm = mmap.mmap(self._fd, file_size, access=access)
         except BaseException:
-            os.close(self._fd)
+            if self._fd >= 0:
+                os.close(self._fd)
             raise
         self.wrote_position = 0
         self.flushed_position = 0
@@ -83,13 +90,17 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos}")
-        self.mm[pos:end] = data
+        fs.write_mapped(self.mm, pos, data)
         self.wrote_position = end
         return pos
 
     def write_at(self, pos: int, data: bytes) -> None:
-        """Write `data` at `pos` without moving the write position."""
-        self.mm[pos:pos + len(data)] = data
+        """Write `data` at `pos` without moving the write position.
+
+        Raises:
+            OSError: the write failed (fault injection).
+        """
+        fs.write_mapped(self.mm, pos, data)
 
     def read(self, pos: int, size: int) -> bytes:
         """`size` bytes from `pos` (fewer at the end of the file)."""

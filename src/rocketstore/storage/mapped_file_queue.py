@@ -8,7 +8,24 @@ from pathlib import Path
 
 from rocketstore.errors import StoreLayoutError
 from rocketstore.format.filenames import name_to_offset
+from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
+
+
+def _make_durable_dirs(directory: Path) -> None:
+    """Create `directory` and its missing parents, each made durable in its parent.
+
+    Raises:
+        OSError: a directory cannot be created or synced.
+    """
+    missing: list[Path] = []
+    current = directory
+    while not current.is_dir():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        fs.fsync_dir(path.parent)
 
 
 class MappedFileQueue:
@@ -29,6 +46,7 @@ class MappedFileQueue:
 
         Raises:
             StoreLayoutError: a file of the wrong size or an offset gap/misalignment.
+            OSError: a file cannot be mapped, or an empty last file not removed.
         """
         if not self.directory.is_dir():
             return
@@ -36,8 +54,13 @@ class MappedFileQueue:
                        if p.is_file() and name_to_offset(p.name) is not None)
         for name in names:
             path = self.directory / name
-            if self.read_only and path.stat().st_size == 0 and name == names[-1]:
-                continue  # a 5.x broker may leave an empty last file; it holds nothing
+            if path.stat().st_size == 0 and name == names[-1]:
+                # A crash between creating the newest file and sizing it (or a 5.x broker) leaves an
+                # empty last file; it holds nothing, so a writer removes it and a reader skips it.
+                if not self.read_only:
+                    path.unlink()
+                    fs.fsync_dir(self.directory)
+                continue
             mf = MappedFile(path, self.file_size, read_only=self.read_only)
             if mf.file_from_offset % self.file_size:
                 mf.close()
@@ -88,14 +111,15 @@ class MappedFileQueue:
 
         Raises:
             StoreLayoutError: the offset does not follow the last file.
-            OSError: the file cannot be created.
+            OSError: the file cannot be created, or its directory entry not made durable.
         """
         if self.files and file_from_offset != self.files[-1].end_offset:
             raise StoreLayoutError(
                 f"{self.directory}: new file at {file_from_offset} does not follow {self.files[-1].path.name}")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        _make_durable_dirs(self.directory)
         mf = MappedFile.create(self.directory, file_from_offset, self.file_size)
         self.files.append(mf)
+        fs.fsync_dir(self.directory)  # the new name survives a power cut with the bytes synced into it
         return mf
 
     def truncate(self, offset: int) -> list[Path]:

@@ -276,3 +276,41 @@ def test_concurrent_puts_get_distinct_consecutive_offsets(tmp_path):
         assert len({r.phy_offset for r in results}) == 200
         bodies = [m.body for m in store.iter_queue("T", 0)]
         assert len(bodies) == len(set(bodies)) == 200
+
+
+def test_check_message_applies_put_rules_without_writing(tmp_path):
+    root = tmp_path / "s"
+    with open_small(root) as store:
+        store.put(Message("T", b"x"))
+    with MessageStore.open(root, read_only=True) as reader:
+        reader.check_message(Message("T", b"fine", keys=("k",)))
+        with pytest.raises(InvalidMessageError) as info:
+            reader.check_message(Message("T", b"x", properties={"a": "\u00e9" * 16383}))
+        assert info.value.status is PutStatus.PROPERTIES_SIZE_EXCEEDED
+
+
+def test_arrival_listeners_hear_every_new_queue_end(tmp_path):
+    heard: list[tuple[str, int, int]] = []
+    with open_small(tmp_path / "s") as store:
+        remove = store.add_arrival_listener(lambda t, q, m: heard.append((t, q, m)))
+        store.put(Message("T", b"a", queue_id=1))
+        store.put_batch([Message("T", b"b", queue_id=1), Message("U", b"c"), Message("T", b"d", queue_id=1)])
+        remove()
+        store.put(Message("T", b"e", queue_id=1))
+    assert heard[0] == ("T", 1, 1)
+    assert ("T", 1, 3) in heard and ("U", 0, 1) in heard
+    assert all(m <= 3 for _, _, m in heard)
+
+
+def test_ensure_topic_and_config_of(tmp_path):
+    root = tmp_path / "s"
+    with open_small(root) as store:
+        store.ensure_topic("Orders", 8)
+        with pytest.raises(InvalidMessageError):
+            store.ensure_topic("bad topic", 1)
+    assert json.loads((root / "config" / "topics.json").read_text())["topicConfigTable"]["Orders"][
+        "readQueueNums"] == 8
+    config = MessageStore.config_of(root, store_host="10.1.2.3:10911")
+    assert config.geometry() == SMALL.geometry() and config.store_host == "10.1.2.3:10911"
+    with pytest.raises(StoreLayoutError):
+        MessageStore.config_of(root, commitlog_file_size=1 << 20)

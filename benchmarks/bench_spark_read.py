@@ -1,0 +1,179 @@
+"""Spark batch read throughput of the `rocketstore` source on a store of at least 1 GiB.
+
+Measured in the same run, on the same files:
+
+* `spark scan=queues`   - `spark.read.format("rocketstore")` (through the consume queues), every column
+                          materialised by Spark's `noop` sink;
+* `spark scan=commitlog`- the same over the commitlog in log order;
+* `one process`         - the same work without Spark: one Python process opens the store read-only and
+                          turns `scan()` into the same Arrow record batches;
+* `binaryFile ceiling`  - `spark.read.format("binaryFile")` over the commitlog files (raw I/O through
+                          Spark, no decoding): the most any Spark reader of these files can do.
+
+Throughput is commitlog bytes (max - min physical offset) and messages per second. The store is built
+by the script (messages of `--body` bytes over 4 topics x 8 queues, one key each) unless `--store`
+names an existing one.
+
+    python benchmarks/bench_spark_read.py                          # builds ~1.1 GiB in a temp dir
+    python benchmarks/bench_spark_read.py --store /data/store --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rocketstore import Message, MessageStore, StoreConfig
+
+TOPICS = ("BenchA", "BenchB", "BenchC", "BenchD")
+QUEUES = 8
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--store", default=None, help="an existing store to use instead of building one")
+    p.add_argument("--size-mib", type=int, default=1100, help="commitlog size of the built store")
+    p.add_argument("--body", type=int, default=1024, help="body bytes per message of the built store")
+    p.add_argument("--commitlog-file-size", type=int, default=128 * 1024 * 1024)
+    p.add_argument("--dir", default=None, help="scratch directory (default: a temp dir, removed after)")
+    p.add_argument("--repeat", type=int, default=1, help="interleaved rounds; the median is reported")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--save", action="store_true", help="append the report to benchmarks/results/<script>.txt")
+    return p
+
+
+def bench_config(args: argparse.Namespace) -> StoreConfig:
+    return StoreConfig(commitlog_file_size=args.commitlog_file_size)
+
+
+def build_store(root: Path, config: StoreConfig, size_mib: int, body_size: int) -> float:
+    """Fill a new store to `size_mib` MiB of commitlog; returns the seconds it took."""
+    body = bytes((i * 7 + 13) % 251 for i in range(body_size))
+    target = size_mib * 1024 * 1024
+    began = time.perf_counter()
+    n = 0
+    with MessageStore.open(root, config) as store:
+        while store.max_phy_offset < target:
+            batch = [
+                Message(TOPICS[i % len(TOPICS)], body, queue_id=(i // len(TOPICS)) % QUEUES, tags="TagA",
+                        keys=(f"order-{i:010d}",))
+                for i in range(n, n + 1000)
+            ]
+            store.put_batch(batch)
+            n += len(batch)
+    return time.perf_counter() - began
+
+
+def store_extent(root: Path) -> tuple[int, int]:
+    """(commitlog bytes, messages) of the store."""
+    with MessageStore.open(root, read_only=True) as store:
+        total = sum(store.max_offset(t, q) - store.min_offset(t, q) for t, qs in store.queues().items() for q in qs)
+        return store.max_phy_offset - store.min_phy_offset, total
+
+
+def spark_session(master: str) -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("rocketstore-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "6g")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def timed(work: Callable[[], Any]) -> float:
+    began = time.perf_counter()
+    work()
+    return time.perf_counter() - began
+
+
+def binary_file_ceiling(spark: Any, root: Path) -> None:
+    spark.read.format("binaryFile").load(str(root / "commitlog")).write.format("noop").mode("overwrite").save()
+
+
+def report(title: str, rows: list[tuple[str, list[float]]], nbytes: int, messages: int, notes: list[str]) -> str:
+    lines = [title, f"store: {nbytes / 2**20:.0f} MiB of commitlog, {messages:,} messages", *notes,
+             f"{'case':<26}{'seconds':>10}{'MB/s':>10}{'msgs/s':>14}"]
+    for name, seconds in rows:
+        s = statistics.median(seconds)
+        lines.append(f"{name:<26}{s:>10.2f}{nbytes / 1e6 / s:>10.1f}{messages / s:>14,.0f}")
+    return "\n".join(lines)
+
+
+def save(script: str, text: str) -> None:
+    RESULTS_DIR.mkdir(exist_ok=True)
+    with open(RESULTS_DIR / f"{script}.txt", "a", encoding="utf-8") as fh:
+        fh.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')} {os.cpu_count()} cores\n{text}\n\n")
+
+
+def with_store(args: argparse.Namespace, body: Callable[[Path, list[str]], None]) -> None:
+    """Run `body` on `--store` or on a freshly built store in a scratch directory."""
+    if args.store:
+        body(Path(args.store), [f"store given: {args.store}"])
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="rsbench-spark-", dir=args.dir))
+    try:
+        root = scratch / "store"
+        seconds = build_store(root, bench_config(args), args.size_mib, args.body)
+        body(root, [f"built in {seconds:.1f} s ({args.body} B bodies, {len(TOPICS)} topics x {QUEUES} queues, "
+                    f"{args.commitlog_file_size // 2**20} MiB commitlog files)"])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def one_process_read(root: Path) -> int:
+    from rocketstore.spark.schema import batches
+
+    with MessageStore.open(root, read_only=True) as store:
+        return sum(b.num_rows for b in batches(store.scan(), str(root)))
+
+
+def main() -> None:
+    args = base_parser(__doc__.splitlines()[0]).parse_args()
+
+    def run(root: Path, notes: list[str]) -> None:
+        nbytes, messages = store_extent(root)
+        open_seconds = timed(lambda: MessageStore.open(root, read_only=True).close())
+        notes = [*notes, f"one read-only MessageStore.open (done once by every read's planning): {open_seconds:.2f} s"]
+        spark = spark_session(args.master)
+        noop = {"format": "noop", "mode": "overwrite"}
+        cases: dict[str, Callable[[], Any]] = {
+            "spark scan=queues": lambda: spark.read.format("rocketstore").load(str(root)).write.save(**noop),
+            "spark scan=commitlog": lambda: spark.read.format("rocketstore").option("scan", "commitlog")
+            .load(str(root)).write.save(**noop),
+            "one process (no Spark)": lambda: one_process_read(root),
+            "binaryFile ceiling": lambda: binary_file_ceiling(spark, root),
+        }
+        binary_file_ceiling(spark, root)  # warm the page cache and the JVM once
+        results: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(args.repeat):
+            for name, work in cases.items():
+                results[name].append(timed(work))
+        spark.stop()
+        partitions = f"{args.master}, default options (bytesPerPartition 64 MiB, messagesPerPartition 200000)"
+        text = report("bench_spark_read", list(results.items()), nbytes, messages, [*notes, partitions])
+        print(text)
+        if args.save:
+            save("bench_spark_read", text)
+
+    with_store(args, run)
+
+
+if __name__ == "__main__":
+    main()

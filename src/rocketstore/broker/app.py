@@ -1,0 +1,178 @@
+"""BrokerApp: one process serving the Broker role (and the NameServer role) over a MessageStore.
+
+Wires the store, the topic table, the client registry, the request handlers, ACL and the
+periodic flush to `RemotingServer`s, and runs until `stop()` (SIGTERM, SIGINT).
+On stop it closes the listeners, answers nothing more, flushes and closes the store.
+Delayed messages (retries) are delivered by the store's own schedule service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import replace
+
+from rocketstore import FlushMode, MessageStore
+from rocketstore.broker.acl import AclChecker, AclConfig
+from rocketstore.broker.clients import ClientRegistry
+from rocketstore.broker.config import BrokerConfig, split_address
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.handlers_client import ClientHandlers
+from rocketstore.broker.handlers_pull import PullHandlers
+from rocketstore.broker.handlers_query import QueryHandlers
+from rocketstore.broker.handlers_send import SendHandlers
+from rocketstore.broker.namesrv import NameServerHandlers
+from rocketstore.broker.server import Connection, Dispatcher, Handler, RemotingServer
+from rocketstore.broker.topics import TopicTable
+from rocketstore.protocol import RemotingCommand, ResponseCode
+
+log = logging.getLogger("rocketstore.broker")
+
+FLUSH_CONFIG_INTERVAL_S = 5.0
+
+
+def open_store(config: BrokerConfig, delay_levels: str | None = None,
+               flush_mode: FlushMode | None = None) -> MessageStore:
+    """Open the store with its recorded geometry, the broker address as store host (so msgIds point
+    at this broker) and, when given, other delay levels and flush mode.
+
+    Raises:
+        StoreLockedError: another process owns the store.
+        StoreLayoutError: the store's files do not match its recorded geometry.
+        ValueError: delay levels that cannot be parsed.
+    """
+    store = MessageStore.open(config.store_path)
+    wanted = replace(store.config, store_host=config.broker_addr,
+                     delay_levels=delay_levels or store.config.delay_levels,
+                     flush_mode=flush_mode or store.config.flush_mode)
+    if wanted == store.config:
+        return store
+    store.close()
+    return MessageStore.open(config.store_path, wanted)
+
+
+class BrokerApp:
+    """A running broker.
+
+    Args:
+        config: broker settings.
+        delay_levels: delay of each level (``"1s 5s ..."``) instead of the store's.
+        flush_mode: the store's flush mode (default ASYNC).
+    """
+
+    def __init__(self, config: BrokerConfig, delay_levels: str | None = None,
+                 flush_mode: FlushMode | None = None) -> None:
+        self.config = config
+        self.delay_levels = delay_levels
+        self.flush_mode = flush_mode
+        self.servers: list[RemotingServer] = []
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.ctx: BrokerContext | None = None
+        self._unchecked_codes: set[int] = set()
+        self.acl = AclChecker(AclConfig.load(config.acl_file)) if config.acl_file else None
+
+    async def start(self) -> None:
+        """Open the store and start listening.
+
+        Raises:
+            StoreLockedError: another process owns the store.
+            OSError: an address cannot be bound.
+        """
+        cfg = self.config
+        store = open_store(cfg, self.delay_levels, self.flush_mode)
+        try:
+            topics = TopicTable(cfg.default_queue_nums)
+            topics.adopt(store.topic_config(), store.queues())
+            ctx = BrokerContext(cfg, store, topics, ClientRegistry(cfg.lock_expiry_ms))
+            self.ctx = ctx
+            broker_table: dict[int, Handler] = {}
+            for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx)):
+                broker_table.update(group.table())
+            namesrv_table = NameServerHandlers(cfg, topics).table()
+            host, port = split_address(cfg.listen)
+            if cfg.namesrv and split_address(cfg.namesrv) == (host, port):
+                broker_table.update(namesrv_table)
+                self._unchecked_codes = set(namesrv_table)
+            broker = Dispatcher(broker_table, on_close=self._connection_closed, before=self._check_acl)
+            self.servers.append(RemotingServer(host, port, broker, cfg.max_frame_size_bytes))
+            if cfg.namesrv and split_address(cfg.namesrv) != (host, port):
+                ns_host, ns_port = split_address(cfg.namesrv)
+                self.servers.append(RemotingServer(ns_host, ns_port, Dispatcher(namesrv_table),
+                                                   cfg.max_frame_size_bytes))
+            for server in self.servers:
+                await server.start()
+        except BaseException:
+            await self._close_servers()
+            store.close()
+            raise
+        self._tasks = [asyncio.create_task(self._flush_loop())]
+        log.info("broker %s serving %s on %s (name server %s)", cfg.broker_name, cfg.store_path,
+                 cfg.listen, cfg.namesrv or "-")
+
+    def _check_acl(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        if self.acl is None or cmd.code in self._unchecked_codes:
+            return None  # the name-server role has no ACL, as in RocketMQ 4.x
+        reason = self.acl.check(cmd, conn.peer.rpartition(":")[0])
+        if reason is None:
+            return None
+        log.info("refused request %d from %s: %s", cmd.code, conn.peer, reason)
+        return cmd.response(ResponseCode.NO_PERMISSION, reason)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        if self.ctx is None:
+            return
+        self.ctx.waiters.release_matching(lambda owner: owner[0] is conn)
+        for group in self.ctx.clients.connection_closed(conn):
+            self.ctx.clients.notify_changed(group)
+
+    async def _flush_loop(self) -> None:
+        while not self._stopping.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), FLUSH_CONFIG_INTERVAL_S)
+            try:
+                if self.ctx is not None:
+                    await asyncio.to_thread(self.ctx.store.flush)  # fsync must not stall the loop
+            except Exception:  # service loop: record and keep going
+                log.exception("periodic flush failed")
+
+    @property
+    def ports(self) -> list[int]:
+        """Bound ports, broker first."""
+        return [server.port for server in self.servers]
+
+    def stop(self) -> None:
+        """Ask `serve_forever` to return."""
+        self._stopping.set()
+
+    async def _close_servers(self) -> None:
+        for server in self.servers:
+            await server.close()
+
+    async def close(self) -> None:
+        """Stop listening, finish services, flush and close the store."""
+        self._stopping.set()
+        await self._close_servers()
+        if self._tasks:  # let a flush in progress finish before the store closes
+            _done, pending = await asyncio.wait(self._tasks, timeout=30)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.ctx is not None:
+            self.ctx.store.close()
+            self.ctx = None
+        log.info("broker stopped")
+
+    async def serve_forever(self) -> None:
+        """Start, run until SIGTERM/SIGINT or `stop()`, then close."""
+        await self.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+        try:
+            await self._stopping.wait()
+        finally:
+            await self.close()

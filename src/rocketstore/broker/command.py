@@ -1,0 +1,74 @@
+"""`rocketstore serve`: the click command that runs a broker (and its name server) over a store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from rocketstore.broker.config import BrokerConfig, split_address
+from rocketstore.errors import RocketStoreError
+
+
+def _address(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        split_address(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
+def _optional_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None or value.lower() in ("", "none", "off"):
+        return None
+    return _address(ctx, param, value)
+
+
+@click.command("serve")
+@click.argument("store", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--namesrv", default="127.0.0.1:9876", show_default=True, callback=_optional_address,
+              help="Address of the name server this process serves ('off' for none). "
+                   "When equal to --listen, one port serves both roles.")
+@click.option("--listen", default="127.0.0.1:10911", show_default=True, callback=_address,
+              help="Address the broker listens on.")
+@click.option("--broker-name", default="broker-a", show_default=True, help="Broker name announced in routes.")
+@click.option("--cluster", default="DefaultCluster", show_default=True, help="Cluster name.")
+@click.option("--acl", "acl_file", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="plain_acl.yml: require signed requests from these accounts.")
+@click.option("--max-frame-size", default=16 * 1024 * 1024, show_default=True, type=click.IntRange(1024),
+              help="Largest accepted request frame, in bytes.")
+@click.option("--delay-levels", default=None,
+              help='Delay of each level for delayed and retried messages, e.g. "1s 5s 10s" '
+                   "(default: the store's, RocketMQ's 18 levels).")
+@click.option("--max-reconsume-times", default=16, show_default=True, type=click.IntRange(0),
+              help="Deliveries of a failing message before it goes to %DLQ%<group>.")
+@click.option("--flush", "flush_mode", type=click.Choice(["async", "sync"]), default="async", show_default=True,
+              help="sync: a send is acknowledged after its bytes are on disk (SYNC_FLUSH).")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, cluster: str,
+          acl_file: Path | None, max_frame_size: int, delay_levels: str | None, max_reconsume_times: int,
+          flush_mode: str, log_level: str) -> None:
+    """Serve the store at STORE to RocketMQ clients (Broker and NameServer roles). Stops on SIGTERM."""
+    from rocketstore import FlushMode, StoreConfig
+    from rocketstore.broker.acl import AclConfigError
+    from rocketstore.broker.app import BrokerApp
+
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = BrokerConfig(store_path=store, listen=listen, namesrv=namesrv,
+                          broker_name=broker_name, cluster=cluster, acl_file=acl_file,
+                          max_frame_size_bytes=max_frame_size, max_reconsume_times=max_reconsume_times)
+    if delay_levels is not None:
+        try:
+            StoreConfig(delay_levels=delay_levels).delay_level_millis()
+        except (ValueError, KeyError, IndexError) as exc:
+            raise click.BadParameter(f"{delay_levels!r} is not like '1s 5s 10s'", param_hint="--delay-levels") from exc
+    try:
+        mode = FlushMode.SYNC if flush_mode == "sync" else FlushMode.ASYNC
+        asyncio.run(BrokerApp(config, delay_levels, mode).serve_forever())
+    except (RocketStoreError, AclConfigError, OSError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc

@@ -1,0 +1,65 @@
+"""BrokerConfig: the settings of one `rocketstore serve` process, with units in the names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` -> (host, port).
+
+    Raises:
+        ValueError: no port, or a port that is not a number in 0..65535.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"address {address!r} is not host:port")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Settings of a broker process.
+
+    Attributes:
+        store_path: the store directory.
+        listen: ``host:port`` the broker serves clients on.
+        namesrv: ``host:port`` of the name server this process serves (None: broker only).
+        broker_name: name announced in routes.
+        cluster: cluster name announced in routes and added to messages as ``CLUSTER``.
+        acl_file: plain_acl.yml to enforce, or None for no access control.
+        default_queue_nums: queues of a topic created on first send (capped by the client's
+            defaultTopicQueueNums).
+        max_frame_size_bytes: largest accepted request frame.
+        max_suspend_ms: longest a pull request is held waiting for messages.
+        max_reconsume_times: deliveries of a failed message before it goes to ``%DLQ%<group>``,
+            unless the client's request says otherwise.
+        lock_expiry_ms: queue locks of orderly consumers expire after this long without renewal.
+        schedule_poll_interval_ms: how often delayed messages are checked for delivery.
+        advertised_host: address given to clients in routes and msgIds (default: the listen host).
+    """
+
+    store_path: Path
+    listen: str = "127.0.0.1:10911"
+    namesrv: str | None = "127.0.0.1:9876"
+    broker_name: str = "broker-a"
+    cluster: str = "DefaultCluster"
+    acl_file: Path | None = None
+    default_queue_nums: int = 4
+    max_frame_size_bytes: int = 16 * 1024 * 1024
+    max_suspend_ms: int = 30_000
+    max_reconsume_times: int = 16
+    lock_expiry_ms: int = 60_000
+    schedule_poll_interval_ms: int = 100
+    advertised_host: str | None = None
+
+    @property
+    def broker_addr(self) -> str:
+        """``ip:port`` clients are told to connect to."""
+        host, port = split_address(self.listen)
+        if self.advertised_host:
+            host = self.advertised_host
+        elif host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        return f"{host}:{port}"

@@ -1,0 +1,201 @@
+"""Retention: delete expired commitlog files, then the consume-queue and index files they emptied.
+
+RocketMQ 4.9.8's CleanCommitLogService / CleanConsumeQueueService (spec §8), one pass per `run_once()`:
+
+* a pass may delete commitlog files when the local hour of `now` is one of `delete_when` ("04" or
+  "03;04"), or when the disk holding the store is more than `disk_max_used_ratio` full;
+* it deletes, oldest first and never the file being written, the files whose newest message is older
+  than `file_reserved_hours` (every file, regardless of age, above 85 % disk use), stopping at the
+  first file it keeps and after 10 files;
+* then every consume-queue file (but the last of its queue) whose last entry points below the new
+  commitlog min offset, and index files the same way, and moves each queue's min offset.
+
+A deleted file's name goes at once; its mapping is closed at the next pass, so that a read that
+started before the deletion finishes on valid memory (RocketMQ's delayed destroy of a shut-down file).
+
+Unlike RocketMQ, a file's age is the store time of its newest message (the first record of the next
+file, which is never younger), not its mtime: a copied or restored store keeps its ages. Above 90 %
+disk use the store refuses puts until a pass finds the disk below that level again.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from rocketstore._types import Clock
+from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
+from rocketstore.format.message import MAGIC_V1, MAGIC_V2, peek_prefix, store_timestamp_pos
+from rocketstore.log.commitlog import CommitLog
+from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.index_service import IndexService
+from rocketstore.services.service import Service
+from rocketstore.storage import fs
+from rocketstore.storage.mapped_file import MappedFile
+
+MAX_FILES_PER_PASS = 10  # RocketMQ 4.9.8 deletes at most 10 commitlog files per run
+CLEAN_FORCIBLY_RATIO = 0.85  # diskSpaceCleanForciblyRatio: delete regardless of age
+DISK_FULL_RATIO = 0.90  # diskSpaceWarningLevelRatio: the store stops accepting puts
+CLEAN_INTERVAL_MS = 10_000  # cleanResourceInterval
+HOUR_MS = 3_600_000
+
+
+@dataclass
+class CleanupReport:
+    """What one retention pass did."""
+
+    now_ms: int
+    disk_used_ratio: float
+    by_time: bool = False
+    by_space: bool = False
+    at_once: bool = False
+    disk_full: bool = False
+    commitlog_files_deleted: list[str] = field(default_factory=list)
+    queue_files_deleted: list[str] = field(default_factory=list)
+    index_files_deleted: list[str] = field(default_factory=list)
+    min_phy_offset: int = 0
+
+
+def parse_delete_when(text: str) -> set[int]:
+    """`"04"` or `"03;04"` -> the hours of the day at which files may be deleted by age.
+
+    Raises:
+        ValueError: a part that is not an hour 0..23.
+    """
+    hours = set()
+    for part in text.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        hour = int(part)
+        if not 0 <= hour <= 23:
+            raise ValueError(f"delete_when hour {part!r} is not in 0..23")
+        hours.add(hour)
+    return hours
+
+
+def local_hour(now_ms: int) -> int:
+    """Hour of the day of `now_ms` in the local time zone (as RocketMQ's Calendar)."""
+    return time.localtime(now_ms / 1000).tm_hour
+
+
+def newest_message_time(files: list[MappedFile], index: int) -> int:
+    """Store time of the newest message of file `index` (not the last file): the store time of the
+    first record of the next file, falling back to the file's mtime when that is not readable."""
+    nxt = files[index + 1].mm
+    prefix = peek_prefix(nxt, 0)
+    if prefix is not None and prefix[1] in (MAGIC_V1, MAGIC_V2):
+        sys_flag = int.from_bytes(nxt[36:40], "big", signed=True)
+        pos = store_timestamp_pos(sys_flag)
+        store_ts = int.from_bytes(nxt[pos:pos + 8], "big", signed=True)
+        if store_ts > 0:
+            return store_ts
+    return int(os.stat(files[index].path).st_mtime * 1000)
+
+
+class _Closable(Protocol):
+    path: Path
+
+    def close(self) -> None: ...
+
+
+class CleanupService(Service):
+    """Deletes expired files on a schedule; `run_once(now_ms)` is one pass."""
+
+    name = "cleanup"
+
+    def __init__(self, root: Path, commitlog: CommitLog, queues: Callable[[], list[ConsumeQueue]],
+                 index: IndexService, clock: Clock, *, file_reserved_hours: float, delete_when: str,
+                 disk_max_used_ratio: float, lock: threading.Lock,
+                 on_disk_full: Callable[[bool, float], None] | None = None,
+                 interval_ms: int = CLEAN_INTERVAL_MS) -> None:
+        super().__init__(interval_ms)
+        self.root = root
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.clock = clock
+        self.reserved_ms = int(file_reserved_hours * HOUR_MS)
+        self.delete_hours = parse_delete_when(delete_when)
+        self.disk_max_used_ratio = disk_max_used_ratio
+        self.on_disk_full = on_disk_full
+        self._lock = lock
+        self.last_report: CleanupReport | None = None
+        self._retired: list[_Closable] = []
+
+    def run_once(self, now_ms: int | None = None) -> CleanupReport:  # type: ignore[override]
+        """One retention pass at `now_ms` (default: the clock).
+
+        Raises:
+            OSError: the disk could not be measured or a file could not be deleted.
+        """
+        now = self.clock() if now_ms is None else now_ms
+        self.close_retired()
+        usage = fs.disk_used_ratio(self.root)
+        report = CleanupReport(now, usage)
+        report.by_time = local_hour(now) in self.delete_hours
+        report.by_space = usage > self.disk_max_used_ratio
+        report.at_once = usage > CLEAN_FORCIBLY_RATIO
+        report.disk_full = usage > DISK_FULL_RATIO
+        if self.on_disk_full is not None:
+            self.on_disk_full(report.disk_full, usage)
+        with self._lock:
+            if report.by_time or report.by_space or report.at_once:
+                self._delete_commitlog(now, report)
+            report.min_phy_offset = self.commitlog.min_offset
+            self._delete_queues(report.min_phy_offset, report)
+            report.index_files_deleted = self._delete_index(report.min_phy_offset)
+        self.last_report = report
+        return report
+
+    def close_retired(self) -> None:
+        """Unmap the files deleted by the previous pass (and at store close)."""
+        retired, self._retired = self._retired, []
+        for f in retired:
+            f.close()
+
+    def _retire(self, f: _Closable) -> str:
+        f.path.unlink(missing_ok=True)
+        self._retired.append(f)
+        return f.path.name
+
+    def _delete_index(self, min_phy: int) -> list[str]:
+        files = self.index.files
+        count = 0
+        while count < len(files) - 1 and files[count].header.end_phy_offset < min_phy:
+            count += 1
+        self.index.files = files[count:]
+        return [self._retire(f) for f in files[:count]]
+
+    def _delete_commitlog(self, now: int, report: CleanupReport) -> None:
+        files = self.commitlog.queue.files
+        count = 0
+        while count < min(MAX_FILES_PER_PASS, len(files) - 1):
+            if not report.at_once and now < newest_message_time(files, count) + self.reserved_ms:
+                break
+            count += 1
+        queue = self.commitlog.queue
+        doomed, queue.files = files[:count], files[count:]
+        report.commitlog_files_deleted = [self._retire(mf) for mf in doomed]
+        if doomed:
+            fs.fsync_dir(queue.directory)
+
+    def _delete_queues(self, min_phy: int, report: CleanupReport) -> None:
+        for cq in self.queues():
+            files = cq.queue.files
+            count = 0
+            while count < len(files) - 1:
+                mf = files[count]
+                last_phy = UNIT.unpack_from(mf.mm, mf.file_size - UNIT_SIZE)[0]
+                if last_phy >= min_phy:
+                    break
+                count += 1
+            doomed, cq.queue.files = files[:count], files[count:]
+            for mf in doomed:
+                report.queue_files_deleted.append(f"{cq.topic}/{cq.queue_id}/{self._retire(mf)}")
+            cq.correct_min_offset(min_phy)

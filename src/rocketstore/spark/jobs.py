@@ -1,0 +1,437 @@
+"""Store maintenance as Spark jobs: `rebuild` (consume queues and index from the commitlog) and `export`.
+
+Rebuild, in three steps:
+
+1. *Dispatch* (parallel, one task per commitlog range split at record starts): each task scans its
+   range and turns every record into RocketMQ's dispatch request (`services.dispatch`), keeping
+   the consume-queue entries grouped by queue and the index keys (UNIQ_KEY, then each KEYS token) in
+   log order, packed into compact blobs.
+2. *Consume queues* (parallel by queue): the entries of one queue from every range, sorted by queue
+   offset, are written through the store's own `log.consume_queue.ConsumeQueue.put`, so the files are
+   the ones the store writes itself, byte for byte (pre-fill of a queue starting past 0 included).
+3. *Index* (parallel by index file): the driver numbers the keys from the per-range key counts; index
+   file k takes keys `[k*(maxEntries-1), (k+1)*(maxEntries-1))`, exactly what sequential building would
+   put in it, starts with the header values the previous file ended with (as `IndexService` does for a
+   file created after a full one), and is filled through `log.index_file.IndexFile.put_key`.
+
+The new files are written next to the store (`<store>/rebuild-<id>/`) and swapped in at the end; the
+job holds the store's lock throughout, so no writer can open the store while it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import struct
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rocketstore.spark._stores import LogReader, commitlog_extent, record_starts, store_config
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from rocketstore import StoreConfig
+
+__all__ = ["RebuildReport", "export", "main", "rebuild", "summary"]
+
+_DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
+
+# Intermediate packing between the job's stages (not a store layout).
+_CQ_ROW = struct.Struct(">qqiq")  # queue offset, physical offset, size, tags code
+_KEY_ROW = struct.Struct(">iqq")  # index key hash, physical offset, store timestamp
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    """What a rebuild wrote."""
+
+    ranges: int
+    """Commitlog ranges dispatched in parallel."""
+    queues: int
+    """Consume queues written."""
+    queue_entries: int
+    """Consume-queue entries written."""
+    index_files: int
+    """Index files written."""
+    index_keys: int
+    """Index keys written."""
+    seconds: float
+    """Wall time of the job."""
+
+
+@dataclass(frozen=True)
+class _RangeOutput:
+    """Stage 1's result for one commitlog range."""
+
+    range_no: int
+    queues: dict[tuple[str, int], bytes]
+    keys: bytes
+    tail: bool
+    """An indexed record without keys follows the range's last key (or, without keys, exists):
+    sequential building opens the next index file for it even when it adds nothing."""
+
+    @property
+    def key_count(self) -> int:
+        return len(self.keys) // _KEY_ROW.size
+
+
+def _range_counts(out: _RangeOutput) -> tuple[int, int, bool]:
+    return out.range_no, out.key_count, out.tail
+
+
+def _dispatch_range(root: str, config: StoreConfig, planned: tuple[int, int, int]) -> _RangeOutput:
+    """Scan one commitlog range into packed queue entries and index keys."""
+    from rocketstore.format.index import index_key
+    from rocketstore.format.javahash import index_key_hash
+    from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
+    from rocketstore.services.dispatch import request_from_message
+
+    range_no, start, end = planned
+    delays = config.delay_level_millis()
+    queues: dict[tuple[str, int], bytearray] = {}
+    keys = bytearray()
+    tail = False
+    pack_cq, pack_key = _CQ_ROW.pack, _KEY_ROW.pack
+    with LogReader(root, config) as log:
+        for message in log.scan(start, end):
+            req = request_from_message(message, delays)
+            if gets_queue_entry(req.sys_flag):
+                buf = queues.setdefault((req.topic, req.queue_id), bytearray())
+                buf += pack_cq(req.queue_offset, req.phy_offset, req.size, req.tags_code)
+            if gets_index_entry(req.sys_flag):
+                tail = True
+                for key in ((req.uniq_key,) if req.uniq_key else ()) + req.keys:
+                    if key:
+                        key_hash = index_key_hash(index_key(req.topic, key))
+                        keys += pack_key(key_hash, req.phy_offset, req.store_timestamp)
+                        tail = False
+    return _RangeOutput(range_no, {q: bytes(b) for q, b in queues.items()}, bytes(keys), tail)
+
+
+def _queue_items(out: _RangeOutput) -> list[tuple[tuple[str, int], bytes]]:
+    return list(out.queues.items())
+
+
+def _write_queue(staging: str, config: StoreConfig, item: tuple[tuple[str, int], Iterable[bytes]]) -> int:
+    """Write one consume queue from its packed entries; returns the number of entries."""
+    from rocketstore.log.consume_queue import ConsumeQueue
+
+    queue, blobs = item
+    rows = sorted(row for blob in blobs for row in _CQ_ROW.iter_unpack(blob))
+    cq = ConsumeQueue(Path(staging), queue[0], queue[1], config.consume_queue_file_entries)
+    try:
+        cq.load()
+        for queue_offset, phy_offset, size, tags_code in rows:
+            cq.put(phy_offset, size, tags_code, queue_offset)
+        cq.flush()
+    finally:
+        cq.close()
+    return len(rows)
+
+
+@dataclass(frozen=True)
+class _IndexSlice:
+    """Keys `[lo, hi)` (range-local numbers) of one range that belong to index file `file_no`."""
+
+    file_no: int
+    range_no: int
+    keys: bytes
+
+
+def _index_slices(firsts: dict[int, int], per_file: int, out: _RangeOutput) -> Iterator[tuple[int, _IndexSlice]]:
+    """Cut one range's keys (global numbers from `firsts[range]`) at index-file boundaries."""
+    first_key = firsts[out.range_no]
+    count = out.key_count
+    g = first_key
+    while g < first_key + count:
+        file_no = g // per_file
+        stop = min((file_no + 1) * per_file, first_key + count)
+        lo, hi = (g - first_key) * _KEY_ROW.size, (stop - first_key) * _KEY_ROW.size
+        yield file_no, _IndexSlice(file_no, out.range_no, out.keys[lo:hi])
+        g = stop
+
+
+def _write_index_group(names: dict[int, str], config: StoreConfig, seeds: dict[int, tuple[int, int]],
+                       item: tuple[int, Iterable[_IndexSlice]]) -> int:
+    file_no, slices = item
+    return _write_index_file(names[file_no], config, seeds.get(file_no), slices)
+
+
+def _write_index_file(path: str, config: StoreConfig, seed: tuple[int, int] | None,
+                      slices: Iterable[_IndexSlice]) -> int:
+    """Write one index file from its keys in log order; `seed` = (endTimestamp, endPhyOffset) of the
+    previous file, which a file created after a full one starts with."""
+    from rocketstore.log.index_file import IndexFile
+
+    index = IndexFile(Path(path), config.index_hash_slots, config.index_max_entries, create=True)
+    written = 0
+    try:
+        if seed is not None:
+            end_timestamp, end_phy_offset = seed
+            if end_phy_offset > 0:
+                index.header.begin_phy_offset = index.header.end_phy_offset = end_phy_offset
+            if end_timestamp > 0:
+                index.header.begin_timestamp = index.header.end_timestamp = end_timestamp
+            index.write_header()
+        for piece in sorted(slices, key=lambda s: s.range_no):
+            for key_hash, phy_offset, store_timestamp in _KEY_ROW.iter_unpack(piece.keys):
+                if not index.put_key(key_hash, phy_offset, store_timestamp):
+                    raise RuntimeError(f"{path}: index file full after {written} keys")
+                written += 1
+        index.flush()
+    finally:
+        index.close()
+    return written
+
+
+def _plan_ranges(root: str, config: StoreConfig | None,
+                 range_bytes: int) -> tuple[StoreConfig, list[tuple[int, int, int]]]:
+    """The store's config and its commitlog cut into numbered ranges `(no, start, end)`."""
+    resolved = config if config is not None else store_config(root)
+    lo, hi = commitlog_extent(root, resolved)
+    if hi <= lo:
+        return resolved, []
+    starts = record_starts(root, resolved.commitlog_file_size, lo, hi, range_bytes)
+    return resolved, [(i, a, b) for i, (a, b) in enumerate(zip(starts, [*starts[1:], hi], strict=True))]
+
+
+def _swap_in(root: str, staging: str) -> None:
+    """Replace `consumequeue/` and `index/` with the rebuilt ones."""
+    for name in ("consumequeue", "index"):
+        live, new, old = os.path.join(root, name), os.path.join(staging, name), os.path.join(staging, f"old-{name}")
+        if os.path.exists(live):
+            os.rename(live, old)
+        if os.path.exists(new):
+            os.rename(new, live)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def rebuild(spark: SparkSession, store_path: str | os.PathLike[str], config: StoreConfig | None = None, *,
+            range_bytes: int = _DEFAULT_RANGE_BYTES) -> RebuildReport:
+    """Rebuild `consumequeue/` and `index/` of a store from its commitlog, in parallel.
+
+    Args:
+        spark: the session to run on (the store path must be reachable by the driver and executors).
+        store_path: the store root.
+        config: the store's geometry; None reads the store's `config/rocketstore.json` (or defaults).
+        range_bytes: commitlog bytes per dispatch task.
+
+    Raises:
+        rocketstore.errors.StoreLockedError: a writer (or a broker) has the store open.
+    """
+    from rocketstore.format.filenames import index_file_name
+    from rocketstore.storage.marker_files import StoreLock
+
+    began = time.monotonic()
+    root = os.path.abspath(os.fspath(store_path))
+    lock = StoreLock(Path(root))
+    lock.acquire()
+    staging = os.path.join(root, f"rebuild-{uuid.uuid4().hex[:12]}")
+    try:
+        cfg, ranges = _plan_ranges(root, config, range_bytes)
+        sc = spark.sparkContext
+        dispatched = sc.parallelize(ranges, max(len(ranges), 1)).map(partial(_dispatch_range, root, cfg)).cache()
+        counts = sorted(dispatched.map(_range_counts).collect())
+        os.makedirs(staging)
+        queue_stats = _write_queues(dispatched, staging, cfg, sc.defaultParallelism)
+        index_files, index_keys = _write_index(dispatched, staging, cfg, counts, index_file_name)
+        dispatched.unpersist()
+        _swap_in(root, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        lock.release()
+    return RebuildReport(len(ranges), queue_stats[0], queue_stats[1], index_files, index_keys,
+                         time.monotonic() - began)
+
+
+def _write_queues(dispatched: Any, staging: str, cfg: StoreConfig, parallelism: int) -> tuple[int, int]:
+    per_queue = dispatched.flatMap(_queue_items).groupByKey(max(parallelism, 1))
+    written = per_queue.map(partial(_write_queue, staging, cfg)).collect()
+    return len(written), sum(written)
+
+
+def _write_index(dispatched: Any, staging: str, cfg: StoreConfig, counts: Sequence[tuple[int, int, bool]],
+                 name_for: Any) -> tuple[int, int]:
+    per_file = cfg.index_max_entries - 1
+    firsts: dict[int, int] = {}
+    total = 0
+    trailing = False  # an indexed record without keys after the last key
+    for range_no, count, tail in counts:
+        firsts[range_no] = total
+        total += count
+        trailing = tail if count else trailing or tail
+    files = -(-total // per_file)
+    empty_last = trailing and total % per_file == 0  # the store opens a file it puts nothing into
+    if files == 0 and not empty_last:
+        return 0, 0
+    seeds = _index_seeds(dispatched, firsts, per_file, files + 1)
+    index_dir = os.path.join(staging, "index")
+    os.makedirs(index_dir)
+    now = int(time.time() * 1000)
+    names = {f: os.path.join(index_dir, name_for(now + f)) for f in range(files + 1)}
+    written = (
+        dispatched.flatMap(partial(_index_slices, firsts, per_file))
+        .groupByKey(max(files, 1))
+        .map(partial(_write_index_group, names, cfg, seeds))
+        .collect()
+    )
+    if empty_last:
+        written.append(_write_index_file(names[files], cfg, seeds.get(files), ()))
+    return len(written), sum(written)
+
+
+def _index_seeds(dispatched: Any, firsts: dict[int, int], per_file: int, files: int) -> dict[int, tuple[int, int]]:
+    """(endTimestamp, endPhyOffset) of the last key of each full file, keyed by the next file."""
+    wanted = {(f + 1) * per_file - 1: f + 1 for f in range(files - 1)}
+    return dict(dispatched.flatMap(partial(_seed_keys, wanted, firsts)).collect())
+
+
+def _seed_keys(wanted: dict[int, int], firsts: dict[int, int], out: _RangeOutput) -> list[tuple[int, tuple[int, int]]]:
+    """(next file, (store time, physical offset)) of the wanted key numbers this range holds."""
+    first = firsts[out.range_no]
+    found = []
+    for g, next_file in wanted.items():
+        if first <= g < first + out.key_count:
+            _, phy_offset, store_timestamp = _KEY_ROW.unpack_from(out.keys, (g - first) * _KEY_ROW.size)
+            found.append((next_file, (store_timestamp, phy_offset)))
+    return found
+
+
+def export(spark: SparkSession, store_path: str | os.PathLike[str], out: str | os.PathLike[str],
+           format: str = "parquet", partition_by: Sequence[str] = ("topic",), *,
+           mode: str = "errorifexists", options: dict[str, str] | None = None) -> None:
+    """Write every message of a store (read through its consume queues) as a Spark table.
+
+    Args:
+        spark: the session to run on.
+        store_path: the store root (or several, comma-separated).
+        out: the output directory.
+        format: any Spark file format (`parquet`, `json`, `orc`, ...).
+        partition_by: columns to partition the output by.
+        mode: Spark save mode.
+        options: further read options of the `rocketstore` source (`topics`, `scan`, geometry ...).
+
+    Raises:
+        ValueError: a bad read option.
+    """
+    reader = spark.read.format("rocketstore")
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
+    df = reader.load(os.fspath(store_path))
+    writer = df.write.format(format).mode(mode)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(os.fspath(out))
+
+
+SUMMARY_SQL = """
+SELECT broker, topic, queueId,
+       count(*)                AS messages,
+       min(queueOffset)        AS minQueueOffset,
+       max(queueOffset) + 1    AS maxQueueOffset,
+       sum(storeSize)          AS storeBytes,
+       sum(length(body))       AS bodyBytes,
+       min(storeTimestamp)     AS firstStoreTimestamp,
+       max(storeTimestamp)     AS lastStoreTimestamp
+FROM {view}
+GROUP BY broker, topic, queueId
+ORDER BY broker, topic, queueId
+"""
+
+
+def summary(spark: SparkSession, store_path: str | os.PathLike[str], *,
+            options: dict[str, str] | None = None) -> DataFrame:
+    """A Spark SQL summary per store, topic and queue: message count, queue-offset range, bytes and
+    store-time range (columns as in `SUMMARY_SQL`).
+
+    Raises:
+        ValueError: a bad read option.
+    """
+    reader = spark.read.format("rocketstore")
+    for key, value in (options or {}).items():
+        reader = reader.option(key, value)
+    view = f"rocketstore_summary_{uuid.uuid4().hex[:8]}"
+    reader.load(os.fspath(store_path)).createOrReplaceTempView(view)
+    return spark.sql(SUMMARY_SQL.format(view=view))
+
+
+_GEOMETRY_FLAGS = ("commitlog-file-size", "consume-queue-file-entries", "index-hash-slots", "index-max-entries")
+
+
+def _geometry_args(args: argparse.Namespace) -> dict[str, int]:
+    names = (flag.replace("-", "_") for flag in _GEOMETRY_FLAGS)
+    return {name: value for name in names if (value := getattr(args, name)) is not None}
+
+
+def _config_from_args(args: argparse.Namespace) -> StoreConfig | None:
+    from rocketstore import StoreConfig
+
+    geometry = _geometry_args(args)
+    return StoreConfig(**geometry) if geometry else None
+
+
+def _read_options(args: argparse.Namespace) -> dict[str, str]:
+    """The geometry flags as read options of the `rocketstore` source."""
+    camel = {"commitlog_file_size": "commitlogFileSize", "consume_queue_file_entries": "consumeQueueFileEntries",
+             "index_hash_slots": "indexHashSlots", "index_max_entries": "indexMaxEntries"}
+    return {camel[name]: str(value) for name, value in _geometry_args(args).items()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: `python -m rocketstore.spark.jobs {rebuild,export} STORE ...` (spark-submit too)."""
+    parser = argparse.ArgumentParser(prog="python -m rocketstore.spark.jobs", description=__doc__.splitlines()[0])
+    parser.add_argument("--master", default=None, help="Spark master when not run by spark-submit")
+    geometry = argparse.ArgumentParser(add_help=False)
+    for flag in _GEOMETRY_FLAGS:
+        geometry.add_argument(f"--{flag}", type=int, dest=flag.replace("-", "_"),
+                              help="store geometry (default: the store's config/rocketstore.json)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_rebuild = sub.add_parser("rebuild", parents=[geometry],
+                               help="rebuild consumequeue/ and index/ from the commitlog")
+    p_rebuild.add_argument("store")
+    p_export = sub.add_parser("export", parents=[geometry], help="write a store's messages as files")
+    p_export.add_argument("store")
+    p_export.add_argument("out")
+    p_export.add_argument("--format", default="parquet")
+    p_export.add_argument("--partition-by", default="topic", help="comma-separated columns ('' for none)")
+    p_export.add_argument("--mode", default="errorifexists")
+    p_summary = sub.add_parser("summary", parents=[geometry],
+                               help="print messages, offsets, bytes and times per topic and queue")
+    p_summary.add_argument("store")
+    args = parser.parse_args(argv)
+
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"rocketstore-{args.command}")
+    if args.master:
+        # A session this command starts itself: its Python workers are this interpreter unless told.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = builder.master(args.master)
+    spark = builder.getOrCreate()
+    try:
+        if args.command == "rebuild":
+            report = rebuild(spark, args.store, _config_from_args(args))
+            print(report)
+        elif args.command == "export":
+            columns = tuple(c for c in args.partition_by.split(",") if c)
+            export(spark, args.store, args.out, args.format, columns, mode=args.mode, options=_read_options(args))
+        else:
+            summary(spark, args.store, options=_read_options(args)).show(1000, truncate=False)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    # Run the imported module's main so that Spark pickles its functions by reference, not `__main__`'s.
+    from rocketstore.spark import jobs as _jobs
+
+    sys.exit(_jobs.main())

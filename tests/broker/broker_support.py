@@ -1,0 +1,193 @@
+"""Helpers for the broker tests: free ports, a broker subprocess, the real client's own venv."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from rocketstore import MessageStore, StoreConfig
+
+CLIENT_REQUIREMENT = "rocketmq==0.4.4"
+CLIENT_SCRIPT = Path(__file__).parent / "clients" / "rmq_client.py"
+# Small geometry keeps store creation fast; a 1 s delay for every level makes retries quick.
+SMALL_GEOMETRY = {"commitlog_file_size": 4 * 1024 * 1024, "consume_queue_file_entries": 10_000,
+                  "index_hash_slots": 4096, "index_max_entries": 16_384}
+FAST_DELAY_LEVELS = " ".join(["1s"] * 18)
+START_TIMEOUT_S = 60
+STOP_TIMEOUT_S = 30
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def create_store(path: Path) -> Path:
+    """An empty store with the small test geometry (the broker opens it with what it records)."""
+    MessageStore.open(path, StoreConfig(**SMALL_GEOMETRY)).close()
+    return path
+
+
+class BrokerProcess:
+    """`python -m rocketstore.broker STORE ...` on free loopback ports."""
+
+    def __init__(self, store: Path, log_path: Path, *extra: str, one_port: bool = False) -> None:
+        self.store = store
+        self.log_path = log_path
+        self.extra = extra
+        self.port = free_port()
+        self.ns_port = self.port if one_port else free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    def start(self) -> BrokerProcess:
+        cmd = [sys.executable, "-m", "rocketstore.broker", str(self.store), "--listen", self.addr,
+               "--namesrv", self.namesrv, "--delay-levels", FAST_DELAY_LEVELS,
+               "--log-level", os.environ.get("ROCKETSTORE_BROKER_LOG_LEVEL", "INFO"), *self.extra]
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"broker exited with {self.proc.returncode}:\n{self.log()}")
+            if all(_accepts(port) for port in (self.port, self.ns_port)):
+                return self
+            time.sleep(0.1)
+        self.kill()
+        pytest.fail(f"broker did not listen within {START_TIMEOUT_S} s:\n{self.log()}")
+
+    def stop(self) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                pytest.fail(f"broker ignored SIGTERM for {STOP_TIMEOUT_S} s:\n{self.log()}")
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+
+def _accepts(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+        return True
+    return False
+
+
+def client_venv_python() -> Path:
+    """Python of a venv holding the real client, created (once, under a lock) if missing.
+
+    The folder is $ROCKETSTORE_CLIENT_VENV, else <tmp>/rocketstore-client-rocketmq-0.4.4. Fails (never
+    skips) when the client cannot be installed.
+    """
+    root = Path(os.environ.get("ROCKETSTORE_CLIENT_VENV")
+                or Path(tempfile.gettempdir()) / "rocketstore-client-rocketmq-0.4.4")
+    python = root / "bin" / "python"
+    marker = root / ".rocketstore-installed"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(root) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and python.exists():
+            return python
+        steps = [[sys.executable, "-m", "venv", "--clear", str(root)],
+                 [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", CLIENT_REQUIREMENT],
+                 [str(python), "-c", "import rocketmq.client"]]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                pytest.fail(f"cannot prepare the real client ({' '.join(step)}):\n{done.stdout}\n{done.stderr}")
+        marker.write_text(CLIENT_REQUIREMENT)
+    return python
+
+
+class RealClient:
+    """Runs tests/broker/clients/rmq_client.py in the client venv with HOME in a temporary folder."""
+
+    def __init__(self, python: Path, home: Path) -> None:
+        self.python = python
+        self.home = home
+        self._runs = 0
+        home.mkdir(parents=True, exist_ok=True)
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+        env["HOME"] = str(self.home)  # the C++ client logs to $HOME/logs/rocketmq-cpp
+        return env
+
+    def start(self, *args: str) -> ClientProcess:
+        """Start the client script; its output goes to files, so it never blocks on a full pipe."""
+        self._runs += 1
+        out = self.home / f"client-{self._runs}.out"
+        err = self.home / f"client-{self._runs}.err"
+        with open(out, "wb") as fout, open(err, "wb") as ferr:
+            proc = subprocess.Popen([str(self.python), str(CLIENT_SCRIPT), *args], stdout=fout, stderr=ferr,
+                                    env=self._env())
+        return ClientProcess(proc, out, err)
+
+    def run(self, *args: str, timeout: float = 120) -> list[dict]:
+        return finish(self.start(*args), timeout)
+
+
+class ClientProcess:
+    """A running client script and the files it writes to."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], out: Path, err: Path) -> None:
+        self.proc, self.out, self.err = proc, out, err
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+
+def finish(client: ClientProcess, timeout: float) -> list[dict]:
+    """Wait for a client process and parse its JSON lines; fails on timeout or a missing done line."""
+    try:
+        client.proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        client.proc.kill()
+        client.proc.wait(10)
+        pytest.fail(f"real client timed out after {timeout} s:\n{_tail(client.out)}\n{_tail(client.err)}")
+    out = client.out.read_text(errors="replace")
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    if not lines or "done" not in lines[-1]:
+        pytest.fail(f"real client ended without a done line (rc {client.proc.returncode}):\n{out[-3000:]}\n"
+                    f"{_tail(client.err)}")
+    return lines
+
+
+def _tail(path: Path) -> str:
+    return path.read_text(errors="replace")[-3000:]

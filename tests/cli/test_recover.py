@@ -1,0 +1,62 @@
+"""`recover` prints the RecoveryReport; `--dry-run` works on a scratch copy and leaves the store alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cliharness import tree_digest
+
+
+def _tear_the_tail(store: Path, expected: dict) -> tuple[str, int, int]:
+    """Cut the last record short and leave garbage behind it, as a crash can; mark the crash (abort).
+
+    Returns the last file's name, the position and the length of the torn bytes.
+    """
+    last = expected["commitlog_walk"][-1]
+    path = store / "commitlog" / last["name"]
+    start = int(last["name"])
+    record = expected["messages_in_commitlog_order"][-1]
+    pos, end = record["commitLogOffset"] - start, last["dataEndPosition"]
+    data = bytearray(path.read_bytes())
+    data[pos + 30:end] = bytes(end - pos - 30)
+    data[end + 50:end + 60] = b"garbage!!!"
+    path.write_bytes(bytes(data))
+    (store / "abort").touch()
+    return last["name"], pos, end + 60 - pos
+
+
+def test_recover_of_a_cleanly_closed_store_is_clean(cli, golden_store, golden_flags, golden_expected):
+    document = cli("recover", golden_store, *golden_flags, "--json").json()
+    assert (document["mode"], document["clean"], document["dry_run"]) == ("normal", True, False)
+    assert document["end_offset"] == golden_expected["commitlog"]["maxPhyOffset"]
+    assert document["quarantined"] == []
+
+
+def test_dry_run_reports_the_torn_tail_and_changes_nothing(cli, golden_store, golden_flags, golden_expected):
+    name, pos, length = _tear_the_tail(golden_store, golden_expected)
+    before = tree_digest(golden_store)
+    result = cli("recover", golden_store, *golden_flags, "--dry-run", "--json")
+    document = result.json(code=1)
+    assert "dry run: the store was not changed" in result.err
+    assert tree_digest(golden_store) == before
+    assert (document["mode"], document["clean"], document["dry_run"]) == ("abnormal", False, True)
+    last = golden_expected["messages_in_commitlog_order"][-1]
+    assert document["end_offset"] == last["commitLogOffset"]
+    (moved,) = document["quarantined"]
+    assert (moved["source"], moved["position"], moved["length"]) == (name, pos, length)
+    assert moved["saved_to"] == str(golden_store / "quarantine" / f"{name}.{pos}.bin")
+
+
+def test_recover_quarantines_the_tail_then_the_store_verifies(cli, golden_store, golden_flags, golden_expected):
+    name, pos, length = _tear_the_tail(golden_store, golden_expected)
+    damaged = cli("verify", golden_store, *golden_flags, "--json").json(code=1)
+    assert any(p["file"] == f"commitlog/{name}" and p["pos"] == pos for p in damaged["problems"])
+    torn = (golden_store / "commitlog" / name).read_bytes()[pos:pos + length]
+    result = cli("recover", golden_store, *golden_flags)
+    assert result.code == 1 and "moved 1 range(s)" in result.err
+    assert "abnormal" in result.out
+    assert (golden_store / "quarantine" / f"{name}.{pos}.bin").read_bytes() == torn
+    healed = cli("verify", golden_store, *golden_flags, "--json").json()
+    assert healed["ok"] and healed["records"] == len(golden_expected["messages_in_commitlog_order"]) - 1
+    again = cli("recover", golden_store, *golden_flags, "--json").json()
+    assert (again["mode"], again["clean"]) == ("normal", True)

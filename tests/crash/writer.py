@@ -1,0 +1,39 @@
+"""Writer child of the kill -9 tests: puts workload messages and prints one line per acknowledged put.
+
+    python writer.py STORE MODE FIRST_SEQ COUNT
+
+`ACK seq phy_offset queue_offset size` is printed (and flushed) only after put() returned PUT_OK,
+so every line the parent reads is a promise the store made. The parent kills this process with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workload import crash_config, message_for
+
+from rocketstore import FlushMode, MessageStore, PutStatus
+
+
+def main(argv: list[str]) -> int:
+    root, mode, first, count = Path(argv[0]), FlushMode(argv[1]), int(argv[2]), int(argv[3])
+    store = MessageStore.open(root, crash_config(mode))
+    out = sys.stdout
+    out.write("READY\n")
+    out.flush()
+    for seq in range(first, first + count):
+        result = store.put(message_for(seq))
+        if result.status is PutStatus.PUT_OK:
+            out.write(f"ACK {seq} {result.phy_offset} {result.queue_offset} {result.size}\n")
+            out.flush()
+    store.close()
+    out.write("DONE\n")
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

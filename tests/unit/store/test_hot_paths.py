@@ -1,0 +1,162 @@
+"""The batched put path and the windowed get path against plain reference code on the same inputs.
+
+Puts: every record equals what the reference encoder (`encode_message` with `encode_properties`) writes
+for the PutResult's positions, and putting in batches writes the same files as putting one by one.
+Gets and queries: the same answer as a straightforward walk over the consume queue / the whole log.
+"""
+# Every property test runs with deadline=None: no test asserts a timing (the machine is shared and noisy).
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketstore import Message, MessageStore, PutResult, PutStatus, StoreConfig
+from rocketstore.format.hosts import parse_host
+from rocketstore.format.javahash import java_hash
+from rocketstore.format.message import encode_message
+from rocketstore.format.msgid import encode_msg_id
+from rocketstore.format.properties import encode_properties, split_keys
+from rocketstore.services.dispatch import DispatchRequest
+from rocketstore.store import _dispatch_request, _put_result
+
+CONFIG = StoreConfig(commitlog_file_size=4096, consume_queue_file_entries=8, index_hash_slots=11,
+                     index_max_entries=16)
+STORE_HOST = parse_host(CONFIG.store_host)
+HEALTH = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+
+words = st.text(st.sampled_from("abcé"), min_size=1, max_size=4)
+messages = st.builds(
+    lambda topic, body, queue_id, tags, keys, extra, sys_flag, born_host, born_ts: Message(
+        topic, body, queue_id=queue_id, tags=tags, keys=keys, properties=extra, sys_flag=sys_flag,
+        born_host=born_host, born_timestamp=born_ts, flag=queue_id * 3, reconsume_times=queue_id),
+    topic=st.sampled_from(["TopicA", "TopicB"]),
+    body=st.binary(max_size=120),
+    queue_id=st.integers(0, 2),
+    tags=st.one_of(st.none(), st.sampled_from(["TagA", "TagB", "TagC"])),
+    keys=st.lists(words, max_size=3),
+    extra=st.one_of(st.none(), st.dictionaries(st.sampled_from(["UNIQ_KEY", "p1", "p2", "KEYS"]), words,
+                                               max_size=3)),
+    sys_flag=st.sampled_from([0, 0x4, 0x8, 0xC, 0x1, 0x301]),
+    born_host=st.sampled_from([None, "10.1.2.3:4567", "[::1]:99"]),
+    born_ts=st.one_of(st.none(), st.integers(0, 2**40)),
+)
+
+
+def _expected_properties(m: Message) -> dict[str, str]:
+    properties = dict(m.properties or {})
+    if m.tags is not None and "TAGS" not in properties:
+        properties["TAGS"] = m.tags
+    if m.keys and "KEYS" not in properties:
+        properties["KEYS"] = " ".join(m.keys)
+    return properties
+
+
+def _store_files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.parts[len(root.parts)] in ("commitlog", "consumequeue", "index")}
+
+
+def _open(root: Path) -> MessageStore:
+    # a still clock: background services read it too, so a moving one would differ between two stores
+    return MessageStore.open(root, CONFIG, clock=lambda: 1_700_000_000_000)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=HEALTH)
+@given(batch=st.lists(messages, min_size=1, max_size=40), cuts=st.lists(st.integers(0, 40), max_size=4))
+def test_put_batch_writes_the_reference_records_and_the_same_files_as_put(tmp_path_factory, batch, cuts):
+    one_root, many_root = tmp_path_factory.mktemp("one"), tmp_path_factory.mktemp("many")
+    with _open(one_root) as one, _open(many_root) as many:
+        singles = [one.put(m) for m in batch]
+        results = []
+        bounds = sorted({0, len(batch), *(c for c in cuts if c < len(batch))})
+        for lo, hi in itertools.pairwise(bounds):
+            results += many.put_batch(batch[lo:hi])
+        assert results == singles
+        for m, r in zip(batch, results, strict=True):
+            born_ip, born_port = parse_host(m.born_host) if m.born_host else (STORE_HOST[0], 0)
+            expected = encode_message(
+                topic=m.topic.encode(), body=m.body, properties=encode_properties(_expected_properties(m)).encode(),
+                queue_id=m.queue_id, flag=m.flag, queue_offset=r.queue_offset, phy_offset=r.phy_offset,
+                sys_flag=m.sys_flag, born_timestamp=r.store_timestamp if m.born_timestamp is None else m.born_timestamp,
+                born_ip=born_ip, born_port=born_port, store_timestamp=r.store_timestamp, store_ip=STORE_HOST[0],
+                store_port=STORE_HOST[1], reconsume_times=m.reconsume_times)
+            assert many.message_at(r.phy_offset).raw == expected
+            assert r.msg_id == encode_msg_id(STORE_HOST[0], STORE_HOST[1], r.phy_offset)
+            assert r.size == len(expected)
+        for m in batch:
+            for key in [*m.keys, *(_expected_properties(m).get("UNIQ_KEY") or "x",)]:
+                assert many.query(m.topic, key) == one.query(m.topic, key)
+    assert _store_files(one_root) == _store_files(many_root)
+
+
+def _reference_get(store: MessageStore, topic: str, queue_id: int, offset: int, max_count: int,
+                   tags: str | None) -> tuple[list[int], int]:
+    """RocketMQ's getMessage loop over the raw entries, read in one go."""
+    wanted = None if tags in (None, "*") else {java_hash(t.strip()) for t in tags.split("||")}
+    entries = list(store.queue_entries(topic, queue_id, offset, offset + max(800, max_count)))
+    found, total, consumed = [], 0, 0
+    for e in entries:
+        if found and (len(found) >= max_count or total + e.size > 256 * 1024):
+            break
+        consumed += 1
+        if wanted is not None and e.tags_code not in wanted:
+            continue
+        found.append(e.phy_offset)
+        total += e.size
+    return found, offset + consumed
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=HEALTH)
+@given(batch=st.lists(messages, min_size=1, max_size=120),
+       reads=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 60), st.integers(1, 40),
+                                st.sampled_from([None, "*", "TagA", "TagB || TagC", "TagZ"])), max_size=15))
+def test_get_answers_what_a_plain_queue_walk_answers(tmp_path_factory, batch, reads):
+    with _open(tmp_path_factory.mktemp("get")) as store:
+        store.put_batch(batch)
+        for queue_id, offset, max_count, tags in reads:
+            got = store.get("TopicA", queue_id, offset, max_count, tags=tags)
+            if offset >= store.max_offset("TopicA", queue_id):
+                assert not got.messages
+                continue
+            phys, next_offset = _reference_get(store, "TopicA", queue_id, offset, min(max_count, 32), tags)
+            assert [m.phy_offset for m in got.messages] == phys
+            assert got.next_offset == next_offset
+            assert list(store.iter_queue("TopicA", queue_id, offset, next_offset)) == \
+                [store.message_at(e.phy_offset) for e in store.queue_entries("TopicA", queue_id, offset, next_offset)]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=HEALTH)
+@given(batch=st.lists(messages, min_size=1, max_size=60), key=words)
+def test_query_answers_what_a_scan_of_the_log_answers(tmp_path_factory, batch, key):
+    with _open(tmp_path_factory.mktemp("query")) as store:
+        store.put_batch(batch)
+        for topic in ("TopicA", "TopicB"):
+            expected = [m.phy_offset for m in store.scan()
+                        if m.topic == topic and (m.sys_flag & 0xC) != 0xC and
+                        (key in split_keys(m.properties.get("KEYS")) or m.properties.get("UNIQ_KEY") == key)]
+            assert [m.phy_offset for m in store.query(topic, key)] == expected[-CONFIG.max_query_results:]
+
+
+@settings(deadline=None)
+@given(st.tuples(st.sampled_from(list(PutStatus)), st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1),
+                 st.integers(0, 2**31), st.text(max_size=56), st.integers(0, 2**63 - 1), st.text(max_size=10),
+                 st.integers(0, 2**31 - 1)))
+def test_put_results_equal_the_dataclass_built_the_usual_way(values):
+    made = _put_result(*values)
+    assert type(made) is PutResult
+    assert made == PutResult(*values) and hash(made) == hash(PutResult(*values))
+
+
+@settings(deadline=None)
+@given(st.tuples(st.text(max_size=8), st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**31),
+                 st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1),
+                 st.lists(st.text(max_size=4), max_size=3).map(tuple), st.one_of(st.none(), st.text(max_size=4)),
+                 st.integers(-(2**31), 2**31 - 1)))
+def test_dispatch_requests_equal_the_dataclass_built_the_usual_way(values):
+    made = _dispatch_request(*values)
+    assert type(made) is DispatchRequest
+    assert made == DispatchRequest(*values) and hash(made) == hash(DispatchRequest(*values))
