@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketstore.errors import RemoteProtocolError
+from rocketstore.format.json_text import quote_integer_keys
 
 BATCH_FIXED = struct.Struct(
     ">i"  # total size
@@ -34,48 +35,6 @@ BATCH_FIXED = struct.Struct(
     "i"  # body length
 )
 _PROPS_LEN = struct.Struct(">h")
-
-
-def _quote_numeric_keys(text: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(text)
-    in_string = False
-    expect_key = False
-    while i < n:
-        ch = text[i]
-        if in_string:
-            out.append(ch)
-            if ch == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 1
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string, expect_key = True, False
-            out.append(ch)
-        elif ch in "{,":
-            expect_key = True
-            out.append(ch)
-        elif expect_key and (ch.isdigit() or ch == "-"):
-            j = i + 1
-            while j < n and text[j].isdigit():
-                j += 1
-            k = j
-            while k < n and text[k] in " \t\r\n":
-                k += 1
-            if k < n and text[k] == ":":
-                out.append(f'"{text[i:j]}"')
-            else:
-                out.append(text[i:j])
-            expect_key = False
-            i = j
-            continue
-        else:
-            if not ch.isspace():
-                expect_key = False
-            out.append(ch)
-        i += 1
-    return "".join(out)
 
 
 def decode_json_body(data: bytes) -> Any:
@@ -90,7 +49,7 @@ def decode_json_body(data: bytes) -> Any:
     except (ValueError, RecursionError):
         pass
     try:
-        return json.loads(_quote_numeric_keys(text), strict=False)
+        return json.loads(quote_integer_keys(text), strict=False)
     except (ValueError, RecursionError) as exc:
         raise RemoteProtocolError(f"body is not JSON: {exc}") from exc
 
