@@ -138,7 +138,7 @@ def with_store(args: argparse.Namespace, body: Callable[[Path, list[str]], None]
 
 
 def one_process_read(root: Path) -> int:
-    from rocketstore.spark.schema import batches
+    from rocketstore.spark.columnar import batches
 
     with MessageStore.open(root, read_only=True) as store:
         return sum(b.num_rows for b in batches(store.scan(), str(root)))

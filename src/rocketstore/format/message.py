@@ -77,6 +77,7 @@ BODY_LENGTH = struct.Struct(">i")
 BODY_CRC = struct.Struct(">i")
 BODY_CRC_POS = struct.calcsize(">iI")
 PHY_OFFSET = struct.Struct(">q")
+_PHY_OFFSET_SYS_FLAG = struct.Struct(">qi")  # adjacent: one unpack for both
 _BORN_V6: Final = int(SysFlag.BORNHOST_V6)
 _STORE_V6: Final = int(SysFlag.STOREHOST_V6)
 _HOST_BITS: Final = _BORN_V6 | _STORE_V6
@@ -361,7 +362,7 @@ def decode_message(buf: Buffer, pos: int = 0, *, check_crc: bool = False) -> Dec
         raise CorruptRecordError(pos, f"total size {total} below the minimum {MIN_RECORD_SIZE}")
     if available < total:
         return NEED_DATA
-    raw = bytes(buf[pos:pos + total])
+    raw = buf if pos == 0 and total == available and type(buf) is bytes else bytes(buf[pos:pos + total])
     return _decode_whole(raw, magic, pos, check_crc)
 
 
@@ -379,17 +380,21 @@ def decode_record(raw: bytes, *, check_crc: bool = False) -> StoredMessage:
 
 def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMessage:
     total = len(raw)
-    sys_flag = SYS_FLAG.unpack_from(raw, SYS_FLAG_POS)[0]
+    phy_offset, sys_flag = _PHY_OFFSET_SYS_FLAG.unpack_from(raw, PHY_OFFSET_POS)
     body_start = _HEADER_BY_HOST_BITS[sys_flag & _HOST_BITS].size
     if total < body_start:
         raise CorruptRecordError(pos, f"total size {total} shorter than the header")
     body_len = BODY_LENGTH.unpack_from(raw, body_start - BODY_LENGTH.size)[0]
-    topic_len_struct = TOPIC_LENGTH[magic]
     body_end = body_start + body_len
-    if body_len < 0 or body_end + topic_len_struct.size > total:
+    topic_field = 1 if magic == MAGIC_V1 else 2
+    if body_len < 0 or body_end + topic_field > total:
         raise CorruptRecordError(pos, f"body length {body_len} does not fit total size {total}")
-    topic_len = topic_len_struct.unpack_from(raw, body_end)[0]
-    topic_start = body_end + topic_len_struct.size
+    if topic_field == 1:
+        topic_len = raw[body_end]
+        topic_len = topic_len - 256 if topic_len > 127 else topic_len  # int8
+    else:
+        topic_len = TOPIC_LENGTH[MAGIC_V2].unpack_from(raw, body_end)[0]
+    topic_start = body_end + topic_field
     props_len_pos = topic_start + topic_len
     if topic_len < 0 or props_len_pos + PROPERTIES_LENGTH.size > total:
         raise CorruptRecordError(pos, f"topic length {topic_len} does not fit total size {total}")
@@ -406,7 +411,7 @@ def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMe
     msg.magic = magic
     msg.size = total
     msg.sys_flag = sys_flag
-    msg.phy_offset = PHY_OFFSET.unpack_from(raw, PHY_OFFSET_POS)[0]
+    msg.phy_offset = phy_offset
     msg.topic = raw[topic_start:props_len_pos].decode("utf-8", "replace")
     msg._header = None
     msg._properties_start = props_start if props_len > 0 else total

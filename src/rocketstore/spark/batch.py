@@ -22,8 +22,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from rocketstore.config import StoreConfig
 from rocketstore.format.message import StoredMessage
 from rocketstore.spark._stores import LogReader, commitlog_extent, open_read_only, record_starts, store_config
+from rocketstore.spark.columnar import batches
 from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
-from rocketstore.spark.schema import batches
 
 __all__ = [
     "CommitLogRange",

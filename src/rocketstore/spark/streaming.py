@@ -28,8 +28,8 @@ from pyspark.sql.streaming.datasource import (
 from rocketstore.config import StoreConfig
 from rocketstore.spark._stores import LogReader, open_read_only
 from rocketstore.spark.batch import QueueRange
+from rocketstore.spark.columnar import batches
 from rocketstore.spark.options import EARLIEST, LATEST, StreamOptions
-from rocketstore.spark.schema import batches
 
 __all__ = ["DataLossError", "RocketStoreStreamReader", "allocate", "queue_key"]
 
