@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from rocketstore._types import Clock
 from rocketstore.config import FlushMode, StoreConfig
 from rocketstore.errors import (
-    InvalidMessageError,
     MessageNotFoundError,
     StoreClosedError,
     StoreError,
@@ -27,20 +23,13 @@ from rocketstore.errors import (
 from rocketstore.format import properties as props
 from rocketstore.format.consume_queue import FILLER_SIZE, CqUnit
 from rocketstore.format.hosts import parse_host
-from rocketstore.format.javahash import java_hash, tags_code
+from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import (
     MAGIC_V1,
-    PREFIX_SIZE,
-    PROPERTIES_LENGTH,
     StoredMessage,
-    body_crc,
-    header_struct,
-    record_sys_flag,
     store_timestamp_pos,
-    topic_field,
 )
 from rocketstore.format.msgid import decode_msg_id, msg_id_prefix
-from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
@@ -49,6 +38,15 @@ from rocketstore.log.index_service import IndexService
 from rocketstore.log.json_config import CONFIG_DIR
 from rocketstore.log.topic_config import TopicConfigs
 from rocketstore.message import Message
+from rocketstore.prepare import (
+    BLANK_RECORD_SIZE,
+    QUEUE_ID_INDEX,
+    SIZE_INDEX,
+    TOPIC_INDEX,
+    Prepared,
+    Preparer,
+    checked_topic,
+)
 from rocketstore.results import GetResult, GetStatus, PutResult, PutStatus
 from rocketstore.services import recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
@@ -67,77 +65,14 @@ from rocketstore.storage.marker_files import StoreLock, abort_file_exists, creat
 
 STORE_CONFIG_FILE = "rocketstore.json"
 DISK_FULL_REASON = "disk full"
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-MAX_TOPIC_LENGTH = 127
-RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this much (RocketMQ)
 MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
 CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
 LONG_MAX = 2**63 - 1
-BLANK_RECORD_SIZE = PREFIX_SIZE  # a record must leave room for the blank record that closes a file
+
 
 
 def _system_clock() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _illegal(reason: str) -> InvalidMessageError:
-    return InvalidMessageError(reason, PutStatus.MESSAGE_ILLEGAL)
-
-
-class _Prepared(NamedTuple):
-    """A validated message with its variable parts encoded, ready to append under the lock."""
-
-    topic: str
-    queue_id: int
-    queue_key: tuple[str, int]
-    body: bytes
-    body_crc: int
-    head: struct.Struct  # the header layout for these born/store IP lengths
-    tail: bytes  # TOPICLENGTH through PROPERTIES
-    flag: int
-    sys_flag: int  # as given: its transaction bits decide the dispatch
-    record_sys_flag: int  # as stored: IPv6 bits set from the IP lengths
-    born_timestamp: int | None
-    born_ip: bytes
-    born_port: int
-    reconsume_times: int
-    prepared_offset: int
-    size: int
-    wait: bool
-    in_queue: bool
-    indexed: bool
-    delay_level: int
-    tags_code: int
-    keys: tuple[str, ...]
-    uniq_key: str | None
-
-
-_TOPIC, _QUEUE_ID, _SIZE = (_Prepared._fields.index(name) for name in ("topic", "queue_id", "size"))
-
-
-def _new_prepared(*fields: Any) -> _Prepared:
-    return tuple.__new__(_Prepared, fields)  # NamedTuple's own __new__ costs a Python-level call
-
-
-@lru_cache(maxsize=1024)
-def _checked_topic(topic: str) -> bytes:
-    """TOPICLENGTH + TOPIC of a topic that passes RocketMQ's topic rules (cached: topics repeat)."""
-    if not topic:
-        raise _illegal("topic is empty")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise _illegal(f"topic of {len(topic)} characters exceeds {MAX_TOPIC_LENGTH}")
-    if not TOPIC_PATTERN.match(topic):
-        raise _illegal(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
-    return topic_field(topic.encode("utf-8"))
-
-
-@lru_cache(maxsize=4096)
-def _message_shape(sys_flag: int, tags: str | None, born_ip: bytes, store_ip: bytes
-                   ) -> tuple[struct.Struct, int, bool, bool, int]:
-    """What a record's layout and dispatch take from these inputs (cached: producers repeat them):
-    header layout, stored sys flag, queue entry?, index entry?, tags code."""
-    return (header_struct(len(born_ip), len(store_ip)), record_sys_flag(sys_flag, born_ip, store_ip),
-            gets_queue_entry(sys_flag), gets_index_entry(sys_flag), tags_code(tags))
 
 
 def _put_result_factory() -> Callable[..., PutResult]:
@@ -220,6 +155,7 @@ class MessageStore:
         self._read_only_reason: str | None = "opened read-only" if read_only else None
         self._store_ip, self._store_port = parse_host(config.store_host)
         self._delay_millis = config.delay_level_millis()
+        self._preparer = Preparer(config, self._store_ip, self._delay_millis)
         self._queue_table: dict[tuple[str, int], int] = {}
         self._arrival_listeners: list[Callable[[str, int, int], None]] = []
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
@@ -467,7 +403,7 @@ class MessageStore:
         """
         if self.read_only:
             raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
-        _checked_topic(topic)
+        checked_topic(topic)
         if queue_nums < 1:
             raise ValueError(f"queue_nums must be at least 1, not {queue_nums}")
         self.topics.ensure(topic, queue_nums)
@@ -478,7 +414,7 @@ class MessageStore:
         Raises:
             InvalidMessageError: the message breaks a rule; `.status` says which kind.
         """
-        self._prepare(message)
+        self._preparer.prepare(message)
 
     @staticmethod
     def config_of(path: str | Path, **overrides: Any) -> StoreConfig:
@@ -658,7 +594,7 @@ class MessageStore:
         self._check_open()
         if self._read_only_reason is not None:
             raise StoreReadOnlyError(self._read_only_reason)
-        prepare = self._prepare
+        prepare = self._preparer.prepare
         prepared = [prepare(m) for m in messages]
         if not prepared:
             return []
@@ -672,7 +608,7 @@ class MessageStore:
                 raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
         return self._await_flush(prepared, results)
 
-    def _await_flush(self, prepared: list[_Prepared], results: list[PutResult]) -> list[PutResult]:
+    def _await_flush(self, prepared: list[Prepared], results: list[PutResult]) -> list[PutResult]:
         service = self._flush_service
         if not isinstance(service, GroupCommitService) or not results:
             return results
@@ -687,79 +623,7 @@ class MessageStore:
         return [_with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) if p.wait else r
                 for p, r in zip(prepared, results, strict=True)]
 
-    def _prepare(self, message: Message) -> _Prepared:
-        topic = message.topic
-        topic_part = _checked_topic(topic)
-        body = message.body
-        if type(body) is not bytes:
-            body = bytes(body)
-        if len(body) > self.config.max_message_size:
-            raise _illegal(f"body of {len(body)} bytes exceeds max_message_size {self.config.max_message_size}")
-        queue_id = message.queue_id
-        if not 0 <= queue_id <= 0x7FFFFFFF:
-            raise _illegal(f"queue id {queue_id} out of range")
-        delay_level = 0
-        if message.properties:
-            properties, wait, delay_level = self._properties_of(message)
-            if delay_level:
-                topic, topic_part, queue_id = SCHEDULE_TOPIC, _checked_topic(SCHEDULE_TOPIC), delay_level - 1
-            props_text = props.encode_properties(properties)
-            keys = tuple(props.split_keys(properties.get(props.KEYS)))
-            uniq_key = properties.get(props.UNIQ_KEY)
-            tags = properties.get(props.TAGS)
-        else:  # the common case: only the tags/keys shorthands
-            props_text, keys, tags, uniq_key, wait = _shorthand_properties(message.tags, message.keys)
-        if len(props_text) > props.MAX_PROPERTIES_LENGTH:
-            raise _illegal(f"properties of {len(props_text)} characters exceed {props.MAX_PROPERTIES_LENGTH}")
-        props_bytes = props_text.encode("utf-8")
-        if len(props_bytes) > props.MAX_PROPERTIES_LENGTH:
-            raise InvalidMessageError(f"properties of {len(props_bytes)} bytes exceed "
-                                      f"{props.MAX_PROPERTIES_LENGTH}", PutStatus.PROPERTIES_SIZE_EXCEEDED)
-        try:
-            born_ip, born_port = parse_host(message.born_host) if message.born_host else (self._store_ip, 0)
-        except ValueError as exc:
-            raise _illegal(str(exc)) from None
-        sys_flag = message.sys_flag
-        head, record_flag, in_queue, indexed, code = _message_shape(sys_flag, tags, born_ip, self._store_ip)
-        tail = topic_part + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
-        size = head.size + len(body) + len(tail)
-        if size > self.config.max_message_size + RECORD_SIZE_SLACK or \
-                size + BLANK_RECORD_SIZE > self.commitlog.file_size:
-            raise _illegal(f"record of {size} bytes does not fit a commitlog file of "
-                           f"{self.config.commitlog_file_size} bytes")
-        return _new_prepared(
-            topic, queue_id, (topic, queue_id), body, body_crc(body), head, tail, message.flag, sys_flag,
-            record_flag, message.born_timestamp, born_ip, born_port, message.reconsume_times,
-            message.prepared_transaction_offset, size, wait, in_queue, indexed, delay_level,
-            0 if delay_level else code, keys, uniq_key)
-
-    def _properties_of(self, message: Message) -> tuple[dict[str, str], bool, int]:
-        """The properties to store (delayed messages rewritten as RocketMQ does), WAIT, delay level."""
-        properties = dict(message.properties or {})
-        if message.tags is not None and props.TAGS not in properties:
-            properties[props.TAGS] = message.tags
-        if message.keys and props.KEYS not in properties:
-            properties[props.KEYS] = props.KEY_SEPARATOR.join(message.keys)
-        wait = properties.pop(props.WAIT, "true").lower() != "false"
-        for name, value in properties.items():
-            _check_property(name, value)
-        level = 0
-        if props.DELAY in properties and gets_queue_entry(message.sys_flag):
-            try:
-                level = int(properties[props.DELAY])
-            except ValueError:
-                raise _illegal(f"DELAY {properties[props.DELAY]!r} is not a delay level") from None
-            if level > 0:
-                level = min(level, len(self._delay_millis))
-                properties[props.DELAY] = str(level)
-                properties[props.REAL_TOPIC] = message.topic
-                properties[props.REAL_QID] = str(message.queue_id)
-                properties = {k: properties[k] for k in props.java_hashmap_order(properties)}
-            else:
-                level = 0
-        return properties, wait, level
-
-    def _append(self, prepared: list[_Prepared]) -> list[PutResult]:
+    def _append(self, prepared: list[Prepared]) -> list[PutResult]:
         """Write the records (one mmap write per commitlog file touched), then dispatch them to the
         consume queues and, in one pass, to the index. Called under the lock."""
         clock = self.clock
@@ -798,10 +662,11 @@ class MessageStore:
         self._dispatch_appended(prepared, placed)
         prefix = msg_id_prefix(store_ip, store_port)
         ok = PutStatus.PUT_OK
-        return [_put_result(ok, phy, queue_offset, p[_SIZE], f"{prefix}{phy:016X}", store_ts, p[_TOPIC], p[_QUEUE_ID])
+        return [_put_result(ok, phy, queue_offset, p[SIZE_INDEX], f"{prefix}{phy:016X}", store_ts, p[TOPIC_INDEX],
+                            p[QUEUE_ID_INDEX])
                 for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True)]
 
-    def _append_one(self, p: _Prepared) -> PutResult:
+    def _append_one(self, p: Prepared) -> PutResult:
         """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
         record, queue entry, queue callback, index keys. Called under the lock."""
         (topic, queue_id, queue_key, body, crc, head, tail, flag, sys_flag, record_flag, born_ts, born_ip, born_port,
@@ -833,31 +698,36 @@ class MessageStore:
         msg_id = f"{msg_id_prefix(store_ip, store_port)}{phy:016X}"
         return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, msg_id, store_ts, topic, queue_id)
 
-    def _dispatch_appended(self, prepared: list[_Prepared], placed: list[tuple[int, int, int]]) -> None:
+    def _dispatch_appended(self, prepared: list[Prepared], placed: list[tuple[int, int, int]]) -> None:
         """The Dispatcher's rules for records just written: queue entries in order, index keys in one
         batch, and the queue-entry callback once per queue with its newest entry."""
-        queue_for = self._queue_for
-        queues: dict[tuple[str, int], ConsumeQueue] = {}
-        newest: dict[tuple[str, int], tuple[int, _Prepared, int, int, int]] = {}
+        per_queue: dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[tuple[Prepared, int]]]] = {}
         index_records: list[tuple[str, int, int, tuple[str, ...], str | None]] = []
         for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True):
-            (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
+            (topic, _, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
              code, keys, uniq_key) = p
             if in_queue:
                 if delay_level:
                     code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
-                cq = queues.get(queue_key)
-                if cq is None:
-                    cq = queues[queue_key] = queue_for(topic, queue_id)
-                if cq.put(phy, size, code, queue_offset):
-                    newest[queue_key] = (phy, p, code, store_ts, queue_offset)
+                lists = per_queue.get(queue_key)
+                if lists is None:
+                    lists = per_queue[queue_key] = ([], [])
+                lists[0].append((phy, size, code, queue_offset))
+                lists[1].append((p, store_ts))
             if indexed:
                 index_records.append((topic, phy, store_ts, keys, uniq_key))
+        newest: list[tuple[int, Prepared, int, int, int]] = []
+        for (topic, queue_id), (entries, sources) in per_queue.items():
+            last = self._queue_for(topic, queue_id).put_many(entries)
+            if last >= 0:
+                phy, _, code, queue_offset = entries[last]
+                p, store_ts = sources[last]
+                newest.append((phy, p, code, store_ts, queue_offset))
         if len(index_records) == 1:
             self.index.build(*index_records[0])  # a single put: no batch set-up
         elif index_records:
             self.index.build_many(index_records)
-        for phy, p, code, store_ts, queue_offset in sorted(newest.values(), key=itemgetter(0)):
+        for phy, p, code, store_ts, queue_offset in sorted(newest, key=itemgetter(0)):
             self._on_queue_entry(_dispatch_request(p.topic, p.queue_id, phy, p.size, code, store_ts, queue_offset,
                                                    p.keys, p.uniq_key, p.sys_flag))
 
@@ -1130,46 +1000,6 @@ class MessageStore:
 def _with_status(result: PutResult, status: PutStatus) -> PutResult:
     return PutResult(status, result.phy_offset, result.queue_offset, result.size, result.msg_id,
                      result.store_timestamp, result.topic, result.queue_id)
-
-
-def _shorthand_properties(tags: str | None, keys: tuple[str, ...]
-                          ) -> tuple[str, tuple[str, ...], str | None, str | None, bool]:
-    """(properties text, keys, tags, uniq key, wait) of a message that only uses the tags/keys
-    shorthands: the text `encode_properties({TAGS: tags, KEYS: " ".join(keys)})` gives, checked as
-    `_check_property` checks it."""
-    text = ""
-    if tags is not None:
-        if type(tags) is not str:
-            _check_property(props.TAGS, tags)  # raises unless a str subclass
-        text = _tags_text(tags)
-    if not keys:
-        return text, (), tags, None, True
-    joined = props.KEY_SEPARATOR.join(keys)
-    if not joined or props.NAME_VALUE_SEPARATOR in joined or props.PROPERTY_SEPARATOR in joined:
-        _check_property(props.KEYS, joined)  # raises
-    text = f"{text}{props.PROPERTY_SEPARATOR}{_KEYS_PREFIX}{joined}" if text else _KEYS_PREFIX + joined
-    split = (joined,) if props.KEY_SEPARATOR not in joined else tuple(props.split_keys(joined))
-    return text, split, tags, None, True
-
-
-@lru_cache(maxsize=1024)
-def _tags_text(tags: str) -> str:
-    _check_property(props.TAGS, tags)
-    return _TAGS_PREFIX + tags
-
-
-_TAGS_PREFIX = props.TAGS + props.NAME_VALUE_SEPARATOR
-_KEYS_PREFIX = props.KEYS + props.NAME_VALUE_SEPARATOR
-
-
-def _check_property(name: str, value: Any) -> None:
-    if not isinstance(name, str) or not isinstance(value, str):
-        raise _illegal(f"property {name!r}: names and values must be strings")
-    if not name or not value:
-        raise _illegal(f"property {name!r}: names and values must not be empty")
-    for text in (name, value):
-        if props.NAME_VALUE_SEPARATOR in text or props.PROPERTY_SEPARATOR in text:
-            raise _illegal(f"property {name!r} contains a separator character (U+0001 or U+0002)")
 
 
 def _subscription_codes(expression: str | None) -> set[int] | None:

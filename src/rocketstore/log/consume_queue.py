@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from rocketstore.errors import StoreError
@@ -142,6 +143,46 @@ class ConsumeQueue:
         mf.append(pack_unit(phy_offset, size, tags_code))
         self.max_physic_offset = phy_offset + size
         return True
+
+    def put_many(self, entries: Sequence[tuple[int, int, int, int]]) -> int:
+        """`put` for (phy_offset, size, tags_code, queue_offset) entries in queue order, with one write
+        per run of entries that fit the current file.
+
+        Returns:
+            the index in `entries` of the last entry written, -1 when none was.
+
+        Raises:
+            StoreError: an entry would leave a gap in the queue (the entries before it are written).
+            OSError: a new file cannot be created.
+        """
+        last = -1
+        i, n = 0, len(entries)
+        while i < n:
+            phy, size, code, queue_offset = entries[i]
+            written = self.put(phy, size, code, queue_offset)  # the first of a run: every rule checked
+            i += 1
+            if not written:
+                continue
+            last = i - 1
+            mf = self.queue.last
+            assert mf is not None
+            room = (mf.file_size - mf.wrote_position) // UNIT_SIZE
+            # the entries that follow in the same file pass put()'s checks exactly when their queue
+            # offsets go on one by one and each ends past the one before
+            run: list[bytes] = []
+            expected, end = queue_offset + 1, phy + size
+            while i < n and len(run) < room:
+                phy, size, code, queue_offset = entries[i]
+                if queue_offset != expected or phy + size <= end:
+                    break
+                run.append(pack_unit(phy, size, code))
+                expected, end = expected + 1, phy + size
+                i += 1
+            if run:
+                mf.append(b"".join(run))
+                self.max_physic_offset = end
+                last = i - 1
+        return last
 
     # -- reading -------------------------------------------------------------------------------------
 

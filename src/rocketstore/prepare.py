@@ -1,0 +1,238 @@
+"""The first step of a put: a `Message` checked against RocketMQ's rules and shaped into the parts of its
+commitlog record (RocketMQ's checkMessageAndReturnSize and the properties handling of its producer side).
+
+What comes out, a `Prepared` tuple, holds everything the append under the store lock needs: the header
+layout for the host IP lengths, the encoded tail (topic and properties), the body's CRC, the dispatch
+decisions (queue entry, index entry, tags code, delay level) and the keys to index. Nothing here touches
+a file; `MessageStore.put_batch` prepares every message of a batch before it writes any.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from rocketstore.config import StoreConfig
+from rocketstore.errors import InvalidMessageError
+from rocketstore.format import properties as props
+from rocketstore.format.hosts import parse_host
+from rocketstore.format.javahash import tags_code
+from rocketstore.format.message import (
+    PREFIX_SIZE,
+    PROPERTIES_LENGTH,
+    body_crc,
+    header_struct,
+    record_sys_flag,
+    topic_field,
+)
+from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
+from rocketstore.message import Message
+from rocketstore.results import PutStatus
+from rocketstore.services.dispatch import SCHEDULE_TOPIC
+
+__all__ = [
+    "BLANK_RECORD_SIZE",
+    "QUEUE_ID_INDEX",
+    "SIZE_INDEX",
+    "TOPIC_INDEX",
+    "Prepared",
+    "Preparer",
+    "checked_topic",
+    "illegal",
+]
+
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+MAX_TOPIC_LENGTH = 127
+RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this much (RocketMQ)
+BLANK_RECORD_SIZE = PREFIX_SIZE  # a record must leave room for the blank record that closes a file
+
+
+def illegal(reason: str) -> InvalidMessageError:
+    """The error of a message a put refuses (status MESSAGE_ILLEGAL)."""
+    return InvalidMessageError(reason, PutStatus.MESSAGE_ILLEGAL)
+
+
+class Prepared(NamedTuple):
+    """A validated message with its variable parts encoded, ready to append under the lock."""
+
+    topic: str
+    queue_id: int
+    queue_key: tuple[str, int]
+    body: bytes
+    body_crc: int
+    head: struct.Struct  # the header layout for these born/store IP lengths
+    tail: bytes  # TOPICLENGTH through PROPERTIES
+    flag: int
+    sys_flag: int  # as given: its transaction bits decide the dispatch
+    record_sys_flag: int  # as stored: IPv6 bits set from the IP lengths
+    born_timestamp: int | None
+    born_ip: bytes
+    born_port: int
+    reconsume_times: int
+    prepared_offset: int
+    size: int
+    wait: bool
+    in_queue: bool
+    indexed: bool
+    delay_level: int
+    tags_code: int
+    keys: tuple[str, ...]
+    uniq_key: str | None
+
+
+TOPIC_INDEX, QUEUE_ID_INDEX, SIZE_INDEX = (Prepared._fields.index(name) for name in ("topic", "queue_id", "size"))
+"""Positions of three fields in a `Prepared` (indexing a tuple is cheaper than its attribute)."""
+
+
+def new_prepared(*fields: Any) -> Prepared:
+    return tuple.__new__(Prepared, fields)  # NamedTuple's own __new__ costs a Python-level call
+
+
+@lru_cache(maxsize=1024)
+def checked_topic(topic: str) -> bytes:
+    """TOPICLENGTH + TOPIC of a topic that passes RocketMQ's topic rules (cached: topics repeat)."""
+    if not topic:
+        raise illegal("topic is empty")
+    if len(topic) > MAX_TOPIC_LENGTH:
+        raise illegal(f"topic of {len(topic)} characters exceeds {MAX_TOPIC_LENGTH}")
+    if not TOPIC_PATTERN.match(topic):
+        raise illegal(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+    return topic_field(topic.encode("utf-8"))
+
+
+@lru_cache(maxsize=4096)
+def message_shape(sys_flag: int, tags: str | None, born_ip: bytes, store_ip: bytes
+                  ) -> tuple[struct.Struct, int, bool, bool, int]:
+    """What a record's layout and dispatch take from these inputs (cached: producers repeat them):
+    header layout, stored sys flag, queue entry?, index entry?, tags code."""
+    return (header_struct(len(born_ip), len(store_ip)), record_sys_flag(sys_flag, born_ip, store_ip),
+            gets_queue_entry(sys_flag), gets_index_entry(sys_flag), tags_code(tags))
+
+
+def shorthand_properties(tags: str | None, keys: tuple[str, ...]
+                         ) -> tuple[str, tuple[str, ...], str | None, str | None, bool]:
+    """(properties text, keys, tags, uniq key, wait) of a message that only uses the tags/keys
+    shorthands: the text `encode_properties({TAGS: tags, KEYS: " ".join(keys)})` gives, checked as
+    `check_property` checks it."""
+    text = ""
+    if tags is not None:
+        if type(tags) is not str:
+            check_property(props.TAGS, tags)  # raises unless a str subclass
+        text = _tags_text(tags)
+    if not keys:
+        return text, (), tags, None, True
+    joined = props.KEY_SEPARATOR.join(keys)
+    if not joined or props.NAME_VALUE_SEPARATOR in joined or props.PROPERTY_SEPARATOR in joined:
+        check_property(props.KEYS, joined)  # raises
+    text = f"{text}{props.PROPERTY_SEPARATOR}{_KEYS_PREFIX}{joined}" if text else _KEYS_PREFIX + joined
+    split = (joined,) if props.KEY_SEPARATOR not in joined else tuple(props.split_keys(joined))
+    return text, split, tags, None, True
+
+
+@lru_cache(maxsize=1024)
+def _tags_text(tags: str) -> str:
+    check_property(props.TAGS, tags)
+    return _TAGS_PREFIX + tags
+
+
+_TAGS_PREFIX = props.TAGS + props.NAME_VALUE_SEPARATOR
+_KEYS_PREFIX = props.KEYS + props.NAME_VALUE_SEPARATOR
+
+
+def check_property(name: str, value: Any) -> None:
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise illegal(f"property {name!r}: names and values must be strings")
+    if not name or not value:
+        raise illegal(f"property {name!r}: names and values must not be empty")
+    for text in (name, value):
+        if props.NAME_VALUE_SEPARATOR in text or props.PROPERTY_SEPARATOR in text:
+            raise illegal(f"property {name!r} contains a separator character (U+0001 or U+0002)")
+
+
+class Preparer:
+    """Prepares messages for one store: its size limits, store host and delay levels."""
+
+    def __init__(self, config: StoreConfig, store_ip: bytes, delay_millis: list[int]) -> None:
+        self.config = config
+        self.commitlog_file_size = config.commitlog_file_size
+        self._store_ip = store_ip
+        self._delay_millis = delay_millis
+
+    def prepare(self, message: Message) -> Prepared:
+        """Check `message` and shape its record.
+
+        Raises:
+            InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED).
+        """
+        topic = message.topic
+        topic_part = checked_topic(topic)
+        body = message.body
+        if type(body) is not bytes:
+            body = bytes(body)
+        if len(body) > self.config.max_message_size:
+            raise illegal(f"body of {len(body)} bytes exceeds max_message_size {self.config.max_message_size}")
+        queue_id = message.queue_id
+        if not 0 <= queue_id <= 0x7FFFFFFF:
+            raise illegal(f"queue id {queue_id} out of range")
+        delay_level = 0
+        if message.properties:
+            properties, wait, delay_level = self._properties_of(message)
+            if delay_level:
+                topic, topic_part, queue_id = SCHEDULE_TOPIC, checked_topic(SCHEDULE_TOPIC), delay_level - 1
+            props_text = props.encode_properties(properties)
+            keys = tuple(props.split_keys(properties.get(props.KEYS)))
+            uniq_key = properties.get(props.UNIQ_KEY)
+            tags = properties.get(props.TAGS)
+        else:  # the common case: only the tags/keys shorthands
+            props_text, keys, tags, uniq_key, wait = shorthand_properties(message.tags, message.keys)
+        if len(props_text) > props.MAX_PROPERTIES_LENGTH:
+            raise illegal(f"properties of {len(props_text)} characters exceed {props.MAX_PROPERTIES_LENGTH}")
+        props_bytes = props_text.encode("utf-8")
+        if len(props_bytes) > props.MAX_PROPERTIES_LENGTH:
+            raise InvalidMessageError(f"properties of {len(props_bytes)} bytes exceed "
+                                      f"{props.MAX_PROPERTIES_LENGTH}", PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        try:
+            born_ip, born_port = parse_host(message.born_host) if message.born_host else (self._store_ip, 0)
+        except ValueError as exc:
+            raise illegal(str(exc)) from None
+        sys_flag = message.sys_flag
+        head, record_flag, in_queue, indexed, code = message_shape(sys_flag, tags, born_ip, self._store_ip)
+        tail = topic_part + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
+        size = head.size + len(body) + len(tail)
+        if size > self.config.max_message_size + RECORD_SIZE_SLACK or \
+                size + BLANK_RECORD_SIZE > self.commitlog_file_size:
+            raise illegal(f"record of {size} bytes does not fit a commitlog file of "
+                           f"{self.commitlog_file_size} bytes")
+        return new_prepared(
+            topic, queue_id, (topic, queue_id), body, body_crc(body), head, tail, message.flag, sys_flag,
+            record_flag, message.born_timestamp, born_ip, born_port, message.reconsume_times,
+            message.prepared_transaction_offset, size, wait, in_queue, indexed, delay_level,
+            0 if delay_level else code, keys, uniq_key)
+
+    def _properties_of(self, message: Message) -> tuple[dict[str, str], bool, int]:
+        """The properties to store (delayed messages rewritten as RocketMQ does), WAIT, delay level."""
+        properties = dict(message.properties or {})
+        if message.tags is not None and props.TAGS not in properties:
+            properties[props.TAGS] = message.tags
+        if message.keys and props.KEYS not in properties:
+            properties[props.KEYS] = props.KEY_SEPARATOR.join(message.keys)
+        wait = properties.pop(props.WAIT, "true").lower() != "false"
+        for name, value in properties.items():
+            check_property(name, value)
+        level = 0
+        if props.DELAY in properties and gets_queue_entry(message.sys_flag):
+            try:
+                level = int(properties[props.DELAY])
+            except ValueError:
+                raise illegal(f"DELAY {properties[props.DELAY]!r} is not a delay level") from None
+            if level > 0:
+                level = min(level, len(self._delay_millis))
+                properties[props.DELAY] = str(level)
+                properties[props.REAL_TOPIC] = message.topic
+                properties[props.REAL_QID] = str(message.queue_id)
+                properties = {k: properties[k] for k in props.java_hashmap_order(properties)}
+            else:
+                level = 0
+        return properties, wait, level
