@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketstore.format import properties as props_codec
+from rocketstore.format.hosts import format_host
 from rocketstore.format.message import (
     _HOST_BITS,
     BODY_CRC_POS,
@@ -118,9 +119,8 @@ def _hosts(u8: np.ndarray, pos: np.ndarray) -> pa.Array:
     distinct, inverse = np.unique(packed, return_inverse=True)
     text = []
     for value in distinct.tolist():
-        ip, port = value >> 32, value & 0xFFFFFFFF
-        port = port - (1 << 32) if port >= 1 << 31 else port
-        text.append(f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}:{port}")
+        port = value & 0xFFFFFFFF
+        text.append(format_host((value >> 32).to_bytes(4, "big"), port - (1 << 32) if port >= 1 << 31 else port))
     return pc.take(pa.array(text, type=pa.string()), pa.array(inverse.reshape(-1)))
 
 
