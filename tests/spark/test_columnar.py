@@ -110,3 +110,14 @@ def test_the_golden_store_reads_the_same_either_way(tmp_path, no_fallback, monke
     expected = to_record_batch(messages, "golden")
     assert got.equals(expected)
     assert got.num_rows == len(messages)
+
+
+def test_batches_are_cut_by_rows_and_by_bytes():
+    messages = [decode_record(record(b"T", bytes(1000), "TAGS\x01a", queue_offset=i)) for i in range(10)]
+    size = messages[0].size
+    by_rows = list(columnar.batches(messages, "b", rows=4))
+    assert [b.num_rows for b in by_rows] == [4, 4, 2]
+    by_bytes = list(columnar.batches(messages, "b", rows=100, max_bytes=3 * size))
+    assert [b.num_rows for b in by_bytes] == [3, 3, 3, 1]
+    assert [o for b in by_bytes for o in b.column("queueOffset").to_pylist()] == list(range(10))
+    assert list(columnar.batches([], "b")) == []

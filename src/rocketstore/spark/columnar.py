@@ -35,10 +35,13 @@ from rocketstore.spark.schema import ARROW_SCHEMA, to_record_batch
 if TYPE_CHECKING:
     from rocketstore import StoredMessage
 
-__all__ = ["BATCH_ROWS", "batches", "record_batch"]
+__all__ = ["BATCH_BYTES", "BATCH_ROWS", "batches", "record_batch"]
 
 BATCH_ROWS = 4096
-"""Rows per Arrow record batch a reader yields."""
+"""Rows per Arrow record batch a reader yields, at most."""
+BATCH_BYTES = 64 * 1024 * 1024
+"""Record bytes per batch, at most (one row may exceed it): keeps a batch of 4 MiB messages far from
+Arrow's 2 GiB limit of a binary column and a Python worker's memory."""
 
 # Field positions of a record with IPv4 born and store hosts (format.message's table with b = s = 8).
 _QUEUE_ID_POS = BODY_CRC_POS + 4
@@ -69,14 +72,18 @@ def record_batch(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBat
         return to_record_batch(messages, broker)
 
 
-def batches(messages: Iterable[StoredMessage], broker: str, rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-    """Group `messages` into record batches of at most `rows` rows (none for no messages)."""
+def batches(messages: Iterable[StoredMessage], broker: str, rows: int = BATCH_ROWS,
+            max_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
+    """Group `messages` into record batches of at most `rows` rows and about `max_bytes` record bytes
+    (none for no messages)."""
     chunk: list[StoredMessage] = []
+    size = 0
     for message in messages:
         chunk.append(message)
-        if len(chunk) >= rows:
+        size += message.size
+        if len(chunk) >= rows or size >= max_bytes:
             yield record_batch(chunk, broker)
-            chunk = []
+            chunk, size = [], 0
     if chunk:
         yield record_batch(chunk, broker)
 
