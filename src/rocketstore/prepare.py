@@ -156,7 +156,6 @@ class Preparer:
 
     def __init__(self, config: StoreConfig, store_ip: bytes, delay_millis: list[int]) -> None:
         self.config = config
-        self.commitlog_file_size = config.commitlog_file_size
         self._store_ip = store_ip
         self._delay_millis = delay_millis
 
@@ -202,9 +201,9 @@ class Preparer:
         tail = topic_part + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
         size = head.size + len(body) + len(tail)
         if size > self.config.max_message_size + RECORD_SIZE_SLACK or \
-                size + BLANK_RECORD_SIZE > self.commitlog_file_size:
+                size + BLANK_RECORD_SIZE > self.config.commitlog_file_size:
             raise illegal(f"record of {size} bytes does not fit a commitlog file of "
-                           f"{self.commitlog_file_size} bytes")
+                           f"{self.config.commitlog_file_size} bytes")
         return new_prepared(
             topic, queue_id, (topic, queue_id), body, body_crc(body), head, tail, message.flag, sys_flag,
             record_flag, message.born_timestamp, born_ip, born_port, message.reconsume_times,

@@ -65,6 +65,8 @@ _FIXED_HEAD_FORMAT = (
     "q"  # BORNTIMESTAMP
 )
 FIXED_HEAD = struct.Struct(_FIXED_HEAD_FORMAT)
+QUEUE_ID_POS = struct.calcsize(">iIi")
+FLAG_POS = struct.calcsize(">iIii")
 QUEUE_OFFSET_POS = struct.calcsize(">iIiii")
 PHY_OFFSET_POS = struct.calcsize(">iIiiiq")
 SYS_FLAG_POS = struct.calcsize(">iIiiiqq")

@@ -22,14 +22,18 @@ import pyarrow.compute as pc
 from rocketstore.format import properties as props_codec
 from rocketstore.format.hosts import format_host
 from rocketstore.format.message import (
-    _HOST_BITS,
     BODY_CRC_POS,
+    BORN_HOST_POS,
+    FLAG_POS,
     MAGIC_V2,
     PHY_OFFSET_POS,
+    QUEUE_ID_POS,
     QUEUE_OFFSET_POS,
     SYS_FLAG_POS,
     header_struct,
+    store_timestamp_pos,
 )
+from rocketstore.format.sysflag import SysFlag
 from rocketstore.spark.schema import ARROW_SCHEMA, to_record_batch
 
 if TYPE_CHECKING:
@@ -43,14 +47,12 @@ BATCH_BYTES = 64 * 1024 * 1024
 """Record bytes per batch, at most (one row may exceed it): keeps a batch of 4 MiB messages far from
 Arrow's 2 GiB limit of a binary column and a Python worker's memory."""
 
-# Field positions of a record with IPv4 born and store hosts (format.message's table with b = s = 8).
-_QUEUE_ID_POS = BODY_CRC_POS + 4
-_FLAG_POS = _QUEUE_ID_POS + 4
+# Field positions of a record with IPv4 born and store hosts (sys flag 0), from format.message's layout.
+_HOST_BITS = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
 _BORN_TS_POS = SYS_FLAG_POS + 4
-_BORN_HOST_POS = _BORN_TS_POS + 8
-_STORE_TS_POS = _BORN_HOST_POS + 8
+_STORE_TS_POS = store_timestamp_pos(0)
 _STORE_HOST_POS = _STORE_TS_POS + 8
-_RECONSUME_POS = _STORE_HOST_POS + 8
+_RECONSUME_POS = _STORE_HOST_POS + 8  # after the 4-byte IP and 4-byte port
 _BODY_POS = header_struct(4, 4).size  # 88
 _BODY_LENGTH_POS = _BODY_POS - 4
 _MSG_ID_BYTES = 16  # IPv4 store host (8) + physical offset (8)
@@ -213,7 +215,7 @@ def _columnar(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
     mapping, tags, uniq, keys = _properties(_utf8(_slices(data, props_begin, starts + sizes)))
     columns = {
         "topic": _utf8(_slices(data, topic_begin, topic_end)),
-        "queueId": pa.array(_field(u8, starts + _QUEUE_ID_POS, ">i4")),
+        "queueId": pa.array(_field(u8, starts + QUEUE_ID_POS, ">i4")),
         "queueOffset": pa.array(_field(u8, starts + QUEUE_OFFSET_POS, ">i8")),
         "commitLogOffset": pa.array(_field(u8, starts + PHY_OFFSET_POS, ">i8")),
         "storeSize": pa.array(sizes.astype(np.int32)),
@@ -223,10 +225,10 @@ def _columnar(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
         "keys": keys,
         "properties": mapping,
         "body": _slices(data, body_begin, body_end),
-        "flag": pa.array(_field(u8, starts + _FLAG_POS, ">i4")),
+        "flag": pa.array(_field(u8, starts + FLAG_POS, ">i4")),
         "sysFlag": pa.array(sys_flag),
         "bornTimestamp": pa.array(_field(u8, starts + _BORN_TS_POS, ">i8")),
-        "bornHost": _hosts(u8, starts + _BORN_HOST_POS),
+        "bornHost": _hosts(u8, starts + BORN_HOST_POS),
         "storeTimestamp": pa.array(_field(u8, starts + _STORE_TS_POS, ">i8")),
         "storeHost": _hosts(u8, starts + _STORE_HOST_POS),
         "reconsumeTimes": pa.array(_field(u8, starts + _RECONSUME_POS, ">i4")),
