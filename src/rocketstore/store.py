@@ -68,6 +68,8 @@ DISK_FULL_REASON = "disk full"
 MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
 CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
 LONG_MAX = 2**63 - 1
+_KEYS = props.KEYS
+_UNIQ_KEY = props.UNIQ_KEY
 
 
 
@@ -925,6 +927,7 @@ class MessageStore:
         [begin_ms, end_ms]: the newest `max_count` (capped at `max_query_results`), ascending.
 
         Unlike RocketMQ, hash collisions are removed and time bounds are exact to the millisecond.
+        With no bound given (begin_ms <= 0, end_ms None) every store time matches.
 
         Raises:
             StoreClosedError: the store was closed.
@@ -933,6 +936,7 @@ class MessageStore:
         max_count = max(1, min(max_count, self.config.max_query_results))
         end = LONG_MAX if end_ms is None else end_ms
         widened_begin = max(0, begin_ms - 1000)  # index times are whole seconds after the file's begin
+        any_time = begin_ms <= 0 and end_ms is None
         limit = max_count
         message_at = self.commitlog.message_at
         while True:
@@ -945,14 +949,18 @@ class MessageStore:
                     msg = message_at(phy)
                 except MessageNotFoundError:
                     continue
-                if msg.topic != topic or not begin_ms <= msg.store_timestamp <= end:
+                if msg.topic != topic or not (any_time or begin_ms <= msg.store_timestamp <= end):
                     continue
                 properties = msg.properties  # the key check of msg.keys / msg.uniq_key, parsed once
-                if properties.get(props.UNIQ_KEY) == key or key in props.split_keys(properties.get(props.KEYS)):
+                keys = properties.get(_KEYS)
+                # `key in msg.keys` without the list: KEYS tokens are the non-empty parts between spaces
+                if properties.get(_UNIQ_KEY) == key or (keys and key and key in keys.split(" ")):
                     found[phy] = msg
             if len(found) >= max_count or len(offsets) < limit:
                 break
             limit *= 4
+        if len(found) <= 1:
+            return list(found.values())
         return [found[phy] for phy in sorted(found)][-max_count:]
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:

@@ -10,7 +10,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "rocketstore"
 ORDER = ["format", "storage", "log", "services", "store"]
 ADAPTERS = {"spark", "cli", "broker", "report"}
-BASE = {"errors", "config", "_types"}
+BASE = {"errors", "config", "_types", "native", "_speedups"}
 
 
 def _layer(module: str) -> str | None:

@@ -5,18 +5,22 @@
 Tag codes are that hash sign-extended to int64; index key hashes are its absolute value, with
 `Integer.MIN_VALUE` (whose absolute value overflows in Java) mapped to 0.
 
-Speed (a put with a key pays one hash, a query one): the pure-Python path takes two characters per
-step through a 65,536-entry table (`c0*31 + c1` for every byte pair), and `java_hash_many` hashes a
-whole batch with numpy when numpy is installed (`java_hash_many_py` is the same without it; the unit
-tests hold the two equal).
+Speed (a put with a key pays one hash, a query one): `java_hash` and `java_hash_concat` are the
+compiled versions from `rocketstore._speedups` where it was built (see rocketstore.native), else their
+pure-Python twins `java_hash_py` / `java_hash_concat_py`, which take two characters per step through a
+65,536-entry table (`c0*31 + c1` for every byte pair). `java_hash_many` hashes a whole batch with numpy
+when numpy is installed (`java_hash_many_py` is the same without it). The unit tests hold every pair
+equal.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
+
+from rocketstore.native import speedups
 
 try:  # numpy is optional: it only speeds up batches
     import numpy as _np
@@ -44,8 +48,8 @@ def _signed(h: int) -> int:
     return h - _POW32 if h & _SIGN32 else h
 
 
-def java_hash(text: str) -> int:
-    """Java `String.hashCode()` of `text` as a signed int32."""
+def java_hash_py(text: str) -> int:
+    """Java `String.hashCode()` of `text` as a signed int32 (the pure-Python twin of `java_hash`)."""
     if not text.isascii():
         data = text.encode("utf-16-be", "surrogatepass")
         h = 0
@@ -85,22 +89,31 @@ def tags_code(tags: str | None) -> int:
 
 @lru_cache(maxsize=1024)
 def _prefix_state(prefix: str) -> tuple[int, int]:
-    return java_hash(prefix) & _MASK32, len(prefix.encode("utf-16-be", "surrogatepass")) // 2
+    return java_hash_py(prefix) & _MASK32, len(prefix.encode("utf-16-be", "surrogatepass")) // 2
 
 
 _POW31 = [pow(31, n, _POW32) for n in range(256)]
 
 
-def java_hash_concat(prefix: str, text: str) -> int:
-    """`java_hash(prefix + text)` with the prefix's hash cached (index keys share `topic#`)."""
+def java_hash_concat_py(prefix: str, text: str) -> int:
+    """`java_hash(prefix + text)` with the prefix's hash cached (index keys share `topic#`); the
+    pure-Python twin of `java_hash_concat`."""
     h_prefix = _prefix_state(prefix)[0]
     n = len(text) if text.isascii() else len(text.encode("utf-16-be", "surrogatepass")) // 2
-    return _signed(h_prefix * (_POW31[n] if n < 256 else pow(31, n, _POW32)) + java_hash(text))
+    return _signed(h_prefix * (_POW31[n] if n < 256 else pow(31, n, _POW32)) + java_hash_py(text))
+
+
+if speedups is not None:
+    java_hash: Callable[[str], int] = speedups.java_hash
+    java_hash_concat: Callable[[str, str], int] = speedups.java_hash_concat
+else:
+    java_hash = java_hash_py
+    java_hash_concat = java_hash_concat_py
 
 
 def java_hash_many_py(texts: Sequence[str]) -> list[int]:
     """`[java_hash(t) for t in texts]` (the pure-Python reference of `java_hash_many`)."""
-    return [java_hash(t) for t in texts]
+    return [java_hash_py(t) for t in texts]
 
 
 _NUMPY_MIN_BATCH = 16  # below this the numpy call overhead outweighs the per-key saving

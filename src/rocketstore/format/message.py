@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, Final
 
@@ -40,6 +41,7 @@ from rocketstore.format import properties as props_codec
 from rocketstore.format.hosts import IPV4_HOST_SIZE, IPV6_HOST_SIZE, format_host
 from rocketstore.format.msgid import encode_msg_id
 from rocketstore.format.sysflag import SysFlag
+from rocketstore.native import speedups
 
 MAGIC_V1: Final = 0xDAA320A7  # Java: -626843481
 MAGIC_V2: Final = 0xDAA320AB  # Java: -626843477 (5.x, 2-byte topic length)
@@ -380,17 +382,24 @@ def decode_record(raw: bytes, *, check_crc: bool = False) -> StoredMessage:
     return result
 
 
-def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMessage:
+def record_layout_py(raw: bytes, magic: int) -> tuple[int, int, int, int, str, int]:
+    """(phy_offset, sys_flag, body_start, body_end, topic, props_start) of a buffer holding exactly one
+    record whose magic (v1 or v2) and minimum size were checked; the pure-Python twin of
+    `record_layout`.
+
+    Raises:
+        ValueError: the lengths do not add up (the message says which).
+    """
     total = len(raw)
     phy_offset, sys_flag = _PHY_OFFSET_SYS_FLAG.unpack_from(raw, PHY_OFFSET_POS)
     body_start = _HEADER_BY_HOST_BITS[sys_flag & _HOST_BITS].size
     if total < body_start:
-        raise CorruptRecordError(pos, f"total size {total} shorter than the header")
+        raise ValueError(f"total size {total} shorter than the header")
     body_len = BODY_LENGTH.unpack_from(raw, body_start - BODY_LENGTH.size)[0]
     body_end = body_start + body_len
     topic_field = 1 if magic == MAGIC_V1 else 2
     if body_len < 0 or body_end + topic_field > total:
-        raise CorruptRecordError(pos, f"body length {body_len} does not fit total size {total}")
+        raise ValueError(f"body length {body_len} does not fit total size {total}")
     if topic_field == 1:
         topic_len = raw[body_end]
         topic_len = topic_len - 256 if topic_len > 127 else topic_len  # int8
@@ -399,13 +408,29 @@ def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMe
     topic_start = body_end + topic_field
     props_len_pos = topic_start + topic_len
     if topic_len < 0 or props_len_pos + PROPERTIES_LENGTH.size > total:
-        raise CorruptRecordError(pos, f"topic length {topic_len} does not fit total size {total}")
+        raise ValueError(f"topic length {topic_len} does not fit total size {total}")
     props_len = PROPERTIES_LENGTH.unpack_from(raw, props_len_pos)[0]
     props_start = props_len_pos + PROPERTIES_LENGTH.size
     expected = props_start + max(props_len, 0)
     if expected != total:
-        raise CorruptRecordError(pos, f"lengths add up to {expected}, total size says {total}")
-    if check_crc and body_len > 0 and \
+        raise ValueError(f"lengths add up to {expected}, total size says {total}")
+    topic = raw[topic_start:props_len_pos].decode("utf-8", "replace")
+    return phy_offset, sys_flag, body_start, body_end, topic, props_start
+
+
+if speedups is not None:
+    record_layout: Callable[[bytes, int], tuple[int, int, int, int, str, int]] = speedups.record_layout
+else:
+    record_layout = record_layout_py
+
+
+def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMessage:
+    try:
+        phy_offset, sys_flag, body_start, body_end, topic, props_start = record_layout(raw, magic)
+    except ValueError as exc:
+        raise CorruptRecordError(pos, str(exc)) from None
+    total = len(raw)
+    if check_crc and body_end > body_start and \
             zlib.crc32(raw[body_start:body_end]) & CRC_MASK != BODY_CRC.unpack_from(raw, BODY_CRC_POS)[0]:
         raise CorruptRecordError(pos, "body CRC mismatch")
     msg = _new_stored_message(StoredMessage)
@@ -414,9 +439,9 @@ def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMe
     msg.size = total
     msg.sys_flag = sys_flag
     msg.phy_offset = phy_offset
-    msg.topic = raw[topic_start:props_len_pos].decode("utf-8", "replace")
+    msg.topic = topic
     msg._header = None
-    msg._properties_start = props_start if props_len > 0 else total
+    msg._properties_start = props_start  # == total when there are none
     msg._body_start = body_start
     msg._body_end = body_end
     msg._properties = None

@@ -7,9 +7,10 @@ is RocketMQ's exactly: split on U+0002; keep a segment only if its first U+0001 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from rocketstore.format.javahash import java_hash
+from rocketstore.native import speedups
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -36,8 +37,9 @@ def encode_properties(props: Mapping[str, str] | Iterable[tuple[str, str]], *,
     return text
 
 
-def decode_properties(text: str) -> dict[str, str]:
-    """Parse a properties string with RocketMQ's rule (insertion order = stored order)."""
+def decode_properties_py(text: str) -> dict[str, str]:
+    """Parse a properties string with RocketMQ's rule (insertion order = stored order); the pure-Python
+    twin of `decode_properties`."""
     result: dict[str, str] = {}
     for segment in text.split(PROPERTY_SEPARATOR):
         # partition: name = before the first U+0001 (non-empty iff it is at index >= 1), value = after
@@ -48,6 +50,13 @@ def decode_properties(text: str) -> dict[str, str]:
                 del result[name]  # a later name wins and takes the later position
             result[name] = value
     return result
+
+
+if speedups is not None:
+    decode_properties: Callable[[str], dict[str, str]] = speedups.decode_properties
+else:
+    decode_properties = decode_properties_py
+"""Parse a properties string with RocketMQ's rule (compiled where rocketstore._speedups was built)."""
 
 
 def _decode_properties_reference(text: str) -> dict[str, str]:

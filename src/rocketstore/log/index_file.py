@@ -22,7 +22,10 @@ from rocketstore.format.index import (
     slot_pos,
     time_diff_seconds,
 )
+from rocketstore.native import speedups
 from rocketstore.storage import fs
+
+_native_lookup = None if speedups is None else speedups.index_lookup
 
 
 class IndexFile:
@@ -144,6 +147,12 @@ class IndexFile:
     def lookup(self, key_hash: int, max_count: int, begin: int, end: int, out: list[int]) -> None:
         """Append to `out` (newest first) the offsets whose entries carry `key_hash` and whose
         second-granular time lies in [begin, end], until `out` holds `max_count` offsets."""
+        if _native_lookup is None or not _native_lookup(self.mm, self.slots, key_hash, self.header.index_count,
+                                                        self.header.begin_timestamp, begin, end, max_count, out):
+            self.lookup_py(key_hash, max_count, begin, end, out)
+
+    def lookup_py(self, key_hash: int, max_count: int, begin: int, end: int, out: list[int]) -> None:
+        """`lookup` in pure Python (the twin of rocketstore._speedups.index_lookup)."""
         n_max = self.header.index_count
         slot_value = SLOT.unpack_from(self.mm, slot_pos(key_hash, self.slots))[0]
         if slot_value <= 0 or slot_value > n_max or n_max <= 1:

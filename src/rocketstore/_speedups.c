@@ -1,0 +1,354 @@
+/*
+ * rocketstore._speedups: optional compiled versions of four small hot functions.
+ *
+ * Each one has a pure-Python twin that is the reference (the tests hold the two equal on generated
+ * inputs) and that runs wherever this module could not be built:
+ *
+ *   java_hash(text)                 rocketstore.format.javahash.java_hash_py
+ *   java_hash_concat(prefix, text)  java_hash_py(prefix + text), without building the string
+ *   decode_properties(text)         rocketstore.format.properties.decode_properties_py
+ *   index_lookup(...)               rocketstore.log.index_file.IndexFile.lookup_py
+ *   record_layout(raw, magic)       rocketstore.format.message.record_layout_py
+ *
+ * Java's String.hashCode runs over UTF-16 code units: a code point above U+FFFF counts as its two
+ * surrogates, and a lone surrogate in a Python string counts as itself (as "surrogatepass" encodes it).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static int
+ready(PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(text)->tp_name);
+        return -1;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return -1;
+    }
+#endif
+    return 0;
+}
+
+static uint32_t
+hash_units(uint32_t h, PyObject *text)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t i;
+
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data;
+        for (i = 0; i < n; i++) {
+            h = 31u * h + p[i];
+        }
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)data;
+        for (i = 0; i < n; i++) {
+            h = 31u * h + p[i];
+        }
+    } else {
+        const Py_UCS4 *p = (const Py_UCS4 *)data;
+        for (i = 0; i < n; i++) {
+            Py_UCS4 c = p[i];
+            if (c >= 0x10000) {
+                c -= 0x10000;
+                h = 31u * h + (0xD800u + (c >> 10));
+                h = 31u * h + (0xDC00u + (c & 0x3FFu));
+            } else {
+                h = 31u * h + c;
+            }
+        }
+    }
+    return h;
+}
+
+static PyObject *
+java_hash(PyObject *module, PyObject *text)
+{
+    if (ready(text) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong((long)(int32_t)hash_units(0, text));
+}
+
+static PyObject *
+java_hash_concat(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "java_hash_concat(prefix, text) takes two arguments");
+        return NULL;
+    }
+    if (ready(args[0]) < 0 || ready(args[1]) < 0) {
+        return NULL;
+    }
+    return PyLong_FromLong((long)(int32_t)hash_units(hash_units(0, args[0]), args[1]));
+}
+
+/* RocketMQ's properties rule: split on U+0002; keep a segment whose first U+0001 is at index >= 1
+ * and <= len - 2; name before it, value after it; a later name wins and takes the later place. */
+static PyObject *
+decode_properties(PyObject *module, PyObject *text)
+{
+    if (ready(text) < 0) {
+        return NULL;
+    }
+    PyObject *result = PyDict_New();
+    if (result == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t start = 0;
+    while (start <= n) {
+        Py_ssize_t end = n > start ? PyUnicode_FindChar(text, 0x02, start, n, 1) : -1;
+        if (end == -2) {
+            goto error;
+        }
+        if (end < 0) {
+            end = n;
+        }
+        Py_ssize_t sep = end > start ? PyUnicode_FindChar(text, 0x01, start, end, 1) : -1;
+        if (sep == -2) {
+            goto error;
+        }
+        if (sep >= start + 1 && sep <= end - 2) {
+            PyObject *name = PyUnicode_Substring(text, start, sep);
+            if (name == NULL) {
+                goto error;
+            }
+            PyObject *value = PyUnicode_Substring(text, sep + 1, end);
+            if (value == NULL) {
+                Py_DECREF(name);
+                goto error;
+            }
+            int present = PyDict_Contains(result, name);
+            int failed = present < 0 || (present && PyDict_DelItem(result, name) < 0)
+                         || PyDict_SetItem(result, name, value) < 0;
+            Py_DECREF(name);
+            Py_DECREF(value);
+            if (failed) {
+                goto error;
+            }
+        }
+        start = end + 1;
+    }
+    return result;
+error:
+    Py_DECREF(result);
+    return NULL;
+}
+
+static int64_t
+read_be(const unsigned char *p, int width)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < width; i++) {
+        v = (v << 8) | p[i];
+    }
+    if (width == 4) {
+        return (int64_t)(int32_t)(uint32_t)v;
+    }
+    return (int64_t)v;
+}
+
+#define HEADER_SIZE 40
+#define SLOT_SIZE 4
+#define ENTRY_SIZE 20
+
+/* index_lookup(buffer, slots, key_hash, index_count, begin_timestamp, begin, end, max_count, out)
+ * walks the slot chain of key_hash and appends matching physical offsets to `out`, newest first.
+ * Returns True, or False without appending anything when a position falls outside the buffer or an
+ * argument outside int64 (the Python twin then runs: it raises its own error or handles the int). */
+static PyObject *
+index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "index_lookup takes nine arguments");
+        return NULL;
+    }
+    long long slots = PyLong_AsLongLong(args[1]);
+    long long key_hash = PyLong_AsLongLong(args[2]);
+    long long n_max = PyLong_AsLongLong(args[3]);
+    long long begin_ts = PyLong_AsLongLong(args[4]);
+    long long begin = PyLong_AsLongLong(args[5]);
+    long long end = PyLong_AsLongLong(args[6]);
+    Py_ssize_t max_count = PyLong_AsSsize_t(args[7]);
+    PyObject *out = args[8];
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* a bound past int64: the Python twin handles any int */
+        Py_RETURN_FALSE;
+    }
+    if (!PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "index_lookup: out must be a list");
+        return NULL;
+    }
+    if (slots <= 0 || key_hash < 0) {
+        Py_RETURN_FALSE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t size = view.len;
+    Py_ssize_t appended_from = PyList_GET_SIZE(out);
+    PyObject *answer = Py_True;
+    long long slot_at = HEADER_SIZE + (key_hash % slots) * SLOT_SIZE;
+    if (slot_at + SLOT_SIZE > size) {
+        answer = Py_False;
+        goto done;
+    }
+    long long n = read_be(buf + slot_at, 4);
+    if (n <= 0 || n > n_max || n_max <= 1) {
+        goto done;
+    }
+    long long entries_at = HEADER_SIZE + slots * SLOT_SIZE;
+    while (PyList_GET_SIZE(out) < max_count) {
+        long long at = entries_at + n * ENTRY_SIZE;
+        if (at < 0 || at + ENTRY_SIZE > size) {
+            answer = Py_False;
+            break;
+        }
+        const unsigned char *entry = buf + at;
+        long long entry_hash = read_be(entry, 4);
+        long long phy = read_be(entry + 4, 8);
+        long long diff = read_be(entry + 12, 4);
+        long long prev = read_be(entry + 16, 4);
+        if (diff < 0) {
+            break;
+        }
+        long long time_read = begin_ts + diff * 1000;
+        if (entry_hash == key_hash && begin <= time_read && time_read <= end) {
+            PyObject *offset = PyLong_FromLongLong(phy);
+            if (offset == NULL || PyList_Append(out, offset) < 0) {
+                Py_XDECREF(offset);
+                answer = NULL;
+                break;
+            }
+            Py_DECREF(offset);
+        }
+        if (prev <= 0 || prev > n_max || prev == n || time_read < begin) {
+            break;
+        }
+        n = prev;
+    }
+done:
+    PyBuffer_Release(&view);
+    if (answer == Py_False && PyList_GET_SIZE(out) > appended_from) {
+        /* undo what was appended: the caller runs the Python twin or sees the error */
+        if (PyList_SetSlice(out, appended_from, PyList_GET_SIZE(out), NULL) < 0) {
+            return NULL;
+        }
+    }
+    if (answer == NULL) {
+        return NULL;
+    }
+    return Py_NewRef(answer);
+}
+
+#define MAGIC_V1 0xDAA320A7u
+#define FIXED_HEAD_SIZE 48
+#define PHY_OFFSET_POS 28
+#define SYS_FLAG_POS 36
+#define BORN_V6 0x10
+#define STORE_V6 0x20
+
+/* record_layout(raw, magic) -> (phy_offset, sys_flag, body_start, body_end, topic, props_start)
+ * for a buffer holding exactly one record whose magic (v1 or v2) and minimum size the caller checked.
+ * Raises ValueError with the reason when the lengths do not add up. */
+static PyObject *
+record_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "record_layout(raw, magic) takes two arguments");
+        return NULL;
+    }
+    unsigned long magic = PyLong_AsUnsignedLong(args[1]);
+    if (magic == (unsigned long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *raw = (const unsigned char *)view.buf;
+    long long total = view.len;
+    PyObject *result = NULL;
+    if (total < SYS_FLAG_POS + 4) {
+        PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
+        goto done;
+    }
+    long long phy_offset = read_be(raw + PHY_OFFSET_POS, 8);
+    long long sys_flag = read_be(raw + SYS_FLAG_POS, 4);
+    long long body_start = FIXED_HEAD_SIZE + 8 + 8 + 8 + 4 + 8 + 4;
+    if (sys_flag & BORN_V6) {
+        body_start += 12;
+    }
+    if (sys_flag & STORE_V6) {
+        body_start += 12;
+    }
+    if (total < body_start) {
+        PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
+        goto done;
+    }
+    long long body_len = read_be(raw + body_start - 4, 4);
+    long long body_end = body_start + body_len;
+    int topic_field = magic == MAGIC_V1 ? 1 : 2;
+    if (body_len < 0 || body_end + topic_field > total) {
+        PyErr_Format(PyExc_ValueError, "body length %lld does not fit total size %lld", body_len, total);
+        goto done;
+    }
+    long long topic_len = topic_field == 1 ? (long long)(signed char)raw[body_end]
+                                           : (long long)(int16_t)(uint16_t)((raw[body_end] << 8) | raw[body_end + 1]);
+    long long topic_start = body_end + topic_field;
+    long long props_len_pos = topic_start + topic_len;
+    if (topic_len < 0 || props_len_pos + 2 > total) {
+        PyErr_Format(PyExc_ValueError, "topic length %lld does not fit total size %lld", topic_len, total);
+        goto done;
+    }
+    long long props_len = (int16_t)(uint16_t)((raw[props_len_pos] << 8) | raw[props_len_pos + 1]);
+    long long props_start = props_len_pos + 2;
+    long long expected = props_start + (props_len > 0 ? props_len : 0);
+    if (expected != total) {
+        PyErr_Format(PyExc_ValueError, "lengths add up to %lld, total size says %lld", expected, total);
+        goto done;
+    }
+    PyObject *topic = PyUnicode_DecodeUTF8((const char *)raw + topic_start, topic_len, "replace");
+    if (topic == NULL) {
+        goto done;
+    }
+    result = Py_BuildValue("(LLLLNL)", phy_offset, sys_flag, body_start, body_end, topic, props_start);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"java_hash", (PyCFunction)java_hash, METH_O, "Java String.hashCode of a str, as a signed int32."},
+    {"java_hash_concat", (PyCFunction)(void (*)(void))java_hash_concat, METH_FASTCALL,
+     "java_hash(prefix + text) without building the string."},
+    {"decode_properties", (PyCFunction)decode_properties, METH_O,
+     "Parse a RocketMQ properties string into a dict (stored order, later names win)."},
+    {"index_lookup", (PyCFunction)(void (*)(void))index_lookup, METH_FASTCALL,
+     "Walk an IndexFile slot chain; False when a position falls outside the buffer."},
+    {"record_layout", (PyCFunction)(void (*)(void))record_layout, METH_FASTCALL,
+     "Check one commitlog record's lengths; (phy_offset, sys_flag, body_start, body_end, topic, props_start)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "rocketstore._speedups",
+    "Optional compiled versions of rocketstore's hottest small functions.", 0, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModule_Create(&module_def);
+}

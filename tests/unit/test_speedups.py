@@ -1,0 +1,144 @@
+"""rocketstore._speedups is built by the install, and each of its functions gives exactly what its
+pure-Python twin gives, on generated inputs, garbage included."""
+# Every property test runs with deadline=None: no test asserts a timing (the machine is shared and noisy).
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketstore import native
+from rocketstore.format import javahash
+from rocketstore.format import message as fm
+from rocketstore.format.properties import _decode_properties_reference, decode_properties_py
+from rocketstore.log.index_file import IndexFile
+
+# The install (pip install -e . / ./dev) builds the module wherever a C compiler is found, as on every
+# machine the suite runs on; without it this import fails and so does every test here.
+from rocketstore import _speedups  # isort: skip
+
+any_text = st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=40)  # lone surrogates too
+texts = st.one_of(st.text(st.characters(max_codepoint=127), max_size=40), any_text)
+
+
+def test_the_store_uses_the_compiled_functions_unless_told_not_to():
+    if os.environ.get(native.PURE_PYTHON_VARIABLE, "") in ("", "0"):
+        assert native.speedups is _speedups
+        assert javahash.java_hash is _speedups.java_hash
+    code = "from rocketstore import native; from rocketstore.format import javahash as j; " \
+           "print(native.speedups is None, j.java_hash is j.java_hash_py)"
+    env = {**os.environ, native.PURE_PYTHON_VARIABLE: "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
+
+
+def test_known_hashes():
+    assert _speedups.java_hash("TagA") == 2598919
+    assert _speedups.java_hash("polygenelubricants") == -(2**31)
+    assert _speedups.java_hash("主题#键") == 634204136
+    assert _speedups.java_hash("T#😀") == 4308978  # two UTF-16 units
+    assert _speedups.java_hash_concat("TopicTest#", "KEY1") == -1656969516
+    with pytest.raises(TypeError, match="expected str"):
+        _speedups.java_hash(b"TagA")
+
+
+@settings(deadline=None)
+@given(texts, texts)
+def test_java_hash_twins(prefix, text):
+    assert _speedups.java_hash(text) == javahash.java_hash_py(text)
+    assert _speedups.java_hash_concat(prefix, text) == javahash.java_hash_py(prefix + text)
+    assert _speedups.java_hash_concat(prefix, text) == javahash.java_hash_concat_py(prefix, text)
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.one_of(st.text(st.sampled_from(["a", "b", "K", "\x01", "\x02", "é", "😀", " "]), max_size=30), any_text))
+def test_decode_properties_twins(text):
+    expected = list(_decode_properties_reference(text).items())
+    assert list(_speedups.decode_properties(text).items()) == expected
+    assert list(decode_properties_py(text).items()) == expected
+
+
+def _record(topic: bytes, body: bytes, properties: bytes, sys_flag: int, version: int) -> bytes:
+    born_ip = b"\0" * (16 if sys_flag & 0x10 else 4)
+    store_ip = b"\1" * (16 if sys_flag & 0x20 else 4)
+    return fm.encode_message(topic=topic, body=body, properties=properties, queue_id=3, flag=7, queue_offset=9,
+                             phy_offset=123456, sys_flag=sys_flag, born_timestamp=1, born_ip=born_ip, born_port=2,
+                             store_timestamp=3, store_ip=store_ip, store_port=4, version=version)
+
+
+def _layout_or_error(function, raw: bytes, magic: int):
+    try:
+        return function(raw, magic)
+    except ValueError as exc:
+        return ("ValueError", str(exc))
+
+
+records = st.builds(
+    _record,
+    topic=st.binary(max_size=40),  # not always UTF-8: both decode with "replace"
+    body=st.binary(max_size=64),
+    properties=st.binary(max_size=40),
+    sys_flag=st.sampled_from([0, 0x10, 0x20, 0x30, 0x4]),
+    version=st.sampled_from([1, 2]),
+)
+
+
+@settings(deadline=None, max_examples=300)
+@given(records, st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=4),
+       st.integers(-8, 8))
+def test_record_layout_twins_on_records_and_damaged_records(raw, flips, cut):
+    damaged = bytearray(raw)
+    for at, value in flips:
+        if at < len(damaged):
+            damaged[at] = value
+    damaged = bytes(damaged[:len(damaged) + cut] if cut < 0 else damaged + b"\0" * cut)
+    magic = struct.unpack_from(">I", raw, 4)[0]
+    for candidate in (raw, damaged):
+        if len(candidate) < fm.MIN_RECORD_SIZE:
+            continue  # the callers check the minimum size first
+        assert _layout_or_error(_speedups.record_layout, candidate, magic) == \
+            _layout_or_error(fm.record_layout_py, candidate, magic)
+    assert fm.record_layout_py(raw, magic) == _speedups.record_layout(raw, magic)
+
+
+@pytest.fixture(scope="module")
+def index_file(tmp_path_factory) -> Iterator[IndexFile]:
+    path: Path = tmp_path_factory.mktemp("index") / "20261123000000000"
+    f = IndexFile(path, 64, 512, create=True)
+    hashes = [(i * 7919) % 200 for i in range(300)]  # long chains, collisions in every slot
+    f.put_keys(hashes, [1000 + i for i in range(300)], [1_700_000_000_000 + i * 400 for i in range(300)])
+    yield f
+    f.close()
+
+
+@settings(deadline=None, max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(0, 2**31 - 1) | st.integers(0, 210), st.integers(1, 80),
+       st.integers(1_699_999_990_000, 1_700_000_130_000), st.integers(0, 200_000))
+def test_index_lookup_twins(index_file, key_hash, max_count, begin, span):
+    f = index_file
+    args = (key_hash, max_count, begin, begin + span)
+    expected: list[int] = [-1]
+    f.lookup_py(*args, expected)
+    got: list[int] = [-1]
+    assert _speedups.index_lookup(f.mm, f.slots, key_hash, f.header.index_count, f.header.begin_timestamp,
+                                  begin, begin + span, max_count, got) is True
+    assert got == expected
+
+
+def test_index_lookup_declines_what_it_cannot_read(index_file):
+    f = index_file
+    out = [5]
+    short = bytes(f.mm[:100])  # the slots and entries lie past the end
+    assert _speedups.index_lookup(short, f.slots, 3, f.header.index_count, 0, 0, 2**63 - 1, 10, out) is False
+    assert _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 0, 0, 2**64, 10, out) is False
+    assert out == [5]
+    with pytest.raises(TypeError):
+        _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 0, 0, 1, 10, (5,))
