@@ -7,15 +7,19 @@
  *   java_hash(text)                 rocketstore.format.javahash.java_hash_py
  *   java_hash_concat(prefix, text)  java_hash_py(prefix + text), without building the string
  *   decode_properties(text)         rocketstore.format.properties.decode_properties_py
+ *   properties_at(raw, start)       rocketstore.format.message.properties_at_py
  *   index_lookup(...)               rocketstore.log.index_file.IndexFile.lookup_py
- *   record_layout(raw, magic)       rocketstore.format.message.record_layout_py
+ *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
+ *   MessageBase                     rocketstore.format.message._MessageFields
  *
  * Java's String.hashCode runs over UTF-16 code units: a code point above U+FFFF counts as its two
  * surrogates, and a lone surrogate in a Python string counts as itself (as "surrogatepass" encodes it).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <structmember.h>
 
 static int
 ready(PyObject *text)
@@ -91,11 +95,8 @@ java_hash_concat(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 /* RocketMQ's properties rule: split on U+0002; keep a segment whose first U+0001 is at index >= 1
  * and <= len - 2; name before it, value after it; a later name wins and takes the later place. */
 static PyObject *
-decode_properties(PyObject *module, PyObject *text)
+parse_properties(PyObject *text)
 {
-    if (ready(text) < 0) {
-        return NULL;
-    }
     PyObject *result = PyDict_New();
     if (result == NULL) {
         return NULL;
@@ -139,6 +140,44 @@ decode_properties(PyObject *module, PyObject *text)
 error:
     Py_DECREF(result);
     return NULL;
+}
+
+static PyObject *
+decode_properties(PyObject *module, PyObject *text)
+{
+    if (ready(text) < 0) {
+        return NULL;
+    }
+    return parse_properties(text);
+}
+
+/* properties_at(raw, start): the properties of a record whose properties text (UTF-8, bad bytes
+ * replaced) runs from `start` to the end of `raw`. */
+static PyObject *
+properties_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "properties_at(raw, start) takes two arguments");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result;
+    if (start < 0 || start >= view.len) {
+        result = PyDict_New();
+    } else {
+        PyObject *text = PyUnicode_DecodeUTF8((const char *)view.buf + start, view.len - start, "replace");
+        result = text == NULL ? NULL : parse_properties(text);
+        Py_XDECREF(text);
+    }
+    PyBuffer_Release(&view);
+    return result;
 }
 
 static int64_t
@@ -259,50 +298,39 @@ done:
 #define BORN_V6 0x10
 #define STORE_V6 0x20
 
-/* record_layout(raw, magic) -> (phy_offset, sys_flag, body_start, body_end, topic, props_start)
- * for a buffer holding exactly one record whose magic (v1 or v2) and minimum size the caller checked.
- * Raises ValueError with the reason when the lengths do not add up. */
-static PyObject *
-record_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+struct layout {
+    long long phy_offset, sys_flag, body_start, body_end, topic_start, topic_len, props_start;
+};
+
+/* The checks of rocketstore.format.message.record_layout (build_message_py's) on a buffer holding exactly one record
+ * whose magic (v1 or v2) and minimum size the caller checked. -1 with ValueError set when the lengths
+ * do not add up. */
+static int
+layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "record_layout(raw, magic) takes two arguments");
-        return NULL;
-    }
-    unsigned long magic = PyLong_AsUnsignedLong(args[1]);
-    if (magic == (unsigned long)-1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    const unsigned char *raw = (const unsigned char *)view.buf;
-    long long total = view.len;
-    PyObject *result = NULL;
     if (total < SYS_FLAG_POS + 4) {
         PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
-        goto done;
+        return -1;
     }
-    long long phy_offset = read_be(raw + PHY_OFFSET_POS, 8);
-    long long sys_flag = read_be(raw + SYS_FLAG_POS, 4);
+    out->phy_offset = read_be(raw + PHY_OFFSET_POS, 8);
+    out->sys_flag = read_be(raw + SYS_FLAG_POS, 4);
     long long body_start = FIXED_HEAD_SIZE + 8 + 8 + 8 + 4 + 8 + 4;
-    if (sys_flag & BORN_V6) {
+    if (out->sys_flag & BORN_V6) {
         body_start += 12;
     }
-    if (sys_flag & STORE_V6) {
+    if (out->sys_flag & STORE_V6) {
         body_start += 12;
     }
     if (total < body_start) {
         PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
-        goto done;
+        return -1;
     }
     long long body_len = read_be(raw + body_start - 4, 4);
     long long body_end = body_start + body_len;
     int topic_field = magic == MAGIC_V1 ? 1 : 2;
     if (body_len < 0 || body_end + topic_field > total) {
         PyErr_Format(PyExc_ValueError, "body length %lld does not fit total size %lld", body_len, total);
-        goto done;
+        return -1;
     }
     long long topic_len = topic_field == 1 ? (long long)(signed char)raw[body_end]
                                            : (long long)(int16_t)(uint16_t)((raw[body_end] << 8) | raw[body_end + 1]);
@@ -310,23 +338,160 @@ record_layout(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long props_len_pos = topic_start + topic_len;
     if (topic_len < 0 || props_len_pos + 2 > total) {
         PyErr_Format(PyExc_ValueError, "topic length %lld does not fit total size %lld", topic_len, total);
-        goto done;
+        return -1;
     }
     long long props_len = (int16_t)(uint16_t)((raw[props_len_pos] << 8) | raw[props_len_pos + 1]);
     long long props_start = props_len_pos + 2;
     long long expected = props_start + (props_len > 0 ? props_len : 0);
     if (expected != total) {
         PyErr_Format(PyExc_ValueError, "lengths add up to %lld, total size says %lld", expected, total);
-        goto done;
+        return -1;
     }
-    PyObject *topic = PyUnicode_DecodeUTF8((const char *)raw + topic_start, topic_len, "replace");
-    if (topic == NULL) {
-        goto done;
+    out->body_start = body_start;
+    out->body_end = body_end;
+    out->topic_start = topic_start;
+    out->topic_len = topic_len;
+    out->props_start = props_start;
+    return 0;
+}
+
+/* MessageBase: the stored fields of rocketstore.format.message.StoredMessage, which subclasses it
+ * (its pure-Python twin is a class with the same __slots__). An unset field raises AttributeError. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *raw;
+    PyObject *magic;
+    PyObject *size;
+    PyObject *phy_offset;
+    PyObject *sys_flag;
+    PyObject *topic;
+    PyObject *header;
+    PyObject *properties_start;
+    PyObject *body_start;
+    PyObject *body_end;
+    PyObject *properties;
+} MessageBase;
+
+#define MESSAGE_FIELD_COUNT 11
+
+static PyObject **
+message_fields(MessageBase *self)
+{
+    return &self->raw;
+}
+
+static int
+message_traverse(MessageBase *self, visitproc visit, void *arg)
+{
+    PyObject **fields = message_fields(self);
+    for (int i = 0; i < MESSAGE_FIELD_COUNT; i++) {
+        Py_VISIT(fields[i]);
     }
-    result = Py_BuildValue("(LLLLNL)", phy_offset, sys_flag, body_start, body_end, topic, props_start);
-done:
-    PyBuffer_Release(&view);
-    return result;
+    return 0;
+}
+
+static int
+message_clear(MessageBase *self)
+{
+    PyObject **fields = message_fields(self);
+    for (int i = 0; i < MESSAGE_FIELD_COUNT; i++) {
+        Py_CLEAR(fields[i]);
+    }
+    return 0;
+}
+
+static void
+message_dealloc(MessageBase *self)
+{
+    /* a static type: a Python subclass's subtype_dealloc releases the subclass itself */
+    PyObject_GC_UnTrack(self);
+    message_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+#define MEMBER(name, field) {name, T_OBJECT_EX, offsetof(MessageBase, field), 0, NULL}
+static PyMemberDef message_members[] = {
+    MEMBER("raw", raw),
+    MEMBER("magic", magic),
+    MEMBER("size", size),
+    MEMBER("phy_offset", phy_offset),
+    MEMBER("sys_flag", sys_flag),
+    MEMBER("topic", topic),
+    MEMBER("_header", header),
+    MEMBER("_properties_start", properties_start),
+    MEMBER("_body_start", body_start),
+    MEMBER("_body_end", body_end),
+    MEMBER("_properties", properties),
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject MessageBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.MessageBase",
+    .tp_basicsize = sizeof(MessageBase),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The stored fields of a decoded commitlog record (StoredMessage's base).",
+    .tp_traverse = (traverseproc)message_traverse,
+    .tp_clear = (inquiry)message_clear,
+    .tp_dealloc = (destructor)message_dealloc,
+    .tp_members = message_members,
+    .tp_new = PyType_GenericNew,
+};
+
+/* build_message(cls, raw, magic): a `cls` (a MessageBase subclass) for a bytes object holding exactly
+ * one record whose magic (v1 or v2) and minimum size the caller checked; ValueError with the reason
+ * when the lengths do not add up. */
+static PyObject *
+build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "build_message(cls, raw, magic) takes three arguments");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *raw = args[1];
+    if (!PyType_Check(args[0]) || !PyType_IsSubtype(cls, &MessageBaseType)) {
+        PyErr_SetString(PyExc_TypeError, "build_message: cls must be a MessageBase subclass");
+        return NULL;
+    }
+    if (!PyBytes_Check(raw)) {
+        PyErr_Format(PyExc_TypeError, "build_message: raw must be bytes, got %.100s", Py_TYPE(raw)->tp_name);
+        return NULL;
+    }
+    unsigned long magic = PyLong_AsUnsignedLong(args[2]);
+    if (magic == (unsigned long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(raw);
+    long long total = PyBytes_GET_SIZE(raw);
+    struct layout at;
+    if (layout_of(data, total, magic, &at) < 0) {
+        return NULL;
+    }
+    MessageBase *msg = (MessageBase *)cls->tp_alloc(cls, 0);
+    if (msg == NULL) {
+        return NULL;
+    }
+    Py_INCREF(raw);
+    msg->raw = raw;
+    msg->magic = PyLong_FromUnsignedLong(magic);
+    msg->size = PyLong_FromLongLong(total);
+    msg->phy_offset = PyLong_FromLongLong(at.phy_offset);
+    msg->sys_flag = PyLong_FromLongLong(at.sys_flag);
+    msg->topic = PyUnicode_DecodeUTF8((const char *)data + at.topic_start, at.topic_len, "replace");
+    msg->header = Py_NewRef(Py_None);
+    msg->properties_start = PyLong_FromLongLong(at.props_start);
+    msg->body_start = PyLong_FromLongLong(at.body_start);
+    msg->body_end = PyLong_FromLongLong(at.body_end);
+    msg->properties = Py_NewRef(Py_None);
+    PyObject **fields = message_fields(msg);
+    for (int i = 0; i < MESSAGE_FIELD_COUNT; i++) {
+        if (fields[i] == NULL) {
+            Py_DECREF(msg);
+            return NULL;
+        }
+    }
+    return (PyObject *)msg;
 }
 
 static PyMethodDef methods[] = {
@@ -335,10 +500,12 @@ static PyMethodDef methods[] = {
      "java_hash(prefix + text) without building the string."},
     {"decode_properties", (PyCFunction)decode_properties, METH_O,
      "Parse a RocketMQ properties string into a dict (stored order, later names win)."},
+    {"properties_at", (PyCFunction)(void (*)(void))properties_at, METH_FASTCALL,
+     "The properties of a record from the UTF-8 text at `start` to the end of the buffer."},
     {"index_lookup", (PyCFunction)(void (*)(void))index_lookup, METH_FASTCALL,
      "Walk an IndexFile slot chain; False when a position falls outside the buffer."},
-    {"record_layout", (PyCFunction)(void (*)(void))record_layout, METH_FASTCALL,
-     "Check one commitlog record's lengths; (phy_offset, sys_flag, body_start, body_end, topic, props_start)."},
+    {"build_message", (PyCFunction)(void (*)(void))build_message, METH_FASTCALL,
+     "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -350,5 +517,18 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    return PyModule_Create(&module_def);
+    if (PyType_Ready(&MessageBaseType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&MessageBaseType);
+    if (PyModule_AddObject(module, "MessageBase", (PyObject *)&MessageBaseType) < 0) {
+        Py_DECREF(&MessageBaseType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

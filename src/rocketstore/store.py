@@ -14,6 +14,7 @@ from typing import Any
 from rocketstore._types import Clock
 from rocketstore.config import FlushMode, StoreConfig
 from rocketstore.errors import (
+    CorruptRecordError,
     MessageNotFoundError,
     StoreClosedError,
     StoreError,
@@ -27,6 +28,7 @@ from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import (
     MAGIC_V1,
     StoredMessage,
+    decode_message,
     store_timestamp_pos,
 )
 from rocketstore.format.msgid import decode_msg_id, msg_id_prefix
@@ -881,6 +883,7 @@ class MessageStore:
         consumed = 0
         removed = False
         message_at = self.commitlog.message_at
+        file_start, file_size, mm = 0, -1, b""  # the commitlog file of the last record read
         position, window, full = offset, max_count, False
         while not full and position < scan_end:
             # read the queue in growing windows: a plain get needs max_count entries, not 800
@@ -895,11 +898,22 @@ class MessageStore:
                     continue  # not valid, or a filler
                 if wanted is not None and code not in wanted:
                     continue
-                try:
+                pos = phy_offset - file_start
+                if 0 <= pos and pos + size <= file_size:  # in the file of the last record: decode in place
+                    try:
+                        msg = decode_message(mm[pos:pos + size])
+                    except CorruptRecordError:
+                        msg = None
+                    if type(msg) is StoredMessage and msg.phy_offset == phy_offset:
+                        messages.append(msg)
+                        total_bytes += size
+                        continue
+                try:  # the general path: finds the file, says why a record is missing
                     msg = message_at(phy_offset, size)
                 except MessageNotFoundError:
                     removed = True
                     continue
+                file_start, file_size, mm = self.commitlog.readable_file(phy_offset)
                 messages.append(msg)
                 total_bytes += size
             if len(units) < want or len(messages) >= max_count:

@@ -74,11 +74,17 @@ def _record(topic: bytes, body: bytes, properties: bytes, sys_flag: int, version
                              store_timestamp=3, store_ip=store_ip, store_port=4, version=version)
 
 
-def _layout_or_error(function, raw: bytes, magic: int):
+FIELDS = ("raw", "magic", "size", "phy_offset", "sys_flag", "topic", "_header", "_properties_start", "_body_start",
+          "_body_end", "_properties")
+
+
+def _built_or_error(function, cls: type, raw: bytes, magic: int):
     try:
-        return function(raw, magic)
+        msg = function(cls, raw, magic)
     except ValueError as exc:
         return ("ValueError", str(exc))
+    assert type(msg) is cls
+    return [getattr(msg, name) for name in FIELDS]
 
 
 records = st.builds(
@@ -94,7 +100,7 @@ records = st.builds(
 @settings(deadline=None, max_examples=300)
 @given(records, st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=4),
        st.integers(-8, 8))
-def test_record_layout_twins_on_records_and_damaged_records(raw, flips, cut):
+def test_build_message_twins_on_records_and_damaged_records(raw, flips, cut):
     damaged = bytearray(raw)
     for at, value in flips:
         if at < len(damaged):
@@ -104,9 +110,26 @@ def test_record_layout_twins_on_records_and_damaged_records(raw, flips, cut):
     for candidate in (raw, damaged):
         if len(candidate) < fm.MIN_RECORD_SIZE:
             continue  # the callers check the minimum size first
-        assert _layout_or_error(_speedups.record_layout, candidate, magic) == \
-            _layout_or_error(fm.record_layout_py, candidate, magic)
-    assert fm.record_layout_py(raw, magic) == _speedups.record_layout(raw, magic)
+        assert _built_or_error(_speedups.build_message, _speedups.MessageBase, candidate, magic) == \
+            _built_or_error(fm.build_message_py, fm._MessageFields, candidate, magic)
+    assert _built_or_error(_speedups.build_message, _speedups.MessageBase, raw, magic)[0] is raw
+
+
+def test_messages_built_in_c_behave_as_python_objects():
+    if native.speedups is None:
+        pytest.skip(f"{native.PURE_PYTHON_VARIABLE} is set: StoredMessage is the pure-Python class")
+    raw = _record(b"T", b"body", b"KEYS\x01k1 k2\x02TAGS\x01A", 0, 1)
+    msg = _speedups.build_message(fm.StoredMessage, raw, fm.MAGIC_V1)
+    assert (msg.topic, msg.body, msg.keys, msg.tags, msg.queue_id) == ("T", b"body", ["k1", "k2"], "A", 3)
+    assert not hasattr(msg, "__dict__")
+    with pytest.raises(AttributeError):
+        _speedups.MessageBase().raw  # noqa: B018 - an unset field
+    with pytest.raises(TypeError, match="MessageBase subclass"):
+        _speedups.build_message(dict, raw, fm.MAGIC_V1)
+    with pytest.raises(TypeError, match="raw must be bytes"):
+        _speedups.build_message(fm.StoredMessage, bytearray(raw), fm.MAGIC_V1)
+    msg.topic = "U"  # fields stay settable, as slots are
+    assert msg.topic == "U"
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +165,13 @@ def test_index_lookup_declines_what_it_cannot_read(index_file):
     assert out == [5]
     with pytest.raises(TypeError):
         _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 0, 0, 1, 10, (5,))
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.one_of(st.binary(max_size=40), st.text(st.sampled_from(["a", "K", "\x01", "\x02", "é"]), max_size=30)
+                 .map(lambda t: t.encode())), st.integers(-2, 45))
+def test_properties_at_twins(raw, start):
+    expected = {} if not 0 <= start < len(raw) else \
+        _decode_properties_reference(raw[start:].decode("utf-8", "replace"))
+    assert list(_speedups.properties_at(raw, start).items()) == list(expected.items())
+    assert list(fm.properties_at_py(raw, start).items()) == list(expected.items())

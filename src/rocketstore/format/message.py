@@ -218,6 +218,23 @@ END_OF_FILE: Final = _Sentinel("END_OF_FILE")
 DecodeResult = Any  # StoredMessage | NEED_DATA | END_OF_FILE
 
 
+_TAGS: Final = props_codec.TAGS
+_KEYS: Final = props_codec.KEYS
+_KEY_SEPARATOR: Final = props_codec.KEY_SEPARATOR
+
+
+def properties_at_py(raw: bytes, start: int) -> dict[str, str]:
+    """The properties of a record whose properties text starts at `start` (UTF-8, bad bytes replaced);
+    the pure-Python twin of `properties_at`."""
+    return props_codec.decode_properties(raw[start:].decode("utf-8", "replace")) if 0 <= start < len(raw) else {}
+
+
+if speedups is not None:
+    _properties_at: Callable[[bytes, int], dict[str, str]] = speedups.properties_at
+else:
+    _properties_at = properties_at_py
+
+
 def _header_field(index: int, doc: str) -> Any:
     def get(self: StoredMessage) -> Any:
         header = self._header
@@ -228,7 +245,20 @@ def _header_field(index: int, doc: str) -> Any:
     return property(get, doc=doc)
 
 
-class StoredMessage:
+class _MessageFields:
+    """The stored fields of a decoded record (the pure-Python twin of rocketstore._speedups.MessageBase,
+    which `build_message` fills without a Python call per field)."""
+
+    __slots__ = (
+        "raw", "magic", "size", "phy_offset", "sys_flag", "topic", "_header", "_properties_start",
+        "_body_start", "_body_end", "_properties",
+    )
+
+
+_MessageBase: type = _MessageFields if speedups is None else speedups.MessageBase
+
+
+class StoredMessage(_MessageBase):
     """One decoded commitlog record.
 
     Decoding checks the record's lengths and keeps its bytes with the topic, sys flag and physical
@@ -237,10 +267,7 @@ class StoredMessage:
     else). Every field stays reachable as a plain attribute.
     """
 
-    __slots__ = (
-        "raw", "magic", "size", "phy_offset", "sys_flag", "topic", "_header", "_properties_start",
-        "_body_start", "_body_end", "_properties",
-    )
+    __slots__ = ()  # the fields live in the base
 
     raw: bytes
     magic: int
@@ -279,20 +306,27 @@ class StoredMessage:
         """Parsed properties, in stored order."""
         properties = self._properties
         if properties is None:
-            start = self._properties_start
-            text = self.raw[start:].decode("utf-8", "replace") if start < self.size else ""
-            properties = self._properties = props_codec.decode_properties(text)
+            properties = self._properties = _properties_at(self.raw, self._properties_start)
         return properties
 
     @property
     def tags(self) -> str | None:
         """The TAGS property, None when absent."""
-        return self.properties.get(props_codec.TAGS)
+        properties = self._properties
+        if properties is None:
+            properties = self._properties = _properties_at(self.raw, self._properties_start)
+        return properties.get(_TAGS)
 
     @property
     def keys(self) -> list[str]:
         """The non-empty tokens of the KEYS property."""
-        return props_codec.split_keys(self.properties.get(props_codec.KEYS))
+        properties = self._properties
+        if properties is None:
+            properties = self._properties = _properties_at(self.raw, self._properties_start)
+        keys = properties.get(_KEYS)
+        if keys and _KEY_SEPARATOR not in keys:
+            return [keys]
+        return props_codec.split_keys(keys)
 
     @property
     def uniq_key(self) -> str | None:
@@ -317,6 +351,9 @@ class StoredMessage:
     def to_dict(self) -> dict[str, Any]:
         """Every public field as a plain dict (body as bytes)."""
         return {name: getattr(self, name) for name in STORED_MESSAGE_FIELDS}
+
+    def __reduce__(self) -> tuple[Callable[[bytes], StoredMessage], tuple[bytes]]:
+        return decode_record, (self.raw,)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, StoredMessage) and other.raw == self.raw
@@ -367,7 +404,14 @@ def decode_message(buf: Buffer, pos: int = 0, *, check_crc: bool = False) -> Dec
     if available < total:
         return NEED_DATA
     raw = buf if pos == 0 and total == available and type(buf) is bytes else bytes(buf[pos:pos + total])
-    return _decode_whole(raw, magic, pos, check_crc)
+    try:
+        msg = build_message(StoredMessage, raw, magic)
+    except ValueError as exc:
+        raise CorruptRecordError(pos, str(exc)) from None
+    if check_crc and msg._body_end > msg._body_start and zlib.crc32(raw[msg._body_start:msg._body_end]) \
+            & CRC_MASK != BODY_CRC.unpack_from(raw, BODY_CRC_POS)[0]:
+        raise CorruptRecordError(pos, "body CRC mismatch")
+    return msg
 
 
 def decode_record(raw: bytes, *, check_crc: bool = False) -> StoredMessage:
@@ -382,10 +426,9 @@ def decode_record(raw: bytes, *, check_crc: bool = False) -> StoredMessage:
     return result
 
 
-def record_layout_py(raw: bytes, magic: int) -> tuple[int, int, int, int, str, int]:
+def record_layout(raw: bytes, magic: int) -> tuple[int, int, int, int, str, int]:
     """(phy_offset, sys_flag, body_start, body_end, topic, props_start) of a buffer holding exactly one
-    record whose magic (v1 or v2) and minimum size were checked; the pure-Python twin of
-    `record_layout`.
+    record whose magic (v1 or v2) and minimum size were checked.
 
     Raises:
         ValueError: the lengths do not add up (the message says which).
@@ -418,34 +461,32 @@ def record_layout_py(raw: bytes, magic: int) -> tuple[int, int, int, int, str, i
     return phy_offset, sys_flag, body_start, body_end, topic, props_start
 
 
-if speedups is not None:
-    record_layout: Callable[[bytes, int], tuple[int, int, int, int, str, int]] = speedups.record_layout
-else:
-    record_layout = record_layout_py
+def build_message_py(cls: type[StoredMessage], raw: bytes, magic: int) -> StoredMessage:
+    """A `cls` for bytes holding exactly one record whose magic (v1 or v2) and minimum size were
+    checked; the pure-Python twin of `build_message`.
 
-
-def _decode_whole(raw: bytes, magic: int, pos: int, check_crc: bool) -> StoredMessage:
-    try:
-        phy_offset, sys_flag, body_start, body_end, topic, props_start = record_layout(raw, magic)
-    except ValueError as exc:
-        raise CorruptRecordError(pos, str(exc)) from None
-    total = len(raw)
-    if check_crc and body_end > body_start and \
-            zlib.crc32(raw[body_start:body_end]) & CRC_MASK != BODY_CRC.unpack_from(raw, BODY_CRC_POS)[0]:
-        raise CorruptRecordError(pos, "body CRC mismatch")
-    msg = _new_stored_message(StoredMessage)
+    Raises:
+        ValueError: the lengths do not add up (the message says which).
+    """
+    phy_offset, sys_flag, body_start, body_end, topic, props_start = record_layout(raw, magic)
+    msg = cls.__new__(cls)
     msg.raw = raw
     msg.magic = magic
-    msg.size = total
-    msg.sys_flag = sys_flag
+    msg.size = len(raw)
     msg.phy_offset = phy_offset
+    msg.sys_flag = sys_flag
     msg.topic = topic
     msg._header = None
-    msg._properties_start = props_start  # == total when there are none
+    msg._properties_start = props_start  # == len(raw) when there are none
     msg._body_start = body_start
     msg._body_end = body_end
     msg._properties = None
     return msg
 
 
-_new_stored_message = object.__new__
+if speedups is not None:
+    build_message: Callable[[type[StoredMessage], bytes, int], StoredMessage] = speedups.build_message
+else:
+    build_message = build_message_py
+
+

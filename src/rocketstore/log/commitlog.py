@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from rocketstore._types import Buffer
 from rocketstore.errors import CorruptRecordError, MessageNotFoundError
 from rocketstore.format.message import (
     END_OF_FILE,
@@ -83,6 +84,14 @@ class CommitLog:
                                        f"[{self.min_offset}, {self.max_offset})")
         pos = phy_offset - mf.file_from_offset
         return mf.read(pos, min(size, mf.wrote_position - pos))
+
+    def readable_file(self, phy_offset: int) -> tuple[int, int, Buffer]:
+        """(start offset, bytes written, mapping) of the file holding `phy_offset`; (0, -1, b"") when
+        no file does. A reader may decode records inside that range itself (`decode_message`)."""
+        mf = self.queue.find(phy_offset)
+        if mf is None:
+            return 0, -1, b""
+        return mf.file_from_offset, mf.wrote_position, mf.mm
 
     def message_at(self, phy_offset: int, size: int | None = None) -> StoredMessage:
         """Decode the record starting at `phy_offset`.
