@@ -9,6 +9,7 @@
  *   decode_properties(text)         rocketstore.format.properties.decode_properties_py
  *   properties_at(raw, start)       rocketstore.format.message.properties_at_py
  *   index_lookup(...)               rocketstore.log.index_file.IndexFile.lookup_py
+ *   index_put_keys(...)             rocketstore.log.index_file.IndexFile.put_keys_py
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
@@ -291,6 +292,133 @@ done:
     return Py_NewRef(answer);
 }
 
+#define MAX_TIME_DIFF 0x7FFFFFFFLL
+
+static void
+write_be(unsigned char *p, uint64_t v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+/* index_put_keys(buffer, slots, index_count, begin_timestamp, begin_phy_offset, key_hashes,
+ *                phy_offsets, store_timestamps, start, stop)
+ * writes entries index_count, index_count + 1, ... for keys [start, stop) and points their slots at
+ * them, as IndexFile.put_keys_py does; the caller checked there is room and writes the header.
+ * Returns (new slots, begin_timestamp, begin_phy_offset) after the puts, or None without writing
+ * anything when a value or position is out of range (the Python twin then runs). */
+static PyObject *
+index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys takes ten arguments");
+        return NULL;
+    }
+    long long slots = PyLong_AsLongLong(args[1]);
+    long long n = PyLong_AsLongLong(args[2]);
+    long long begin_ts = PyLong_AsLongLong(args[3]);
+    long long begin_phy = PyLong_AsLongLong(args[4]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[8]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[9]);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *hashes = PySequence_Fast(args[5], "index_put_keys: key_hashes must be a sequence");
+    PyObject *phys = hashes == NULL ? NULL : PySequence_Fast(args[6], "index_put_keys: phy_offsets must be a sequence");
+    PyObject *stamps = phys == NULL ? NULL : PySequence_Fast(args[7], "index_put_keys: timestamps must be a sequence");
+    PyObject *result = NULL;
+    long long *values = NULL;
+    Py_buffer view = {0};
+    int have_view = 0;
+    if (stamps == NULL) {
+        goto done;
+    }
+    if (start < 0 || stop < start || stop > PySequence_Fast_GET_SIZE(hashes) || stop > PySequence_Fast_GET_SIZE(phys)
+        || stop > PySequence_Fast_GET_SIZE(stamps) || slots <= 0 || n < 1) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t count = stop - start;
+    values = PyMem_Malloc(sizeof(long long) * 3 * (size_t)(count > 0 ? count : 1));
+    if (values == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int out_of_range = 0;
+    for (Py_ssize_t i = 0; i < count && !out_of_range; i++) {
+        long long h = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(hashes, start + i));
+        long long phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, start + i));
+        long long ts = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(stamps, start + i));
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                goto done;
+            }
+            PyErr_Clear();
+            out_of_range = 1;
+        }
+        if (h < 0 || h > 0x7FFFFFFFLL) {
+            out_of_range = 1;
+        }
+        values[3 * i] = h;
+        values[3 * i + 1] = phy;
+        values[3 * i + 2] = ts;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        goto done;
+    }
+    have_view = 1;
+    long long entries_at = HEADER_SIZE + slots * SLOT_SIZE;
+    if (out_of_range || n + count > 0x7FFFFFFFLL || entries_at + (n + count) * ENTRY_SIZE > view.len) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    unsigned char *buf = (unsigned char *)view.buf;
+    long long new_slots = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long h = values[3 * i], phy = values[3 * i + 1], ts = values[3 * i + 2];
+        unsigned char *slot = buf + HEADER_SIZE + (h % slots) * SLOT_SIZE;
+        long long slot_value = read_be(slot, 4);
+        if (slot_value <= 0 || slot_value > n) {
+            slot_value = 0;
+            new_slots++;
+        }
+        long long diff = 0; /* whole seconds since the file's begin, truncated, clamped to [0, 2**31-1] */
+        if (begin_ts > 0 && ts > begin_ts) {
+            diff = (ts - begin_ts) / 1000;
+            if (diff > MAX_TIME_DIFF) {
+                diff = MAX_TIME_DIFF;
+            }
+        }
+        if (n <= 1) {
+            begin_phy = phy;
+            begin_ts = ts;
+        }
+        unsigned char *entry = buf + entries_at + n * ENTRY_SIZE;
+        write_be(entry, (uint64_t)h, 4);
+        write_be(entry + 4, (uint64_t)phy, 8);
+        write_be(entry + 12, (uint64_t)diff, 4);
+        write_be(entry + 16, (uint64_t)slot_value, 4);
+        write_be(slot, (uint64_t)n, 4);
+        n++;
+    }
+    result = Py_BuildValue("(LLL)", new_slots, begin_ts, begin_phy);
+done:
+    if (have_view) {
+        PyBuffer_Release(&view);
+    }
+    PyMem_Free(values);
+    Py_XDECREF(hashes);
+    Py_XDECREF(phys);
+    Py_XDECREF(stamps);
+    return result;
+}
+
 #define MAGIC_V1 0xDAA320A7u
 #define FIXED_HEAD_SIZE 48
 #define PHY_OFFSET_POS 28
@@ -504,6 +632,8 @@ static PyMethodDef methods[] = {
      "The properties of a record from the UTF-8 text at `start` to the end of the buffer."},
     {"index_lookup", (PyCFunction)(void (*)(void))index_lookup, METH_FASTCALL,
      "Walk an IndexFile slot chain; False when a position falls outside the buffer."},
+    {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
+     "Write IndexFile entries and slots for a run of keys; None when a value or position is out of range."},
     {"build_message", (PyCFunction)(void (*)(void))build_message, METH_FASTCALL,
      "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
     {NULL, NULL, 0, NULL},

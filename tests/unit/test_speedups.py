@@ -175,3 +175,25 @@ def test_properties_at_twins(raw, start):
         _decode_properties_reference(raw[start:].decode("utf-8", "replace"))
     assert list(_speedups.properties_at(raw, start).items()) == list(expected.items())
     assert list(fm.properties_at_py(raw, start).items()) == list(expected.items())
+
+
+def test_index_put_keys_declines_what_it_cannot_write(tmp_path):
+    f = IndexFile(tmp_path / "20261123000000001", 8, 16, create=True)
+    try:
+        before = bytes(f.mm)
+        n = f.header.index_count
+        put = _speedups.index_put_keys
+        assert put(f.mm, 8, n, 0, 0, [-1], [10], [20], 0, 1) is None  # a negative hash
+        assert put(f.mm, 8, n, 0, 0, [2**31], [10], [20], 0, 1) is None  # past int32
+        assert put(f.mm, 8, n, 0, 0, [1], [2**64], [20], 0, 1) is None  # past int64
+        assert put(f.mm, 8, n, 0, 0, [1, 2], [10, 11], [20, 21], 0, 3) is None  # past the lists
+        assert put(f.mm, 8, 16, 0, 0, [1], [10], [20], 0, 1) is None  # past the file's entries
+        assert bytes(f.mm) == before
+        with pytest.raises(BufferError):
+            put(bytes(f.mm), 8, n, 0, 0, [1], [10], [20], 0, 1)  # not writable
+        with pytest.raises(TypeError):
+            put(f.mm, 8, n, 0, 0, ["1"], [10], [20], 0, 1)
+        assert bytes(f.mm) == before
+        assert put(f.mm, 8, n, 0, 0, [9], [10], [1_700_000_000_000], 0, 1) == (1, 1_700_000_000_000, 10)
+    finally:
+        f.close()

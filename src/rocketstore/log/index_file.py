@@ -26,6 +26,7 @@ from rocketstore.native import speedups
 from rocketstore.storage import fs
 
 _native_lookup = None if speedups is None else speedups.index_lookup
+_native_put = None if speedups is None else speedups.index_put_keys
 
 
 class IndexFile:
@@ -71,27 +72,7 @@ class IndexFile:
         Returns:
             False when the file is full (nothing written).
         """
-        header = self.header
-        n = header.index_count
-        if n >= self.max_entries:
-            return False
-        spos = slot_pos(key_hash, self.slots)
-        slot_value = SLOT.unpack_from(self.mm, spos)[0]
-        if slot_value <= 0 or slot_value > n:
-            slot_value = 0
-        diff = time_diff_seconds(store_timestamp, header.begin_timestamp)
-        ENTRY.pack_into(self.mm, entry_pos(n, self.slots), key_hash, phy_offset, diff, slot_value)
-        SLOT.pack_into(self.mm, spos, n)
-        if n <= FIRST_ENTRY:
-            header.begin_phy_offset = phy_offset
-            header.begin_timestamp = store_timestamp
-        if slot_value == 0:
-            header.hash_slot_count += 1
-        header.index_count = n + 1
-        header.end_phy_offset = phy_offset
-        header.end_timestamp = store_timestamp
-        self.write_header()
-        return True
+        return self.put_keys((key_hash,), (phy_offset,), (store_timestamp,)) == 1
 
     def put_keys(self, key_hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int],
                  start: int = 0) -> int:
@@ -99,16 +80,34 @@ class IndexFile:
         written once at the end.
 
         Returns:
-            how many keys were put.
+            how many keys were added (fewer than asked when the file filled up).
         """
         header = self.header
-        mm = self.mm
-        slots = self.slots
         n = header.index_count
-        room = self.max_entries - n
-        stop = min(len(key_hashes), start + max(room, 0))
+        stop = min(len(key_hashes), start + max(self.max_entries - n, 0))
         if stop <= start:
             return 0
+        written = None if _native_put is None else _native_put(
+            self.mm, self.slots, n, header.begin_timestamp, header.begin_phy_offset, key_hashes, phy_offsets,
+            store_timestamps, start, stop)
+        if written is None:
+            written = self._put_keys_py(key_hashes, phy_offsets, store_timestamps, start, stop)
+        new_slots, header.begin_timestamp, header.begin_phy_offset = written
+        header.hash_slot_count += new_slots
+        header.index_count = n + stop - start
+        header.end_phy_offset = phy_offsets[stop - 1]
+        header.end_timestamp = store_timestamps[stop - 1]
+        self.write_header()
+        return stop - start
+
+    def _put_keys_py(self, key_hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int],
+                     start: int, stop: int) -> tuple[int, int, int]:
+        """Entries and slots of keys [start, stop) (the twin of rocketstore._speedups.index_put_keys):
+        (new slots, begin timestamp, begin physical offset) afterwards."""
+        mm = self.mm
+        slots = self.slots
+        n = self.header.index_count
+        begin_ts, begin_phy = self.header.begin_timestamp, self.header.begin_phy_offset
         slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         entries_base = entry_pos(0, slots)
         new_slots = 0
@@ -119,19 +118,13 @@ class IndexFile:
             if slot_value <= 0 or slot_value > n:
                 slot_value = 0
                 new_slots += 1
-            diff = time_diff_seconds(store_ts, header.begin_timestamp)
+            diff = time_diff_seconds(store_ts, begin_ts)
             if n <= FIRST_ENTRY:
-                header.begin_phy_offset = phy
-                header.begin_timestamp = store_ts
+                begin_phy, begin_ts = phy, store_ts
             entry_pack(mm, entries_base + n * ENTRY_SIZE, key_hash, phy, diff, slot_value)
             slot_pack(mm, spos, n)
             n += 1
-        header.hash_slot_count += new_slots
-        header.index_count = n
-        header.end_phy_offset = phy_offsets[stop - 1]
-        header.end_timestamp = store_timestamps[stop - 1]
-        self.write_header()
-        return stop - start
+        return new_slots, begin_ts, begin_phy
 
     def write_header(self) -> None:
         """Write the in-memory header into the mapping."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rocketstore.log import index_file
 from rocketstore.log.index_file import IndexFile
 from rocketstore.log.index_service import IndexService
 
@@ -64,23 +66,28 @@ def test_build_many_writes_what_build_writes(tmp_path_factory, raw, cut):
 
 @settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(hashes=st.lists(st.integers(0, 2**31 - 1), max_size=30), start=st.integers(0, 5),
-       begin=st.integers(0, 1))
-def test_put_keys_writes_what_put_key_writes(tmp_path_factory, hashes, start, begin):
+       begin=st.integers(0, 1), room=st.integers(1, MAX_ENTRIES))
+def test_put_keys_writes_what_put_key_and_the_python_twin_write(tmp_path_factory, hashes, start, begin, room):
+    """One key at a time, a batch, and a batch through the pure-Python twin of the compiled writer:
+    the same bytes and header, also when the file fills up part-way."""
     root = tmp_path_factory.mktemp("file")
-    a = IndexFile(root / "a", SLOTS, MAX_ENTRIES, create=True)
-    b = IndexFile(root / "b", SLOTS, MAX_ENTRIES, create=True)
-    if begin:  # a file that follows a full one starts with the previous file's end
-        for f in (a, b):
+    files = [IndexFile(root / name, SLOTS, MAX_ENTRIES, create=True) for name in ("one", "batch", "python")]
+    for f in files:
+        f.header.index_count = MAX_ENTRIES - room + 1 if room < MAX_ENTRIES else 1  # a partly used file
+        if begin:  # a file that follows a full one starts with the previous file's end
             f.header.begin_timestamp = f.header.end_timestamp = 1_699_999_999_000
-            f.write_header()
+        f.write_header()
+    one, batch, python = files
     phys = [1000 + 50 * i for i in range(len(hashes))]
     stamps = [1_700_000_000_000 + 400 * i for i in range(len(hashes))]
     try:
-        expected = sum(a.put_key(h, p, t) for h, p, t in zip(hashes[start:], phys[start:], stamps[start:],
-                                                              strict=True))
-        assert b.put_keys(hashes, phys, stamps, start) == expected
-        assert bytes(a.mm) == bytes(b.mm)
-        assert a.header == b.header
+        expected = sum(one.put_key(h, p, t) for h, p, t in zip(hashes[start:], phys[start:], stamps[start:],
+                                                                strict=True))
+        assert batch.put_keys(hashes, phys, stamps, start) == expected
+        with mock.patch.object(index_file, "_native_put", None):
+            assert python.put_keys(hashes, phys, stamps, start) == expected
+        assert bytes(one.mm) == bytes(batch.mm) == bytes(python.mm)
+        assert one.header == batch.header == python.header
     finally:
-        a.close()
-        b.close()
+        for f in files:
+            f.close()
