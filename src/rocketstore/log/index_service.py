@@ -92,11 +92,11 @@ class IndexService:
         if phy_offset < current.header.end_phy_offset:
             return  # already indexed
         prefix = index_key(topic, "")
-        if uniq_key:
-            current = self._put(current, prefix, uniq_key, phy_offset, store_timestamp)
-        for key in keys:
-            if key:
-                current = self._put(current, prefix, key, phy_offset, store_timestamp)
+        hashes = [index_hash_of_signed(java_hash_concat(prefix, key))  # the hash of prefix + key
+                  for key in ((uniq_key, *keys) if uniq_key else keys) if key]
+        if not hashes:
+            return
+        self._put_keys(current, hashes, (phy_offset,) * len(hashes), (store_timestamp,) * len(hashes))
 
     def build_many(self, records: Iterable[tuple[str, int, int, Sequence[str], str | None]]) -> None:
         """`build` for many messages in log order: (topic, phy_offset, store_timestamp, keys, uniq_key)
@@ -132,17 +132,17 @@ class IndexService:
             hashes = [index_hash_of_signed(java_hash_concat(p, k)) for p, k in zip(prefixes, texts, strict=True)]
         else:
             hashes = index_key_hashes([p + k for p, k in zip(prefixes, texts, strict=True)])
+        current = self._put_keys(current, hashes, phys, stamps)
+        if current.full and last_keyed < len(records) - 1:
+            self.current()  # `build` of a later (keyless) record would roll to a new file now
+
+    def _put_keys(self, current: IndexFile, hashes: Sequence[int], phys: Sequence[int], stamps: Sequence[int]
+                  ) -> IndexFile:
+        """Put every key, rolling to a new file when one fills up; the file that took the last key."""
         done = current.put_keys(hashes, phys, stamps)
         while done < len(hashes):
             current = self.current()
             done += current.put_keys(hashes, phys, stamps, done)
-        if current.full and last_keyed < len(records) - 1:
-            self.current()  # `build` of a later (keyless) record would roll to a new file now
-
-    def _put(self, current: IndexFile, prefix: str, key: str, phy_offset: int, store_timestamp: int) -> IndexFile:
-        key_hash = index_hash_of_signed(java_hash_concat(prefix, key))  # the hash of prefix + key
-        while not current.put_key(key_hash, phy_offset, store_timestamp):
-            current = self.current()
         return current
 
     def query(self, topic: str, key: str, max_count: int, begin: int, end: int) -> list[int]:

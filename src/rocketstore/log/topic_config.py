@@ -24,6 +24,7 @@ class TopicConfigs:
         self._counter = 0
         self._dirty = False
         self._lock = threading.Lock()
+        self._write_queue_nums: dict[str, int] = {}  # topics only grow: a put's check needs no lock
 
     def load(self) -> None:
         """Read the file (or its .bak)."""
@@ -31,6 +32,7 @@ class TopicConfigs:
         table = data.get("topicConfigTable") or {}
         if isinstance(table, dict):
             self._table = {str(k): dict(v) for k, v in table.items() if isinstance(v, dict)}
+            self._write_queue_nums = {}
         version = data.get("dataVersion") or {}
         self._counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
 
@@ -44,9 +46,12 @@ class TopicConfigs:
 
     def ensure(self, topic: str, queue_nums: int = DEFAULT_QUEUE_NUMS) -> None:
         """Know `topic` with at least `queue_nums` read and write queues."""
+        if self._write_queue_nums.get(topic, 0) >= queue_nums:
+            return
         with self._lock:
             current = self._table.get(topic)
             if current and int(current.get("writeQueueNums", 0)) >= queue_nums:
+                self._write_queue_nums[topic] = int(current.get("writeQueueNums", 0))
                 return
             nums = max(queue_nums, int(current.get("writeQueueNums", 0)) if current else 0)
             self._table[topic] = {
@@ -55,6 +60,7 @@ class TopicConfigs:
                 "writeQueueNums": nums, **({k: v for k, v in (current or {}).items()
                                            if k not in ("readQueueNums", "writeQueueNums")}),
             }
+            self._write_queue_nums[topic] = nums
             self._counter += 1
             self._dirty = True
 
