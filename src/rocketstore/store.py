@@ -109,36 +109,6 @@ def _put_result_factory() -> Callable[..., PutResult]:
 _put_result = _put_result_factory()
 
 
-def _dispatch_request_factory() -> Callable[..., DispatchRequest]:
-    """`DispatchRequest(...)` filled through its slot descriptors, as `_put_result` (one per `put` for
-    the queue-entry callback). Falls back to the class itself if its fields ever change."""
-    fields = ("topic", "queue_id", "phy_offset", "size", "tags_code", "store_timestamp", "queue_offset", "keys",
-              "uniq_key", "sys_flag")
-    if tuple(f.name for f in dataclasses.fields(DispatchRequest)) != fields:
-        return DispatchRequest
-    (set_topic, set_queue_id, set_phy, set_size, set_code, set_ts, set_queue_offset, set_keys, set_uniq,
-     set_flag) = (getattr(DispatchRequest, name).__set__ for name in fields)
-    new = object.__new__
-
-    def make(topic: str, queue_id: int, phy_offset: int, size: int, tags_code: int, store_timestamp: int,
-             queue_offset: int, keys: tuple[str, ...], uniq_key: str | None, sys_flag: int) -> DispatchRequest:
-        req = new(DispatchRequest)
-        set_topic(req, topic)
-        set_queue_id(req, queue_id)
-        set_phy(req, phy_offset)
-        set_size(req, size)
-        set_code(req, tags_code)
-        set_ts(req, store_timestamp)
-        set_queue_offset(req, queue_offset)
-        set_keys(req, keys)
-        set_uniq(req, uniq_key)
-        set_flag(req, sys_flag)
-        return req
-
-    return make
-
-
-_dispatch_request = _dispatch_request_factory()
 
 
 class MessageStore:
@@ -375,12 +345,16 @@ class MessageStore:
         return cq
 
     def _on_queue_entry(self, req: DispatchRequest) -> None:
+        self._queue_advanced(req.topic, req.queue_id, req.queue_offset, req.store_timestamp)
+
+    def _queue_advanced(self, topic: str, queue_id: int, queue_offset: int, store_timestamp: int) -> None:
+        """A queue took the entry for `queue_offset`: the flush checkpoint's time, topics.json, listeners."""
         if self._queue_flush is not None:
-            self._queue_flush.logics_timestamp = req.store_timestamp
-        if req.topic not in (SCHEDULE_TOPIC,):
-            self.topics.ensure(req.topic, req.queue_id + 1)
+            self._queue_flush.logics_timestamp = store_timestamp
+        if topic != SCHEDULE_TOPIC:
+            self.topics.ensure(topic, queue_id + 1)
         for listener in self._arrival_listeners:
-            listener(req.topic, req.queue_id, req.queue_offset + 1)
+            listener(topic, queue_id, queue_offset + 1)
 
     def add_arrival_listener(self, callback: Callable[[str, int, int], None]) -> Callable[[], None]:
         """Call `callback(topic, queue_id, max_offset)` whenever new entries reach a queue (puts,
@@ -583,7 +557,8 @@ class MessageStore:
             StoreReadOnlyError: the store is read-only (opened so, or after a disk error).
             StoreClosedError: the store was closed.
         """
-        return self.put_batch([message])[0]
+        self._check_writable()
+        return self._write([self._preparer.prepare(message)])[0]
 
     def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append many messages under one lock (each its own record, in order).
@@ -595,13 +570,20 @@ class MessageStore:
             StoreReadOnlyError: the store is read-only.
             StoreClosedError: the store was closed.
         """
-        self._check_open()
-        if self._read_only_reason is not None:
-            raise StoreReadOnlyError(self._read_only_reason)
+        self._check_writable()
         prepare = self._preparer.prepare
         prepared = [prepare(m) for m in messages]
         if not prepared:
             return []
+        return self._write(prepared)
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._read_only_reason is not None:
+            raise StoreReadOnlyError(self._read_only_reason)
+
+    def _write(self, prepared: list[Prepared]) -> list[PutResult]:
+        """Append prepared messages under the lock, then wait for the flush SYNC mode asks for."""
         with self._lock:
             if self._read_only_reason is not None:
                 raise StoreReadOnlyError(self._read_only_reason)
@@ -673,7 +655,7 @@ class MessageStore:
     def _append_one(self, p: Prepared) -> PutResult:
         """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
         record, queue entry, queue callback, index keys. Called under the lock."""
-        (topic, queue_id, queue_key, body, crc, head, tail, flag, sys_flag, record_flag, born_ts, born_ip, born_port,
+        (topic, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
          reconsume, prepared_offset, size, _, in_queue, indexed, delay_level, code, keys, uniq_key) = p
         commitlog = self.commitlog
         mf = commitlog.queue.last
@@ -695,8 +677,7 @@ class MessageStore:
             if delay_level:
                 code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
             if self._queue_for(topic, queue_id).put(phy, size, code, queue_offset):
-                self._on_queue_entry(_dispatch_request(topic, queue_id, phy, size, code, store_ts, queue_offset,
-                                                       keys, uniq_key, sys_flag))
+                self._queue_advanced(topic, queue_id, queue_offset, store_ts)
         if indexed:
             self.index.build(topic, phy, store_ts, keys, uniq_key)
         msg_id = f"{msg_id_prefix(store_ip, store_port)}{phy:016X}"
@@ -705,7 +686,7 @@ class MessageStore:
     def _dispatch_appended(self, prepared: list[Prepared], placed: list[tuple[int, int, int]]) -> None:
         """The Dispatcher's rules for records just written: queue entries in order, index keys in one
         batch, and the queue-entry callback once per queue with its newest entry."""
-        per_queue: dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[tuple[Prepared, int]]]] = {}
+        per_queue: dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[int]]] = {}
         index_records: list[tuple[str, int, int, tuple[str, ...], str | None]] = []
         for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True):
             (topic, _, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
@@ -717,23 +698,20 @@ class MessageStore:
                 if lists is None:
                     lists = per_queue[queue_key] = ([], [])
                 lists[0].append((phy, size, code, queue_offset))
-                lists[1].append((p, store_ts))
+                lists[1].append(store_ts)
             if indexed:
                 index_records.append((topic, phy, store_ts, keys, uniq_key))
-        newest: list[tuple[int, Prepared, int, int, int]] = []
-        for (topic, queue_id), (entries, sources) in per_queue.items():
+        newest: list[tuple[int, str, int, int, int]] = []
+        for (topic, queue_id), (entries, stamps) in per_queue.items():
             last = self._queue_for(topic, queue_id).put_many(entries)
             if last >= 0:
-                phy, _, code, queue_offset = entries[last]
-                p, store_ts = sources[last]
-                newest.append((phy, p, code, store_ts, queue_offset))
+                newest.append((entries[last][0], topic, queue_id, entries[last][3], stamps[last]))
         if len(index_records) == 1:
             self.index.build(*index_records[0])  # a single put: no batch set-up
         elif index_records:
             self.index.build_many(index_records)
-        for phy, p, code, store_ts, queue_offset in sorted(newest, key=itemgetter(0)):
-            self._on_queue_entry(_dispatch_request(p.topic, p.queue_id, phy, p.size, code, store_ts, queue_offset,
-                                                   p.keys, p.uniq_key, p.sys_flag))
+        for _, topic, queue_id, queue_offset, store_ts in sorted(newest, key=itemgetter(0)):
+            self._queue_advanced(topic, queue_id, queue_offset, store_ts)
 
     # -- consumer offsets ----------------------------------------------------------------------------
 

@@ -20,8 +20,7 @@ from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import encode_message
 from rocketstore.format.msgid import encode_msg_id
 from rocketstore.format.properties import encode_properties, split_keys
-from rocketstore.services.dispatch import DispatchRequest
-from rocketstore.store import _dispatch_request, _put_result
+from rocketstore.store import _put_result
 
 CONFIG = StoreConfig(commitlog_file_size=4096, consume_queue_file_entries=8, index_hash_slots=11,
                      index_max_entries=16)
@@ -149,14 +148,3 @@ def test_put_results_equal_the_dataclass_built_the_usual_way(values):
     made = _put_result(*values)
     assert type(made) is PutResult
     assert made == PutResult(*values) and hash(made) == hash(PutResult(*values))
-
-
-@settings(deadline=None)
-@given(st.tuples(st.text(max_size=8), st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**31),
-                 st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1),
-                 st.lists(st.text(max_size=4), max_size=3).map(tuple), st.one_of(st.none(), st.text(max_size=4)),
-                 st.integers(-(2**31), 2**31 - 1)))
-def test_dispatch_requests_equal_the_dataclass_built_the_usual_way(values):
-    made = _dispatch_request(*values)
-    assert type(made) is DispatchRequest
-    assert made == DispatchRequest(*values) and hash(made) == hash(DispatchRequest(*values))
