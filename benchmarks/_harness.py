@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore import Message, MessageStore, StoreConfig, native
 
 TOPIC = "BenchTopic"
 QUEUES = 4
@@ -187,7 +187,8 @@ class Report:
         self.header = (f"$ python benchmarks/{script} {' '.join(sys.argv[1:])}\n"
                        f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, python "
                        f"{platform.python_version()}, {os.cpu_count()} cpus, {platform.platform()}, "
-                       f"clock: {getattr(args, 'clock', 'wall')}, load average {os.getloadavg()[0]:.1f}")
+                       f"clock: {getattr(args, 'clock', 'wall')}, load average {os.getloadavg()[0]:.1f}, "
+                       f"hot functions: {'compiled' if native.speedups is not None else 'pure Python'}")
         print(self.header, flush=True)
 
     def line(self, text: str) -> None:
