@@ -158,6 +158,9 @@ class Preparer:
         self.config = config
         self._store_ip = store_ip
         self._delay_millis = delay_millis
+        self._max_message_size = config.max_message_size  # the config is frozen
+        self._max_record_size = min(config.max_message_size + RECORD_SIZE_SLACK,
+                                    config.commitlog_file_size - BLANK_RECORD_SIZE)
 
     def prepare(self, message: Message) -> Prepared:
         """Check `message` and shape its record.
@@ -170,8 +173,8 @@ class Preparer:
         body = message.body
         if type(body) is not bytes:
             body = bytes(body)
-        if len(body) > self.config.max_message_size:
-            raise illegal(f"body of {len(body)} bytes exceeds max_message_size {self.config.max_message_size}")
+        if len(body) > self._max_message_size:
+            raise illegal(f"body of {len(body)} bytes exceeds max_message_size {self._max_message_size}")
         queue_id = message.queue_id
         if not 0 <= queue_id <= 0x7FFFFFFF:
             raise illegal(f"queue id {queue_id} out of range")
@@ -200,8 +203,7 @@ class Preparer:
         head, record_flag, in_queue, indexed, code = message_shape(sys_flag, tags, born_ip, self._store_ip)
         tail = topic_part + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
         size = head.size + len(body) + len(tail)
-        if size > self.config.max_message_size + RECORD_SIZE_SLACK or \
-                size + BLANK_RECORD_SIZE > self.config.commitlog_file_size:
+        if size > self._max_record_size:
             raise illegal(f"record of {size} bytes does not fit a commitlog file of "
                            f"{self.config.commitlog_file_size} bytes")
         return new_prepared(

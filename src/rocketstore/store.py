@@ -128,6 +128,7 @@ class MessageStore:
         self._lock = threading.Lock()
         self._read_only_reason: str | None = "opened read-only" if read_only else None
         self._store_ip, self._store_port = parse_host(config.store_host)
+        self._msg_id_prefix = msg_id_prefix(self._store_ip, self._store_port)
         self._delay_millis = config.delay_level_millis()
         self._preparer = Preparer(config, self._store_ip, self._delay_millis)
         self._queue_table: dict[tuple[str, int], int] = {}
@@ -646,7 +647,7 @@ class MessageStore:
             mf.append(b"".join(pending))  # type: ignore[union-attr]
         self._last_store_timestamp = placed[-1][2]
         self._dispatch_appended(prepared, placed)
-        prefix = msg_id_prefix(store_ip, store_port)
+        prefix = self._msg_id_prefix
         ok = PutStatus.PUT_OK
         return [_put_result(ok, phy, queue_offset, p[SIZE_INDEX], f"{prefix}{phy:016X}", store_ts, p[TOPIC_INDEX],
                             p[QUEUE_ID_INDEX])
@@ -680,8 +681,8 @@ class MessageStore:
                 self._queue_advanced(topic, queue_id, queue_offset, store_ts)
         if indexed:
             self.index.build(topic, phy, store_ts, keys, uniq_key)
-        msg_id = f"{msg_id_prefix(store_ip, store_port)}{phy:016X}"
-        return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, msg_id, store_ts, topic, queue_id)
+        return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
+                           topic, queue_id)
 
     def _dispatch_appended(self, prepared: list[Prepared], placed: list[tuple[int, int, int]]) -> None:
         """The Dispatcher's rules for records just written: queue entries in order, index keys in one
