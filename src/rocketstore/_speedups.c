@@ -273,7 +273,7 @@ index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             Py_DECREF(offset);
         }
-        if (prev <= 0 || prev > n_max || prev == n || time_read < begin) {
+        if (prev <= 0 || prev > n_max || prev >= n || time_read < begin) {
             break;
         }
         n = prev;

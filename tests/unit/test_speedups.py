@@ -197,3 +197,22 @@ def test_index_put_keys_declines_what_it_cannot_write(tmp_path):
         assert put(f.mm, 8, n, 0, 0, [9], [10], [1_700_000_000_000], 0, 1) == (1, 1_700_000_000_000, 10)
     finally:
         f.close()
+
+
+@pytest.mark.timeout(60)
+def test_index_lookup_stops_on_a_damaged_chain(tmp_path):
+    """A chain that does not go strictly backwards (only damage makes one) ends the walk in both twins
+    instead of going round for ever."""
+    f = IndexFile(tmp_path / "20261123000000002", 4, 16, create=True)
+    try:
+        f.put_keys([5, 9, 9], [100, 200, 300], [1_700_000_000_000] * 3)  # one slot: 5 % 4 == 9 % 4
+        entry_2 = 40 + 4 * 4 + 2 * 20
+        f.mm[entry_2 + 16:entry_2 + 20] = (3).to_bytes(4, "big")  # entry 2 now points forwards, at 3
+        for lookup in (f.lookup, f.lookup_py):
+            out: list[int] = []
+            lookup(5, 10, 0, 2**63 - 1, out)  # 3 -> 2 -> (3: not backwards) stop; entry 1 is cut off
+            assert out == []
+            lookup(9, 10, 0, 2**63 - 1, out)
+            assert out == [300, 200]
+    finally:
+        f.close()

@@ -159,7 +159,7 @@ class IndexFile:
             time_read = begin_ts + diff * 1000
             if entry_hash == key_hash and begin <= time_read <= end:
                 out.append(phy)
-            if prev <= 0 or prev > n_max or prev == n or time_read < begin:
+            if prev <= 0 or prev > n_max or prev >= n or time_read < begin:
                 break
             n = prev
 
