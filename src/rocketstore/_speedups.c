@@ -9,7 +9,7 @@
  *   decode_properties(text)         rocketstore.format.properties.decode_properties_py
  *   properties_at(raw, start)       rocketstore.format.message.properties_at_py
  *   index_lookup(...)               rocketstore.log.index_file.IndexFile.lookup_py
- *   index_put_keys(...)             rocketstore.log.index_file.IndexFile.put_keys_py
+ *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
@@ -303,25 +303,33 @@ write_be(unsigned char *p, uint64_t v, int width)
     }
 }
 
-/* index_put_keys(buffer, slots, index_count, begin_timestamp, begin_phy_offset, key_hashes,
- *                phy_offsets, store_timestamps, start, stop)
- * writes entries index_count, index_count + 1, ... for keys [start, stop) and points their slots at
- * them, as IndexFile.put_keys_py does; the caller checked there is room and writes the header.
- * Returns (new slots, begin_timestamp, begin_phy_offset) after the puts, or None without writing
- * anything when a value or position is out of range (the Python twin then runs). */
+/* index_put_keys(buffer, slots, header, key_hashes, phy_offsets, store_timestamps, start, stop)
+ * writes entries header.indexCount, +1, ... for keys [start, stop), points their slots at them and
+ * writes the 40-byte header, as IndexFile._put_keys_py does; the caller checked there is room.
+ * `header` and the result are the header's six fields in file order (beginTimestamp, endTimestamp,
+ * beginPhyOffset, endPhyOffset, hashSlotCount, indexCount). Returns the header after the puts, or
+ * None without writing anything when a value or position is out of range (the Python twin then
+ * runs). */
 static PyObject *
 index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
-        PyErr_SetString(PyExc_TypeError, "index_put_keys takes ten arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys takes eight arguments");
         return NULL;
     }
+    long long header[6];
     long long slots = PyLong_AsLongLong(args[1]);
-    long long n = PyLong_AsLongLong(args[2]);
-    long long begin_ts = PyLong_AsLongLong(args[3]);
-    long long begin_phy = PyLong_AsLongLong(args[4]);
-    Py_ssize_t start = PyLong_AsSsize_t(args[8]);
-    Py_ssize_t stop = PyLong_AsSsize_t(args[9]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[6]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[7]);
+    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "index_put_keys: header must be a tuple of six ints");
+        }
+        return NULL;
+    }
+    for (int i = 0; i < 6; i++) {
+        header[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[2], i));
+    }
     if (PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
             return NULL;
@@ -329,9 +337,11 @@ index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Clear();
         Py_RETURN_NONE;
     }
-    PyObject *hashes = PySequence_Fast(args[5], "index_put_keys: key_hashes must be a sequence");
-    PyObject *phys = hashes == NULL ? NULL : PySequence_Fast(args[6], "index_put_keys: phy_offsets must be a sequence");
-    PyObject *stamps = phys == NULL ? NULL : PySequence_Fast(args[7], "index_put_keys: timestamps must be a sequence");
+    long long begin_ts = header[0], end_ts = header[1], begin_phy = header[2], end_phy = header[3];
+    long long slot_count = header[4], n = header[5];
+    PyObject *hashes = PySequence_Fast(args[3], "index_put_keys: key_hashes must be a sequence");
+    PyObject *phys = hashes == NULL ? NULL : PySequence_Fast(args[4], "index_put_keys: phy_offsets must be a sequence");
+    PyObject *stamps = phys == NULL ? NULL : PySequence_Fast(args[5], "index_put_keys: timestamps must be a sequence");
     PyObject *result = NULL;
     long long *values = NULL;
     Py_buffer view = {0};
@@ -374,19 +384,19 @@ index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     have_view = 1;
     long long entries_at = HEADER_SIZE + slots * SLOT_SIZE;
-    if (out_of_range || n + count > 0x7FFFFFFFLL || entries_at + (n + count) * ENTRY_SIZE > view.len) {
+    if (out_of_range || n + count > 0x7FFFFFFFLL || slot_count + count > 0x7FFFFFFFLL || slot_count < INT32_MIN
+        || entries_at + (n + count) * ENTRY_SIZE > view.len) {
         result = Py_NewRef(Py_None);
         goto done;
     }
     unsigned char *buf = (unsigned char *)view.buf;
-    long long new_slots = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
         long long h = values[3 * i], phy = values[3 * i + 1], ts = values[3 * i + 2];
         unsigned char *slot = buf + HEADER_SIZE + (h % slots) * SLOT_SIZE;
         long long slot_value = read_be(slot, 4);
         if (slot_value <= 0 || slot_value > n) {
             slot_value = 0;
-            new_slots++;
+            slot_count++;
         }
         long long diff = 0; /* whole seconds since the file's begin, truncated, clamped to [0, 2**31-1] */
         if (begin_ts > 0 && ts > begin_ts) {
@@ -406,8 +416,16 @@ index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         write_be(entry + 16, (uint64_t)slot_value, 4);
         write_be(slot, (uint64_t)n, 4);
         n++;
+        end_phy = phy;
+        end_ts = ts;
     }
-    result = Py_BuildValue("(LLL)", new_slots, begin_ts, begin_phy);
+    write_be(buf, (uint64_t)begin_ts, 8);
+    write_be(buf + 8, (uint64_t)end_ts, 8);
+    write_be(buf + 16, (uint64_t)begin_phy, 8);
+    write_be(buf + 24, (uint64_t)end_phy, 8);
+    write_be(buf + 32, (uint64_t)slot_count, 4);
+    write_be(buf + 36, (uint64_t)n, 4);
+    result = Py_BuildValue("(LLLLLL)", begin_ts, end_ts, begin_phy, end_phy, slot_count, n);
 done:
     if (have_view) {
         PyBuffer_Release(&view);
@@ -633,7 +651,7 @@ static PyMethodDef methods[] = {
     {"index_lookup", (PyCFunction)(void (*)(void))index_lookup, METH_FASTCALL,
      "Walk an IndexFile slot chain; False when a position falls outside the buffer."},
     {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
-     "Write IndexFile entries and slots for a run of keys; None when a value or position is out of range."},
+     "Write IndexFile entries, slots and header for a run of keys; None when a value is out of range."},
     {"build_message", (PyCFunction)(void (*)(void))build_message, METH_FASTCALL,
      "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
     {NULL, NULL, 0, NULL},

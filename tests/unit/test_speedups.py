@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from rocketstore import native
 from rocketstore.format import javahash
 from rocketstore.format import message as fm
+from rocketstore.format.index import IndexHeader
 from rocketstore.format.properties import _decode_properties_reference, decode_properties_py
 from rocketstore.log.index_file import IndexFile
 
@@ -181,20 +182,25 @@ def test_index_put_keys_declines_what_it_cannot_write(tmp_path):
     f = IndexFile(tmp_path / "20261123000000001", 8, 16, create=True)
     try:
         before = bytes(f.mm)
-        n = f.header.index_count
+        header = (0, 0, 0, 0, 0, f.header.index_count)
         put = _speedups.index_put_keys
-        assert put(f.mm, 8, n, 0, 0, [-1], [10], [20], 0, 1) is None  # a negative hash
-        assert put(f.mm, 8, n, 0, 0, [2**31], [10], [20], 0, 1) is None  # past int32
-        assert put(f.mm, 8, n, 0, 0, [1], [2**64], [20], 0, 1) is None  # past int64
-        assert put(f.mm, 8, n, 0, 0, [1, 2], [10, 11], [20, 21], 0, 3) is None  # past the lists
-        assert put(f.mm, 8, 16, 0, 0, [1], [10], [20], 0, 1) is None  # past the file's entries
+        assert put(f.mm, 8, header, [-1], [10], [20], 0, 1) is None  # a negative hash
+        assert put(f.mm, 8, header, [2**31], [10], [20], 0, 1) is None  # past int32
+        assert put(f.mm, 8, header, [1], [2**64], [20], 0, 1) is None  # past int64
+        assert put(f.mm, 8, header, [1, 2], [10, 11], [20, 21], 0, 3) is None  # past the lists
+        assert put(f.mm, 8, header[:5] + (16,), [1], [10], [20], 0, 1) is None  # past the file's entries
+        assert put(f.mm, 8, header[:5] + (2**70,), [1], [10], [20], 0, 1) is None
         assert bytes(f.mm) == before
         with pytest.raises(BufferError):
-            put(bytes(f.mm), 8, n, 0, 0, [1], [10], [20], 0, 1)  # not writable
+            put(bytes(f.mm), 8, header, [1], [10], [20], 0, 1)  # not writable
         with pytest.raises(TypeError):
-            put(f.mm, 8, n, 0, 0, ["1"], [10], [20], 0, 1)
+            put(f.mm, 8, header, ["1"], [10], [20], 0, 1)
+        with pytest.raises(TypeError, match="six ints"):
+            put(f.mm, 8, header[:5], [1], [10], [20], 0, 1)
         assert bytes(f.mm) == before
-        assert put(f.mm, 8, n, 0, 0, [9], [10], [1_700_000_000_000], 0, 1) == (1, 1_700_000_000_000, 10)
+        after = put(f.mm, 8, header, [9], [10], [1_700_000_000_000], 0, 1)
+        assert after == (1_700_000_000_000, 1_700_000_000_000, 10, 10, 1, 2)
+        assert IndexHeader.unpack(f.mm) == IndexHeader(*after)
     finally:
         f.close()
 

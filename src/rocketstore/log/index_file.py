@@ -82,49 +82,48 @@ class IndexFile:
         Returns:
             how many keys were added (fewer than asked when the file filled up).
         """
-        header = self.header
-        n = header.index_count
-        stop = min(len(key_hashes), start + max(self.max_entries - n, 0))
+        h = self.header
+        room = self.max_entries - h.index_count
+        stop = len(key_hashes) if len(key_hashes) - start <= room else start + max(room, 0)
         if stop <= start:
             return 0
-        written = None if _native_put is None else _native_put(
-            self.mm, self.slots, n, header.begin_timestamp, header.begin_phy_offset, key_hashes, phy_offsets,
-            store_timestamps, start, stop)
-        if written is None:
-            written = self._put_keys_py(key_hashes, phy_offsets, store_timestamps, start, stop)
-        new_slots, header.begin_timestamp, header.begin_phy_offset = written
-        header.hash_slot_count += new_slots
-        header.index_count = n + stop - start
-        header.end_phy_offset = phy_offsets[stop - 1]
-        header.end_timestamp = store_timestamps[stop - 1]
-        self.write_header()
+        header = (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
+                  h.index_count)
+        after = None if _native_put is None else _native_put(
+            self.mm, self.slots, header, key_hashes, phy_offsets, store_timestamps, start, stop)
+        if after is None:
+            after = self._put_keys_py(header, key_hashes, phy_offsets, store_timestamps, start, stop)
+        (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
+         h.index_count) = after
         return stop - start
 
-    def _put_keys_py(self, key_hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int],
-                     start: int, stop: int) -> tuple[int, int, int]:
-        """Entries and slots of keys [start, stop) (the twin of rocketstore._speedups.index_put_keys):
-        (new slots, begin timestamp, begin physical offset) afterwards."""
+    def _put_keys_py(self, header: tuple[int, int, int, int, int, int], key_hashes: Sequence[int],
+                     phy_offsets: Sequence[int], store_timestamps: Sequence[int], start: int, stop: int
+                     ) -> tuple[int, int, int, int, int, int]:
+        """Entries, slots and header for keys [start, stop) (the twin of rocketstore._speedups.
+        index_put_keys): the header's six fields in file order afterwards."""
         mm = self.mm
         slots = self.slots
-        n = self.header.index_count
-        begin_ts, begin_phy = self.header.begin_timestamp, self.header.begin_phy_offset
+        begin_ts, end_ts, begin_phy, end_phy, slot_count, n = header
         slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         entries_base = entry_pos(0, slots)
-        new_slots = 0
         for i in range(start, stop):
             key_hash, phy, store_ts = key_hashes[i], phy_offsets[i], store_timestamps[i]
             spos = HEADER_SIZE + (key_hash % slots) * SLOT_SIZE
             slot_value = slot_unpack(mm, spos)[0]
             if slot_value <= 0 or slot_value > n:
                 slot_value = 0
-                new_slots += 1
+                slot_count += 1
             diff = time_diff_seconds(store_ts, begin_ts)
             if n <= FIRST_ENTRY:
                 begin_phy, begin_ts = phy, store_ts
             entry_pack(mm, entries_base + n * ENTRY_SIZE, key_hash, phy, diff, slot_value)
             slot_pack(mm, spos, n)
             n += 1
-        return new_slots, begin_ts, begin_phy
+            end_phy, end_ts = phy, store_ts
+        after = (begin_ts, end_ts, begin_phy, end_phy, slot_count, n)
+        HEADER.pack_into(mm, 0, *after)
+        return after
 
     def write_header(self) -> None:
         """Write the in-memory header into the mapping."""

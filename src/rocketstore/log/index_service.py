@@ -10,6 +10,8 @@ from rocketstore.format.index import index_key
 from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, java_hash_concat
 from rocketstore.log.index_file import IndexFile
 
+_MIN_INT = -(2**31)  # Integer.MIN_VALUE: its index hash is 0
+
 INDEX_DIR = "index"
 INDEX_BATCH_MIN = 16  # from this many keys on, build_many hashes them in one vectorised pass
 
@@ -92,11 +94,18 @@ class IndexService:
         if phy_offset < current.header.end_phy_offset:
             return  # already indexed
         prefix = index_key(topic, "")
-        hashes = [index_hash_of_signed(java_hash_concat(prefix, key))  # the hash of prefix + key
-                  for key in ((uniq_key, *keys) if uniq_key else keys) if key]
-        if not hashes:
-            return
-        self._put_keys(current, hashes, (phy_offset,) * len(hashes), (store_timestamp,) * len(hashes))
+        if not uniq_key and type(keys) is tuple and len(keys) == 1 and keys[0]:  # the usual message: one key
+            h = java_hash_concat(prefix, keys[0])
+            hashes = [0 if h == _MIN_INT else abs(h)]  # index_hash_of_signed, inlined
+        else:
+            hashes = [index_hash_of_signed(java_hash_concat(prefix, key))  # the hash of prefix + key
+                      for key in ((uniq_key, *keys) if uniq_key else keys) if key]
+            if not hashes:
+                return
+        phys, stamps = (phy_offset,) * len(hashes), (store_timestamp,) * len(hashes)
+        done = current.put_keys(hashes, phys, stamps)
+        if done < len(hashes):  # the file filled up
+            self._put_keys(self.current(), hashes, phys, stamps, done)
 
     def build_many(self, records: Iterable[tuple[str, int, int, Sequence[str], str | None]]) -> None:
         """`build` for many messages in log order: (topic, phy_offset, store_timestamp, keys, uniq_key)
@@ -136,10 +145,11 @@ class IndexService:
         if current.full and last_keyed < len(records) - 1:
             self.current()  # `build` of a later (keyless) record would roll to a new file now
 
-    def _put_keys(self, current: IndexFile, hashes: Sequence[int], phys: Sequence[int], stamps: Sequence[int]
-                  ) -> IndexFile:
-        """Put every key, rolling to a new file when one fills up; the file that took the last key."""
-        done = current.put_keys(hashes, phys, stamps)
+    def _put_keys(self, current: IndexFile, hashes: Sequence[int], phys: Sequence[int], stamps: Sequence[int],
+                  done: int = 0) -> IndexFile:
+        """Put the keys from `done` on, rolling to a new file when one fills up; the file that took the
+        last key."""
+        done += current.put_keys(hashes, phys, stamps, done)
         while done < len(hashes):
             current = self.current()
             done += current.put_keys(hashes, phys, stamps, done)
