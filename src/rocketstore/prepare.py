@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import struct
+import zlib
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -20,9 +21,9 @@ from rocketstore.format import properties as props
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import tags_code
 from rocketstore.format.message import (
+    CRC_MASK,
     PREFIX_SIZE,
     PROPERTIES_LENGTH,
-    body_crc,
     header_struct,
     record_sys_flag,
     topic_field,
@@ -207,7 +208,8 @@ class Preparer:
             raise illegal(f"record of {size} bytes does not fit a commitlog file of "
                            f"{self.config.commitlog_file_size} bytes")
         return new_prepared(
-            topic, queue_id, (topic, queue_id), body, body_crc(body), head, tail, message.flag, sys_flag,
+            topic, queue_id, (topic, queue_id), body, zlib.crc32(body) & CRC_MASK if body else 0,  # body_crc(body)
+            head, tail, message.flag, sys_flag,
             record_flag, message.born_timestamp, born_ip, born_port, message.reconsume_times,
             message.prepared_transaction_offset, size, wait, in_queue, indexed, delay_level,
             0 if delay_level else code, keys, uniq_key)
