@@ -75,7 +75,6 @@ _KEYS = props.KEYS
 _UNIQ_KEY = props.UNIQ_KEY
 
 
-
 def _system_clock() -> int:
     return time.time_ns() // 1_000_000
 
@@ -108,8 +107,6 @@ def _put_result_factory() -> Callable[..., PutResult]:
 
 
 _put_result = _put_result_factory()
-
-
 
 
 class MessageStore:
@@ -628,8 +625,11 @@ class MessageStore:
         pending: list[bytes] = []
         pending_size = 0
         placed: list[tuple[int, int, int]] = []
-        for (_, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
-             reconsume, prepared_offset, size, _, in_queue, _, _, _, _, _) in prepared:  # one unpack, no lookups
+        per_queue: dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[int]]] = {}
+        index_records: list[tuple[str, int, int, tuple[str, ...], str | None]] = []
+        for (topic, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
+             reconsume, prepared_offset, size, _, in_queue, indexed, delay_level, code, keys,
+             uniq_key) in prepared:  # one unpack, no lookups
             if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position - pending_size:
                 if pending:
                     mf.append(b"".join(pending))  # type: ignore[union-attr]
@@ -640,8 +640,17 @@ class MessageStore:
             if in_queue:
                 queue_offset = queue_table.get(queue_key, 0)
                 queue_table[queue_key] = queue_offset + 1
+                if delay_level:
+                    code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
+                lists = per_queue.get(queue_key)
+                if lists is None:
+                    lists = per_queue[queue_key] = ([], [])
+                lists[0].append((phy, size, code, queue_offset))
+                lists[1].append(store_ts)
             else:
                 queue_offset = 0
+            if indexed:
+                index_records.append((topic, phy, store_ts, keys, uniq_key))
             pending.append(head.pack(
                 size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
                 store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
@@ -655,7 +664,7 @@ class MessageStore:
         self._last_store_timestamp = placed[-1][2]
         if mf.file_from_offset + mf.wrote_position >= self._warm_mark:  # type: ignore[union-attr]
             self._warm_mark = self._warmer.advance(mf)  # type: ignore[union-attr, arg-type]
-        self._dispatch_appended(prepared, placed)
+        self._dispatch_appended(per_queue, index_records)
         prefix = self._msg_id_prefix
         ok = PutStatus.PUT_OK
         return [_put_result(ok, phy, queue_offset, p[SIZE_INDEX], f"{prefix}{phy:016X}", store_ts, p[TOPIC_INDEX],
@@ -695,24 +704,11 @@ class MessageStore:
         return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
                            topic, queue_id)
 
-    def _dispatch_appended(self, prepared: list[Prepared], placed: list[tuple[int, int, int]]) -> None:
-        """The Dispatcher's rules for records just written: queue entries in order, index keys in one
-        batch, and the queue-entry callback once per queue with its newest entry."""
-        per_queue: dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[int]]] = {}
-        index_records: list[tuple[str, int, int, tuple[str, ...], str | None]] = []
-        for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True):
-            (topic, _, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
-             code, keys, uniq_key) = p
-            if in_queue:
-                if delay_level:
-                    code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
-                lists = per_queue.get(queue_key)
-                if lists is None:
-                    lists = per_queue[queue_key] = ([], [])
-                lists[0].append((phy, size, code, queue_offset))
-                lists[1].append(store_ts)
-            if indexed:
-                index_records.append((topic, phy, store_ts, keys, uniq_key))
+    def _dispatch_appended(self, per_queue: dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[int]]],
+                           index_records: list[tuple[str, int, int, tuple[str, ...], str | None]]) -> None:
+        """The Dispatcher's rules for records just written: each queue's entries (phy, size, tags code,
+        queue offset) in order with their store times, the index records (topic, phy, store time, keys,
+        uniq key) in one batch, and the queue-entry callback once per queue with its newest entry."""
         newest: list[tuple[int, str, int, int, int]] = []
         for (topic, queue_id), (entries, stamps) in per_queue.items():
             last = self._queue_for(topic, queue_id).put_many(entries)

@@ -312,7 +312,7 @@ class StoredMessage(_MessageBase):
     @property
     def tags(self) -> str | None:
         """The TAGS property, None when absent."""
-        properties = self._properties
+        properties = self._properties  # `self.properties` inlined here and in `keys`: one call less per read
         if properties is None:
             properties = self._properties = _properties_at(self.raw, self._properties_start)
         return properties.get(_TAGS)
@@ -324,7 +324,7 @@ class StoredMessage(_MessageBase):
         if properties is None:
             properties = self._properties = _properties_at(self.raw, self._properties_start)
         keys = properties.get(_KEYS)
-        if keys and _KEY_SEPARATOR not in keys:
+        if keys and _KEY_SEPARATOR not in keys:  # split_keys' usual case without the call
             return [keys]
         return props_codec.split_keys(keys)
 

@@ -9,11 +9,12 @@ from rocketstore.format.filenames import index_file_name
 from rocketstore.format.index import index_key
 from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, java_hash_concat
 from rocketstore.log.index_file import IndexFile
+from rocketstore.native import speedups
 
 _MIN_INT = -(2**31)  # Integer.MIN_VALUE: its index hash is 0
 
 INDEX_DIR = "index"
-INDEX_BATCH_MIN = 16  # from this many keys on, build_many hashes them in one vectorised pass
+INDEX_BATCH_MIN = 16  # without the compiled hash: from this many keys on, build_many hashes them with numpy
 
 
 class IndexService:
@@ -137,8 +138,9 @@ class IndexService:
                     last_keyed = i
         if not texts:
             return
-        if len(texts) < INDEX_BATCH_MIN:  # a few keys: hash each with its topic's cached prefix hash
-            hashes = [index_hash_of_signed(java_hash_concat(p, k)) for p, k in zip(prefixes, texts, strict=True)]
+        if speedups is not None or len(texts) < INDEX_BATCH_MIN:
+            # compiled, or a few keys: hash each with its topic prefix (compiled: 3x numpy's batch here)
+            hashes = [0 if h == _MIN_INT else abs(h) for h in map(java_hash_concat, prefixes, texts)]
         else:
             hashes = index_key_hashes([p + k for p, k in zip(prefixes, texts, strict=True)])
         current = self._put_keys(current, hashes, phys, stamps)
