@@ -86,7 +86,6 @@ class StoreConfig:
     clean_interval_ms: int = 10_000
     deliver_delayed_messages: bool = True
     schedule_interval_ms: int = 100
-    warm_ahead_bytes: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if isinstance(self.flush_mode, str) and not isinstance(self.flush_mode, FlushMode):
@@ -100,7 +99,6 @@ class StoreConfig:
             "max_query_results": self.max_query_results >= 1,
             "max_get_count": self.max_get_count >= 1,
             "disk_max_used_ratio": 0.0 < self.disk_max_used_ratio <= 1.0,
-            "warm_ahead_bytes": self.warm_ahead_bytes >= 0,
         }
         for name, ok in checks.items():
             if not ok:

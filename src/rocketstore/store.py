@@ -60,7 +60,6 @@ from rocketstore.services.dispatch import (
     request_from_message,
 )
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
-from rocketstore.services.page_warmer import NEVER, PageWarmer
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.services.service import Service
 from rocketstore.storage import fs
@@ -145,8 +144,6 @@ class MessageStore:
         self._queue_flush: QueueFlushService | None = None
         self._cleanup: CleanupService | None = None
         self._schedule: ScheduleService | None = None
-        self._warmer: PageWarmer | None = None
-        self._warm_mark = NEVER  # the commitlog offset at which a put asks the warmer for more pages
 
     # -- opening and closing ---------------------------------------------------------------------------
 
@@ -282,10 +279,6 @@ class MessageStore:
             interval_ms=cfg.clean_interval_ms)
         self.index.on_file_flushed = self._on_index_file_flushed
         services: list[Service] = [self._flush_service, self._queue_flush, self._cleanup]
-        if cfg.warm_ahead_bytes > 0:
-            self._warmer = PageWarmer(cfg.warm_ahead_bytes)
-            self._warm_mark = 0
-            services.append(self._warmer)
         if cfg.deliver_delayed_messages:
             self._schedule = ScheduleService(
                 self.path, self._delay_millis, queue_for=lambda qid: self._queues.get((SCHEDULE_TOPIC, qid)),
@@ -458,7 +451,7 @@ class MessageStore:
             return
         clean = False
         try:
-            for service in (self._warmer, self._schedule, self._cleanup, self._flush_service, self._queue_flush):
+            for service in (self._schedule, self._cleanup, self._flush_service, self._queue_flush):
                 if service is not None:
                     service.stop()
             if not self.read_only and not self._disk_failed():
@@ -662,8 +655,6 @@ class MessageStore:
         if pending:
             mf.append(b"".join(pending))  # type: ignore[union-attr]
         self._last_store_timestamp = placed[-1][2]
-        if mf.file_from_offset + mf.wrote_position >= self._warm_mark:  # type: ignore[union-attr]
-            self._warm_mark = self._warmer.advance(mf)  # type: ignore[union-attr, arg-type]
         self._dispatch_appended(per_queue, index_records)
         prefix = self._msg_id_prefix
         ok = PutStatus.PUT_OK
@@ -692,8 +683,6 @@ class MessageStore:
             store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
             store_ip, store_port, reconsume, prepared_offset, len(body)) + body + tail)
         self._last_store_timestamp = store_ts
-        if phy + size >= self._warm_mark:
-            self._warm_mark = self._warmer.advance(mf)  # type: ignore[union-attr]
         if in_queue:
             if delay_level:
                 code = delivery_tags_code(store_ts, delay_level, self._delay_millis)

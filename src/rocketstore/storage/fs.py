@@ -3,38 +3,18 @@ here: the fault-injection seam.
 
 Tests patch `write_mapped`, `allocate`, `fsync_fd`, `msync` or `write_file` to raise
 OSError(EIO/ENOSPC) and check that the store turns read-only without losing what it acknowledged.
-`disk_used_ratio` is the seam for retention's disk-space rule, `populate_write` the one of the page
-warmer (services/page_warmer.py).
+`disk_used_ratio` is the seam for retention's disk-space rule.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import mmap
 import os
 import shutil
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 PAGE_SIZE = mmap.PAGESIZE
-_MADV_POPULATE_WRITE = 23  # Linux 5.14+
-
-
-def _libc_madvise() -> Callable[[int, int, int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    madvise.restype = ctypes.c_int
-    return madvise  # type: ignore[no-any-return]
-
-
-_madvise = _libc_madvise()
 
 
 def write_mapped(mm: mmap.mmap, pos: int, data: bytes) -> None:
@@ -141,27 +121,3 @@ def atomic_write(path: Path, data: bytes, *, keep_backup: bool = True) -> None:
         shutil.copyfile(path, backup)
     os.replace(tmp, path)
     fsync_dir(path.parent)
-
-
-def mapping_address(mm: mmap.mmap) -> int:
-    """The address of the first byte of a writable mapping (valid until the mapping is closed)."""
-    anchor = ctypes.c_char.from_buffer(mm)  # holds an export of the mapping only for this call
-    address = ctypes.addressof(anchor)
-    del anchor
-    return address
-
-
-def populate_write(address: int, length: int) -> None:
-    """Fault in the pages of [address, address + length) of a shared writable mapping as a write would,
-    without changing a byte (madvise MADV_POPULATE_WRITE, Linux 5.14+). The call runs without the
-    interpreter lock. `address` must be page-aligned.
-
-    Raises:
-        OSError: not supported here (EINVAL on older kernels, ENOSYS off Linux) or the pages cannot be
-            provided (ENOMEM, EFAULT).
-    """
-    if _madvise is None:
-        raise OSError(errno.ENOSYS, "madvise(MADV_POPULATE_WRITE) is not available")
-    if _madvise(address, length, _MADV_POPULATE_WRITE) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
