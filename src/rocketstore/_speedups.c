@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <structmember.h>
@@ -197,6 +198,8 @@ read_be(const unsigned char *p, int width)
 #define HEADER_SIZE 40
 #define SLOT_SIZE 4
 #define ENTRY_SIZE 20
+#define MAX_SLOTS (1LL << 40)               /* far above any index file (RocketMQ's default: 5 million) */
+#define MAX_DIFF_MS (0x80000000LL * 1000)   /* a timeDiff (int32 seconds) in milliseconds, bounding it */
 
 /* index_lookup(buffer, slots, key_hash, index_count, begin_timestamp, begin, end, max_count, out)
  * walks the slot chain of key_hash and appends matching physical offsets to `out`, newest first.
@@ -228,7 +231,9 @@ index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "index_lookup: out must be a list");
         return NULL;
     }
-    if (slots <= 0 || key_hash < 0) {
+    /* beyond these the position and time arithmetic could overflow int64: the Python twin decides */
+    if (slots <= 0 || slots > MAX_SLOTS || key_hash < 0 || begin_ts > LLONG_MAX - MAX_DIFF_MS
+        || begin_ts < LLONG_MIN + MAX_DIFF_MS) {
         Py_RETURN_FALSE;
     }
     Py_buffer view;
@@ -350,7 +355,7 @@ index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     if (start < 0 || stop < start || stop > PySequence_Fast_GET_SIZE(hashes) || stop > PySequence_Fast_GET_SIZE(phys)
-        || stop > PySequence_Fast_GET_SIZE(stamps) || slots <= 0 || n < 1) {
+        || stop > PySequence_Fast_GET_SIZE(stamps) || slots <= 0 || slots > MAX_SLOTS || n < 1) {
         result = Py_NewRef(Py_None);
         goto done;
     }

@@ -163,6 +163,8 @@ def test_index_lookup_declines_what_it_cannot_read(index_file):
     short = bytes(f.mm[:100])  # the slots and entries lie past the end
     assert _speedups.index_lookup(short, f.slots, 3, f.header.index_count, 0, 0, 2**63 - 1, 10, out) is False
     assert _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 0, 0, 2**64, 10, out) is False
+    assert _speedups.index_lookup(f.mm, 2**41, 3, f.header.index_count, 0, 0, 1, 10, out) is False
+    assert _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 2**63 - 5, 0, 1, 10, out) is False
     assert out == [5]
     with pytest.raises(TypeError):
         _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 0, 0, 1, 10, (5,))
@@ -190,6 +192,7 @@ def test_index_put_keys_declines_what_it_cannot_write(tmp_path):
         assert put(f.mm, 8, header, [1, 2], [10, 11], [20, 21], 0, 3) is None  # past the lists
         assert put(f.mm, 8, header[:5] + (16,), [1], [10], [20], 0, 1) is None  # past the file's entries
         assert put(f.mm, 8, header[:5] + (2**70,), [1], [10], [20], 0, 1) is None
+        assert put(f.mm, 2**41, header, [1], [10], [20], 0, 1) is None  # slot arithmetic past int64
         assert bytes(f.mm) == before
         with pytest.raises(BufferError):
             put(bytes(f.mm), 8, header, [1], [10], [20], 0, 1)  # not writable
