@@ -508,35 +508,21 @@ layout_of(const unsigned char *raw, long long total, unsigned long magic, struct
 
 /* MessageBase: the stored fields of rocketstore.format.message.StoredMessage, which subclasses it
  * (its pure-Python twin is a class with the same __slots__). An unset field raises AttributeError. */
+enum message_field {
+    F_RAW, F_MAGIC, F_SIZE, F_PHY_OFFSET, F_SYS_FLAG, F_TOPIC, F_HEADER, F_PROPERTIES_START, F_BODY_START,
+    F_BODY_END, F_PROPERTIES, MESSAGE_FIELD_COUNT
+};
+
 typedef struct {
     PyObject_HEAD
-    PyObject *raw;
-    PyObject *magic;
-    PyObject *size;
-    PyObject *phy_offset;
-    PyObject *sys_flag;
-    PyObject *topic;
-    PyObject *header;
-    PyObject *properties_start;
-    PyObject *body_start;
-    PyObject *body_end;
-    PyObject *properties;
+    PyObject *fields[MESSAGE_FIELD_COUNT];
 } MessageBase;
-
-#define MESSAGE_FIELD_COUNT 11
-
-static PyObject **
-message_fields(MessageBase *self)
-{
-    return &self->raw;
-}
 
 static int
 message_traverse(MessageBase *self, visitproc visit, void *arg)
 {
-    PyObject **fields = message_fields(self);
     for (int i = 0; i < MESSAGE_FIELD_COUNT; i++) {
-        Py_VISIT(fields[i]);
+        Py_VISIT(self->fields[i]);
     }
     return 0;
 }
@@ -544,9 +530,8 @@ message_traverse(MessageBase *self, visitproc visit, void *arg)
 static int
 message_clear(MessageBase *self)
 {
-    PyObject **fields = message_fields(self);
     for (int i = 0; i < MESSAGE_FIELD_COUNT; i++) {
-        Py_CLEAR(fields[i]);
+        Py_CLEAR(self->fields[i]);
     }
     return 0;
 }
@@ -560,19 +545,20 @@ message_dealloc(MessageBase *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-#define MEMBER(name, field) {name, T_OBJECT_EX, offsetof(MessageBase, field), 0, NULL}
+#define MEMBER(name, field) \
+    {name, T_OBJECT_EX, offsetof(MessageBase, fields) + (field) * sizeof(PyObject *), 0, NULL}
 static PyMemberDef message_members[] = {
-    MEMBER("raw", raw),
-    MEMBER("magic", magic),
-    MEMBER("size", size),
-    MEMBER("phy_offset", phy_offset),
-    MEMBER("sys_flag", sys_flag),
-    MEMBER("topic", topic),
-    MEMBER("_header", header),
-    MEMBER("_properties_start", properties_start),
-    MEMBER("_body_start", body_start),
-    MEMBER("_body_end", body_end),
-    MEMBER("_properties", properties),
+    MEMBER("raw", F_RAW),
+    MEMBER("magic", F_MAGIC),
+    MEMBER("size", F_SIZE),
+    MEMBER("phy_offset", F_PHY_OFFSET),
+    MEMBER("sys_flag", F_SYS_FLAG),
+    MEMBER("topic", F_TOPIC),
+    MEMBER("_header", F_HEADER),
+    MEMBER("_properties_start", F_PROPERTIES_START),
+    MEMBER("_body_start", F_BODY_START),
+    MEMBER("_body_end", F_BODY_END),
+    MEMBER("_properties", F_PROPERTIES),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -623,19 +609,18 @@ build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (msg == NULL) {
         return NULL;
     }
-    Py_INCREF(raw);
-    msg->raw = raw;
-    msg->magic = PyLong_FromUnsignedLong(magic);
-    msg->size = PyLong_FromLongLong(total);
-    msg->phy_offset = PyLong_FromLongLong(at.phy_offset);
-    msg->sys_flag = PyLong_FromLongLong(at.sys_flag);
-    msg->topic = PyUnicode_DecodeUTF8((const char *)data + at.topic_start, at.topic_len, "replace");
-    msg->header = Py_NewRef(Py_None);
-    msg->properties_start = PyLong_FromLongLong(at.props_start);
-    msg->body_start = PyLong_FromLongLong(at.body_start);
-    msg->body_end = PyLong_FromLongLong(at.body_end);
-    msg->properties = Py_NewRef(Py_None);
-    PyObject **fields = message_fields(msg);
+    PyObject **fields = msg->fields;
+    fields[F_RAW] = Py_NewRef(raw);
+    fields[F_MAGIC] = PyLong_FromUnsignedLong(magic);
+    fields[F_SIZE] = PyLong_FromLongLong(total);
+    fields[F_PHY_OFFSET] = PyLong_FromLongLong(at.phy_offset);
+    fields[F_SYS_FLAG] = PyLong_FromLongLong(at.sys_flag);
+    fields[F_TOPIC] = PyUnicode_DecodeUTF8((const char *)data + at.topic_start, at.topic_len, "replace");
+    fields[F_HEADER] = Py_NewRef(Py_None);
+    fields[F_PROPERTIES_START] = PyLong_FromLongLong(at.props_start);
+    fields[F_BODY_START] = PyLong_FromLongLong(at.body_start);
+    fields[F_BODY_END] = PyLong_FromLongLong(at.body_end);
+    fields[F_PROPERTIES] = Py_NewRef(Py_None);
     for (int i = 0; i < MESSAGE_FIELD_COUNT; i++) {
         if (fields[i] == NULL) {
             Py_DECREF(msg);
