@@ -678,10 +678,10 @@ class MessageStore:
             queue_offset = self._queue_table.get(queue_key, 0)
             self._queue_table[queue_key] = queue_offset + 1
         store_ip, store_port = self._store_ip, self._store_port
-        mf.append(head.pack(
+        mf.append(b"".join((head.pack(  # one copy of the record (`+` would copy the body twice)
             size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
             store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
-            store_ip, store_port, reconsume, prepared_offset, len(body)) + body + tail)
+            store_ip, store_port, reconsume, prepared_offset, len(body)), body, tail)))
         self._last_store_timestamp = store_ts
         if in_queue:
             if delay_level:
