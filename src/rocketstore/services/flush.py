@@ -54,10 +54,10 @@ class CommitLogFlushService(Service):
             least = 0
             self._last_thorough = now
         with self._lock:
-            store_ts = self._last_store_timestamp()  # sampled before the flush, as the group commit does
-        self.commitlog.queue.flush(least)  # outside the store lock: puts go on while the disk works
-        if least == 0 and store_ts > 0:
-            self.checkpoint.values.physic_msg_timestamp = store_ts
+            store_ts = self._last_store_timestamp()
+            self.commitlog.queue.flush(least)
+            if least == 0 and store_ts > 0:
+                self.checkpoint.values.physic_msg_timestamp = store_ts
 
 
 class GroupCommitService(Service):

@@ -8,34 +8,13 @@ OSError(EIO/ENOSPC) and check that the store turns read-only without losing what
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import mmap
 import os
 import shutil
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 PAGE_SIZE = mmap.PAGESIZE
-_MS_SYNC = 4  # Linux's value
-
-
-def _libc_msync() -> Callable[[int, int, int], int] | None:
-    """libc's msync through ctypes, which lets go of the interpreter lock for the call (mmap.flush
-    keeps it: every other thread of the process, the writer too, would wait for the disk)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        function = ctypes.CDLL(None, use_errno=True).msync
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    function.restype = ctypes.c_int
-    return function  # type: ignore[no-any-return]
-
-
-_msync = _libc_msync()
 
 
 def write_mapped(mm: mmap.mmap, pos: int, data: bytes) -> None:
@@ -89,34 +68,13 @@ def fsync_fd(fd: int) -> None:
 def msync(mm: mmap.mmap, start: int, end: int) -> None:
     """Force bytes [start, end) of a shared mapping to disk (start is rounded down to a page).
 
-    On Linux the call runs without the interpreter lock (libc's msync), so the other threads go on
-    while the disk works; elsewhere, and for a mapping not open for writing, through mmap.flush.
-
     Raises:
         OSError: the disk did not accept it.
     """
     if end <= start:
         return
     aligned = start - start % PAGE_SIZE
-    address = None if _msync is None else _address_of(mm)
-    if address is None:
-        mm.flush(aligned, end - aligned)
-        return
-    if _msync(address + aligned, end - aligned, _MS_SYNC) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"msync: {os.strerror(err)}")
-
-
-def _address_of(mm: mmap.mmap) -> int | None:
-    """The address of a writable mapping's first byte (valid while it stays open); None when the
-    mapping is not writable."""
-    try:
-        anchor = ctypes.c_char.from_buffer(mm)  # an export of the mapping for this call only
-    except TypeError:
-        return None
-    address = ctypes.addressof(anchor)
-    del anchor
-    return address
+    mm.flush(aligned, end - aligned)
 
 
 def fsync_dir(path: Path) -> None:

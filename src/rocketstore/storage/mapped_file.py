@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import threading
 from pathlib import Path
 
 from rocketstore.errors import StoreLayoutError
@@ -56,7 +55,6 @@ class MappedFile:
             raise
         self.wrote_position = 0
         self.flushed_position = 0
-        self._io = threading.Lock()  # a flush (its msync runs without the interpreter lock) against close
 
     @classmethod
     def create(cls, directory: Path, file_from_offset: int, file_size: int) -> MappedFile:
@@ -117,29 +115,27 @@ class MappedFile:
         Raises:
             OSError: the disk did not accept the bytes.
         """
-        with self._io:
-            write, flushed = self.wrote_position, self.flushed_position
-            if write <= flushed or self._fd < 0:
+        write, flushed = self.wrote_position, self.flushed_position
+        if write <= flushed:
+            return flushed
+        if least_pages > 0 and not self.full:
+            dirty_pages = write // fs.PAGE_SIZE - flushed // fs.PAGE_SIZE
+            if dirty_pages < least_pages:
                 return flushed
-            if least_pages > 0 and not self.full:
-                dirty_pages = write // fs.PAGE_SIZE - flushed // fs.PAGE_SIZE
-                if dirty_pages < least_pages:
-                    return flushed
-            fs.msync(self.mm, flushed, write)
-            self.flushed_position = write
-            return write
+        fs.msync(self.mm, flushed, write)
+        self.flushed_position = write
+        return write
 
     def close(self) -> None:
-        """Unmap and close (idempotent); waits for a flush in progress."""
-        with self._io:
-            if self._fd < 0:
-                return
-            try:
-                self.mm.close()
-            except BufferError:
-                pass  # a reader still holds a view; the mapping is released with it
-            os.close(self._fd)
-            self._fd = -1
+        """Unmap and close (idempotent)."""
+        if self._fd < 0:
+            return
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # a reader still holds a view; the mapping is released with it
+        os.close(self._fd)
+        self._fd = -1
 
     def destroy(self) -> None:
         """Close and delete the file."""
