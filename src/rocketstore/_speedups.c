@@ -11,6 +11,7 @@
  *   index_lookup(...)               rocketstore.log.index_file.IndexFile.lookup_py
  *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
+ *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
  * Java's String.hashCode runs over UTF-16 code units: a code point above U+FFFF counts as its two
@@ -630,6 +631,50 @@ build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return (PyObject *)msg;
 }
 
+/* fill_slots(cls, descriptors, *values): a new `cls` (object.__new__) with each value stored through
+ * its slot's member descriptor, as `descriptor.__set__(obj, value)` does (also for a frozen dataclass,
+ * whose __setattr__ it passes by, like object.__setattr__). */
+static PyObject *
+fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "fill_slots(cls, descriptors, *values): a class and a tuple first");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *descriptors = args[1];
+    Py_ssize_t count = PyTuple_GET_SIZE(descriptors);
+    if (nargs - 2 != count) {
+        PyErr_Format(PyExc_TypeError, "fill_slots: %zd descriptors but %zd values", count, nargs - 2);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
+        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            || !PyType_IsSubtype(cls, ((PyDescrObject *)descriptor)->d_type)) {
+            PyErr_SetString(PyExc_TypeError, "fill_slots: every descriptor must be a slot of the class");
+            return NULL;
+        }
+    }
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL) {
+        return NULL;
+    }
+    PyObject *obj = PyBaseObject_Type.tp_new(cls, empty, NULL);
+    Py_DECREF(empty);
+    if (obj == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
+        if (Py_TYPE(descriptor)->tp_descr_set(descriptor, obj, args[2 + i]) < 0) {
+            Py_DECREF(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
 static PyMethodDef methods[] = {
     {"java_hash", (PyCFunction)java_hash, METH_O, "Java String.hashCode of a str, as a signed int32."},
     {"java_hash_concat", (PyCFunction)(void (*)(void))java_hash_concat, METH_FASTCALL,
@@ -642,6 +687,8 @@ static PyMethodDef methods[] = {
      "Walk an IndexFile slot chain; False when a position falls outside the buffer."},
     {"index_put_keys", (PyCFunction)(void (*)(void))index_put_keys, METH_FASTCALL,
      "Write IndexFile entries, slots and header for a run of keys; None when a value is out of range."},
+    {"fill_slots", (PyCFunction)(void (*)(void))fill_slots, METH_FASTCALL,
+     "A new instance of `cls` with each value stored through its slot descriptor."},
     {"build_message", (PyCFunction)(void (*)(void))build_message, METH_FASTCALL,
      "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
     {NULL, NULL, 0, NULL},

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from rocketstore.log.index_service import IndexService
 from rocketstore.log.json_config import CONFIG_DIR
 from rocketstore.log.topic_config import TopicConfigs
 from rocketstore.message import Message
+from rocketstore.native import speedups
 from rocketstore.prepare import (
     BLANK_RECORD_SIZE,
     QUEUE_ID_INDEX,
@@ -80,11 +82,14 @@ def _system_clock() -> int:
 
 def _put_result_factory() -> Callable[..., PutResult]:
     """A `PutResult(...)` maker that fills the slots through their descriptors: the frozen dataclass
-    __init__ (object.__setattr__ per field) costs about twice as much per put. Falls back to the class
-    itself if its fields ever change."""
+    __init__ (object.__setattr__ per field) costs about twice as much per put, and the compiled
+    `fill_slots` a fifth (0.54 us a result in Python here). Falls back to the class itself if its
+    fields ever change."""
     fields = ("status", "phy_offset", "queue_offset", "size", "msg_id", "store_timestamp", "topic", "queue_id")
     if tuple(f.name for f in dataclasses.fields(PutResult)) != fields:
         return PutResult
+    if speedups is not None:
+        return partial(speedups.fill_slots, PutResult, tuple(getattr(PutResult, name) for name in fields))
     set_status, set_phy, set_queue_offset, set_size, set_id, set_ts, set_topic, set_queue_id = (
         getattr(PutResult, name).__set__ for name in fields)
     new = object.__new__

@@ -225,3 +225,31 @@ def test_index_lookup_stops_on_a_damaged_chain(tmp_path):
             assert out == [300, 200]
     finally:
         f.close()
+
+
+def test_fill_slots_builds_what_the_class_builds_and_what_the_python_maker_builds(monkeypatch):
+    from rocketstore import store as store_module
+    from rocketstore.results import PutResult, PutStatus
+
+    values = (PutStatus.FLUSH_DISK_TIMEOUT, 10, 2, 300, "AC11", 1_700_000_000_000, "T", 3)
+    compiled = store_module._put_result_factory()
+    monkeypatch.setattr(store_module, "speedups", None)
+    python = store_module._put_result_factory()
+    for made in (compiled(*values), python(*values)):
+        assert type(made) is PutResult and made == PutResult(*values) and hash(made) == hash(PutResult(*values))
+    assert compiled is not python
+
+
+def test_fill_slots_refuses_what_is_not_a_slot_of_the_class():
+    from rocketstore.results import GetResult, PutResult
+
+    slots = (PutResult.status, PutResult.size)
+    assert _speedups.fill_slots(PutResult, slots, "s", 1).size == 1
+    with pytest.raises(TypeError, match="2 descriptors but 1 values"):
+        _speedups.fill_slots(PutResult, slots, "s")
+    with pytest.raises(TypeError, match="slot of the class"):
+        _speedups.fill_slots(PutResult, (GetResult.status,), "s")  # another class's slot
+    with pytest.raises(TypeError, match="slot of the class"):
+        _speedups.fill_slots(PutResult, (PutResult.ok,), True)  # a property
+    with pytest.raises(TypeError):
+        _speedups.fill_slots(PutResult, [PutResult.size], 1)  # descriptors must be a tuple
