@@ -9,8 +9,6 @@ from rocketstore.errors import StoreError
 from rocketstore.format.consume_queue import FILLER, UNIT, UNIT_SIZE, CqUnit, iter_units, iter_written_units, pack_unit
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
 
-_pack_unit = UNIT.pack  # pack_unit without the call around it (one per put)
-
 CONSUME_QUEUE_DIR = "consumequeue"
 RECOVER_LAST_FILES = 3
 
@@ -134,7 +132,7 @@ class ConsumeQueue:
                 mf.append(fillers)
                 mf.flushed_position = mf.wrote_position
                 self.min_logic_offset = expected
-        elif mf.wrote_position >= mf.file_size:  # full
+        elif mf.full:
             mf = self.queue.create_file(mf.end_offset)
         current = mf.file_from_offset + mf.wrote_position
         if expected < current:
@@ -142,7 +140,7 @@ class ConsumeQueue:
         if expected > current:
             raise StoreError(f"consume queue {self.topic}/{self.queue_id}: entry {queue_offset} would "
                              f"leave a gap after {current // UNIT_SIZE}")
-        mf.append(_pack_unit(phy_offset, size, tags_code))
+        mf.append(pack_unit(phy_offset, size, tags_code))
         self.max_physic_offset = phy_offset + size
         return True
 

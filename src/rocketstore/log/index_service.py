@@ -11,8 +11,6 @@ from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, 
 from rocketstore.log.index_file import IndexFile
 from rocketstore.native import speedups
 
-_MIN_INT = -(2**31)  # Integer.MIN_VALUE: its index hash is 0
-
 INDEX_DIR = "index"
 INDEX_BATCH_MIN = 16  # without the compiled hash: from this many keys on, build_many hashes them with numpy
 
@@ -96,8 +94,7 @@ class IndexService:
             return  # already indexed
         prefix = index_key(topic, "")
         if not uniq_key and type(keys) is tuple and len(keys) == 1 and keys[0]:  # the usual message: one key
-            h = java_hash_concat(prefix, keys[0])
-            hashes = [0 if h == _MIN_INT else abs(h)]  # index_hash_of_signed, inlined
+            hashes = [index_hash_of_signed(java_hash_concat(prefix, keys[0]))]
         else:
             hashes = [index_hash_of_signed(java_hash_concat(prefix, key))  # the hash of prefix + key
                       for key in ((uniq_key, *keys) if uniq_key else keys) if key]
@@ -140,7 +137,7 @@ class IndexService:
             return
         if speedups is not None or len(texts) < INDEX_BATCH_MIN:
             # compiled, or a few keys: hash each with its topic prefix (compiled: 3x numpy's batch here)
-            hashes = [0 if h == _MIN_INT else abs(h) for h in map(java_hash_concat, prefixes, texts)]
+            hashes = list(map(index_hash_of_signed, map(java_hash_concat, prefixes, texts)))
         else:
             hashes = index_key_hashes([p + k for p, k in zip(prefixes, texts, strict=True)])
         current = self._put_keys(current, hashes, phys, stamps)
