@@ -220,7 +220,6 @@ DecodeResult = Any  # StoredMessage | NEED_DATA | END_OF_FILE
 
 _TAGS: Final = props_codec.TAGS
 _KEYS: Final = props_codec.KEYS
-_KEY_SEPARATOR: Final = props_codec.KEY_SEPARATOR
 
 
 def properties_at_py(raw: bytes, start: int) -> dict[str, str]:
@@ -323,10 +322,7 @@ class StoredMessage(_MessageBase):
         properties = self._properties
         if properties is None:
             properties = self._properties = _properties_at(self.raw, self._properties_start)
-        keys = properties.get(_KEYS)
-        if keys and _KEY_SEPARATOR not in keys:  # split_keys' usual case without the call
-            return [keys]
-        return props_codec.split_keys(keys)
+        return props_codec.split_keys(properties.get(_KEYS))
 
     @property
     def uniq_key(self) -> str | None:
