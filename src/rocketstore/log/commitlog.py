@@ -10,11 +10,11 @@ from rocketstore.errors import CorruptRecordError, MessageNotFoundError
 from rocketstore.format.message import (
     END_OF_FILE,
     NEED_DATA,
-    PREFIX,
     PREFIX_SIZE,
     StoredMessage,
     decode_message,
     encode_blank,
+    peek_prefix,
 )
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
@@ -107,7 +107,8 @@ class CommitLog:
                                        f"[{self.min_offset}, {self.max_offset})")
         mm = mf.mm  # type: ignore[union-attr]
         if size is None:
-            size = PREFIX.unpack_from(mm, pos)[0] if limit - pos >= PREFIX_SIZE else 0
+            prefix = peek_prefix(mm, pos)
+            size = prefix[0] if prefix else 0
         if size <= 0 or pos + size > limit:
             raise MessageNotFoundError(f"no whole record at physical offset {phy_offset}")
         try:
