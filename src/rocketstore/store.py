@@ -946,9 +946,7 @@ class MessageStore:
                 if msg.topic != topic or not (any_time or begin_ms <= msg.store_timestamp <= end):
                     continue
                 properties = msg.properties  # the key check of msg.keys / msg.uniq_key, parsed once
-                keys = properties.get(_KEYS)
-                # `key in msg.keys` without the list: KEYS tokens are the non-empty parts between spaces
-                if properties.get(_UNIQ_KEY) == key or (keys and key and key in keys.split(" ")):
+                if properties.get(_UNIQ_KEY) == key or key in props.split_keys(properties.get(_KEYS)):
                     found[phy] = msg
             if len(found) >= max_count or len(offsets) < limit:
                 break
