@@ -1,5 +1,5 @@
 /*
- * rocketstore._speedups: optional compiled versions of four small hot functions.
+ * rocketstore._speedups: optional compiled versions of small hot functions.
  *
  * Each one has a pure-Python twin that is the reference (the tests hold the two equal on generated
  * inputs) and that runs wherever this module could not be built:
@@ -11,6 +11,7 @@
  *   index_lookup(...)               rocketstore.log.index_file.IndexFile.lookup_py
  *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
+ *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
  *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
@@ -22,6 +23,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <structmember.h>
 
 static int
@@ -576,38 +578,43 @@ static PyTypeObject MessageBaseType = {
     .tp_new = PyType_GenericNew,
 };
 
-/* build_message(cls, raw, magic): a `cls` (a MessageBase subclass) for a bytes object holding exactly
- * one record whose magic (v1 or v2) and minimum size the caller checked; ValueError with the reason
- * when the lengths do not add up. */
+/* The last topic decoded by a run of decode_run: records of one queue repeat it, so its str is reused. */
+struct topic_cache {
+    char bytes[256];
+    long long len; /* -1: empty */
+    PyObject *text; /* a strong reference, or NULL */
+};
+
+/* A `cls` (a MessageBase subclass) for `raw`, a bytes object holding exactly one record whose magic
+ * and minimum size the caller checked; NULL with ValueError set when the lengths do not add up. */
 static PyObject *
-build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+new_message(PyTypeObject *cls, PyObject *raw, unsigned long magic, struct topic_cache *cache)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "build_message(cls, raw, magic) takes three arguments");
-        return NULL;
-    }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *raw = args[1];
-    if (!PyType_Check(args[0]) || !PyType_IsSubtype(cls, &MessageBaseType)) {
-        PyErr_SetString(PyExc_TypeError, "build_message: cls must be a MessageBase subclass");
-        return NULL;
-    }
-    if (!PyBytes_Check(raw)) {
-        PyErr_Format(PyExc_TypeError, "build_message: raw must be bytes, got %.100s", Py_TYPE(raw)->tp_name);
-        return NULL;
-    }
-    unsigned long magic = PyLong_AsUnsignedLong(args[2]);
-    if (magic == (unsigned long)-1 && PyErr_Occurred()) {
-        return NULL;
-    }
     const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(raw);
     long long total = PyBytes_GET_SIZE(raw);
     struct layout at;
     if (layout_of(data, total, magic, &at) < 0) {
         return NULL;
     }
+    const char *topic_bytes = (const char *)data + at.topic_start;
+    PyObject *topic;
+    if (cache != NULL && cache->text != NULL && cache->len == at.topic_len
+        && memcmp(cache->bytes, topic_bytes, (size_t)at.topic_len) == 0) {
+        topic = Py_NewRef(cache->text);
+    } else {
+        topic = PyUnicode_DecodeUTF8(topic_bytes, at.topic_len, "replace");
+        if (topic != NULL && cache != NULL && at.topic_len <= (long long)sizeof(cache->bytes)) {
+            memcpy(cache->bytes, topic_bytes, (size_t)at.topic_len);
+            cache->len = at.topic_len;
+            Py_XSETREF(cache->text, Py_NewRef(topic));
+        }
+    }
+    if (topic == NULL) {
+        return NULL;
+    }
     MessageBase *msg = (MessageBase *)cls->tp_alloc(cls, 0);
     if (msg == NULL) {
+        Py_DECREF(topic);
         return NULL;
     }
     PyObject **fields = msg->fields;
@@ -616,7 +623,7 @@ build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     fields[F_SIZE] = PyLong_FromLongLong(total);
     fields[F_PHY_OFFSET] = PyLong_FromLongLong(at.phy_offset);
     fields[F_SYS_FLAG] = PyLong_FromLongLong(at.sys_flag);
-    fields[F_TOPIC] = PyUnicode_DecodeUTF8((const char *)data + at.topic_start, at.topic_len, "replace");
+    fields[F_TOPIC] = topic;
     fields[F_HEADER] = Py_NewRef(Py_None);
     fields[F_PROPERTIES_START] = PyLong_FromLongLong(at.props_start);
     fields[F_BODY_START] = PyLong_FromLongLong(at.body_start);
@@ -629,6 +636,181 @@ build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     return (PyObject *)msg;
+}
+
+static int
+check_message_class(PyObject *cls)
+{
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &MessageBaseType)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a MessageBase subclass");
+        return -1;
+    }
+    return 0;
+}
+
+/* build_message(cls, raw, magic): a `cls` (a MessageBase subclass) for a bytes object holding exactly
+ * one record whose magic (v1 or v2) and minimum size the caller checked; ValueError with the reason
+ * when the lengths do not add up. */
+static PyObject *
+build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "build_message(cls, raw, magic) takes three arguments");
+        return NULL;
+    }
+    if (check_message_class(args[0]) < 0) {
+        return NULL;
+    }
+    PyObject *raw = args[1];
+    if (!PyBytes_Check(raw)) {
+        PyErr_Format(PyExc_TypeError, "build_message: raw must be bytes, got %.100s", Py_TYPE(raw)->tp_name);
+        return NULL;
+    }
+    unsigned long magic = PyLong_AsUnsignedLong(args[2]);
+    if (magic == (unsigned long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return new_message((PyTypeObject *)args[0], raw, magic, NULL);
+}
+
+#define UNIT_SIZE 20
+#define FILLER_SIZE 0x7FFFFFFFLL
+#define MAGIC_V2 0xDAA320ABu
+#define MIN_RECORD_SIZE 91
+enum run_state { RUN_END, RUN_FULL, RUN_ELSEWHERE };
+
+/* decode_run(cls, entries, i, log, log_start, log_size, wanted, messages, max_count, total_bytes,
+ * max_bytes) -> (i, total_bytes, state): the read loop of MessageStore.get over the consume-queue
+ * entries in `entries` from entry i, decoding in place the records that lie in `log` (bytes
+ * [0, log_size) of the commitlog file starting at log_start); rocketstore.log.entry_run.decode_run_py
+ * is its twin and documents the rules. */
+static PyObject *
+decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "decode_run takes eleven arguments");
+        return NULL;
+    }
+    if (check_message_class(args[0]) < 0) {
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *entries = args[1];
+    PyObject *wanted = args[6];
+    PyObject *messages = args[7];
+    if (!PyBytes_Check(entries) || !PyList_Check(messages) || (wanted != Py_None && !PyAnySet_Check(wanted))) {
+        PyErr_SetString(PyExc_TypeError, "decode_run: entries must be bytes, wanted a set or None, messages a list");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
+    long long log_start = PyLong_AsLongLong(args[4]);
+    long long log_size = PyLong_AsLongLong(args[5]);
+    Py_ssize_t max_count = PyLong_AsSsize_t(args[8]);
+    long long total_bytes = PyLong_AsLongLong(args[9]);
+    long long max_bytes = PyLong_AsLongLong(args[10]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (i < 0 || log_start < 0 || total_bytes < 0 || max_bytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "decode_run: negative index, offset or byte count");
+        return NULL;
+    }
+    if (total_bytes > LLONG_MAX / 2) { /* room for the sizes added below */
+        PyErr_SetString(PyExc_OverflowError, "decode_run: total_bytes out of range");
+        return NULL;
+    }
+    if (log_size < -1) {
+        log_size = -1; /* the same answers: no record fits, and log_size - size cannot overflow */
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[3], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (log_size > (long long)view.len) {
+        log_size = view.len; /* never read past the mapping, whatever the caller says */
+    }
+    const unsigned char *log = (const unsigned char *)view.buf;
+    const unsigned char *units = (const unsigned char *)PyBytes_AS_STRING(entries);
+    Py_ssize_t end = PyBytes_GET_SIZE(entries) / UNIT_SIZE;
+    struct topic_cache cache = {.len = -1, .text = NULL};
+    enum run_state state = RUN_END;
+    int failed = 0;
+    for (; i < end; i++) {
+        const unsigned char *unit = units + i * UNIT_SIZE;
+        long long phy_offset = read_be(unit, 8);
+        long long size = read_be(unit + 8, 4);
+        long long code = read_be(unit + 12, 8);
+        /* total_bytes + size > max_bytes without overflow (size is an int32) */
+        int too_big = size >= 0 ? total_bytes > max_bytes - size : total_bytes + size > max_bytes;
+        if (PyList_GET_SIZE(messages) > 0 && (PyList_GET_SIZE(messages) >= max_count || too_big)) {
+            state = RUN_FULL;
+            break;
+        }
+        if (phy_offset < 0 || size <= 0 || (phy_offset == 0 && size == FILLER_SIZE && code == 0)) {
+            continue;
+        }
+        if (wanted != Py_None) {
+            PyObject *key = PyLong_FromLongLong(code);
+            int found = key == NULL ? -1 : PySet_Contains(wanted, key);
+            Py_XDECREF(key);
+            if (found < 0) {
+                failed = 1;
+                break;
+            }
+            if (!found) {
+                continue;
+            }
+        }
+        long long pos = phy_offset - log_start;
+        if (pos < 0 || pos > log_size - size) {
+            state = RUN_ELSEWHERE;
+            break;
+        }
+        if (size < 8) { /* no room for the prefix */
+            state = RUN_ELSEWHERE;
+            break;
+        }
+        long long total = read_be(log + pos, 4);
+        unsigned long magic = (unsigned long)(read_be(log + pos + 4, 4) & 0xFFFFFFFFLL);
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > size) {
+            state = RUN_ELSEWHERE;
+            break;
+        }
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)log + pos, (Py_ssize_t)total);
+        if (raw == NULL) {
+            failed = 1;
+            break;
+        }
+        PyObject *msg = new_message(cls, raw, magic, &cache);
+        Py_DECREF(raw);
+        if (msg == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError)) {
+                failed = 1;
+                break;
+            }
+            PyErr_Clear();
+            state = RUN_ELSEWHERE;
+            break;
+        }
+        if (read_be(log + pos + PHY_OFFSET_POS, 8) != phy_offset) { /* not the record the entry names */
+            Py_DECREF(msg);
+            state = RUN_ELSEWHERE;
+            break;
+        }
+        int appended = PyList_Append(messages, msg);
+        Py_DECREF(msg);
+        if (appended < 0) {
+            failed = 1;
+            break;
+        }
+        total_bytes += size;
+    }
+    Py_XDECREF(cache.text);
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("(nLi)", i, total_bytes, (int)state);
 }
 
 /* fill_slots(cls, descriptors, *values): a new `cls` (object.__new__) with each value stored through
@@ -691,6 +873,8 @@ static PyMethodDef methods[] = {
      "A new instance of `cls` with each value stored through its slot descriptor."},
     {"build_message", (PyCFunction)(void (*)(void))build_message, METH_FASTCALL,
      "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
+    {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,
+     "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,7 +15,6 @@ from typing import Any
 from rocketstore._types import Clock
 from rocketstore.config import FlushMode, StoreConfig
 from rocketstore.errors import (
-    CorruptRecordError,
     MessageNotFoundError,
     StoreClosedError,
     StoreError,
@@ -23,13 +22,12 @@ from rocketstore.errors import (
     StoreReadOnlyError,
 )
 from rocketstore.format import properties as props
-from rocketstore.format.consume_queue import FILLER_SIZE, CqUnit
+from rocketstore.format.consume_queue import UNIT_SIZE, CqUnit
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import (
     MAGIC_V1,
     StoredMessage,
-    decode_message,
     store_timestamp_pos,
 )
 from rocketstore.format.msgid import decode_msg_id, msg_id_prefix
@@ -37,6 +35,7 @@ from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
 from rocketstore.log.consumer_offsets import ConsumerOffsets
+from rocketstore.log.entry_run import EntryReader
 from rocketstore.log.index_service import IndexService
 from rocketstore.log.json_config import CONFIG_DIR
 from rocketstore.log.topic_config import TopicConfigs
@@ -811,19 +810,15 @@ class MessageStore:
             return
         lo = cq.min_offset if start is None else max(start, cq.min_offset)
         hi = cq.max_offset if end is None else min(end, cq.max_offset)
-        message_at = self.commitlog.message_at
+        reader = EntryReader(self.commitlog, None, LONG_MAX, LONG_MAX)
         while lo < hi:
-            units = cq.units(lo, min(hi, lo + chunk))
-            if not units:
+            entries = cq.entry_bytes(lo, min(hi, lo + chunk))
+            if not entries:
                 return
-            for phy_offset, size, code in units:
-                if phy_offset < 0 or size <= 0 or (phy_offset == 0 and size == FILLER_SIZE and code == 0):
-                    continue  # not valid, or a filler
-                try:
-                    yield message_at(phy_offset, size)
-                except MessageNotFoundError:
-                    continue
-            lo += len(units)
+            reader.read(entries)
+            yield from reader.messages
+            reader.messages.clear()
+            lo += len(entries) // UNIT_SIZE
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
         """Every record of the commitlog in log order from physical offset `start` (a record start)."""
@@ -857,53 +852,23 @@ class MessageStore:
         if stop_at_file_end:
             per_file = self.config.consume_queue_file_entries
             scan_end = min(scan_end, offset - offset % per_file + per_file)
-        wanted = _subscription_codes(tags)
-        messages: list[StoredMessage] = []
-        total_bytes = 0
+        reader = EntryReader(self.commitlog, _subscription_codes(tags), max_count, MAX_TRANSFER_BYTES)
+        messages = reader.messages
         consumed = 0
-        removed = False
-        message_at = self.commitlog.message_at
-        file_start, file_size, mm = 0, -1, b""  # the commitlog file of the last record read
-        position, window, full = offset, max_count, False
-        while not full and position < scan_end:
+        position, window = offset, max_count
+        while not reader.full and position < scan_end:
             # read the queue in growing windows: a plain get needs max_count entries, not 800
             want = min(scan_end, position + window) - position
-            units = cq.units(position, position + want)
-            for phy_offset, size, code in units:
-                if messages and (len(messages) >= max_count or total_bytes + size > MAX_TRANSFER_BYTES):
-                    full = True
-                    break
-                consumed += 1
-                if phy_offset < 0 or size <= 0 or (phy_offset == 0 and size == FILLER_SIZE and code == 0):
-                    continue  # not valid, or a filler
-                if wanted is not None and code not in wanted:
-                    continue
-                pos = phy_offset - file_start
-                if 0 <= pos and pos + size <= file_size:  # in the file of the last record: decode in place
-                    try:
-                        msg = decode_message(mm[pos:pos + size])
-                    except CorruptRecordError:
-                        msg = None
-                    if type(msg) is StoredMessage and msg.phy_offset == phy_offset:
-                        messages.append(msg)
-                        total_bytes += size
-                        continue
-                try:  # the general path: finds the file, says why a record is missing
-                    msg = message_at(phy_offset, size)
-                except MessageNotFoundError:
-                    removed = True
-                    continue
-                file_start, file_size, mm = self.commitlog.readable_file(phy_offset)
-                messages.append(msg)
-                total_bytes += size
-            if len(units) < want or len(messages) >= max_count:
+            entries = cq.entry_bytes(position, position + want)
+            consumed += reader.read(entries)
+            if len(entries) < want * UNIT_SIZE or len(messages) >= max_count:
                 break
             position += want
             window *= 4
         if messages:
             status = GetStatus.FOUND
         else:
-            status = GetStatus.MESSAGE_WAS_REMOVING if removed else GetStatus.NO_MATCHED_MESSAGE
+            status = GetStatus.MESSAGE_WAS_REMOVING if reader.removed else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, offset + consumed, lo, hi, messages)
 
     def index_lookup(self, topic: str, key: str, *, max_count: int = 64, begin_ms: int = 0,

@@ -20,6 +20,7 @@ from rocketstore.format import javahash
 from rocketstore.format import message as fm
 from rocketstore.format.index import IndexHeader
 from rocketstore.format.properties import _decode_properties_reference, decode_properties_py
+from rocketstore.log import entry_run
 from rocketstore.log.index_file import IndexFile
 
 # The install (pip install -e . / ./dev) builds the module wherever a C compiler is found, as on every
@@ -253,3 +254,84 @@ def test_fill_slots_refuses_what_is_not_a_slot_of_the_class():
         _speedups.fill_slots(PutResult, (PutResult.ok,), True)  # a property
     with pytest.raises(TypeError):
         _speedups.fill_slots(PutResult, [PutResult.size], 1)  # descriptors must be a tuple
+
+
+def _log_record(phy_offset: int, topic: bytes, body: bytes, version: int) -> bytes:
+    return fm.encode_message(topic=topic, body=body, properties=b"TAGS\x01A", queue_id=1, flag=0, queue_offset=0,
+                             phy_offset=phy_offset, sys_flag=0, born_timestamp=1, born_ip=b"\0" * 4, born_port=2,
+                             store_timestamp=3, store_ip=b"\1" * 4, store_port=4, version=version)
+
+
+@st.composite
+def entry_runs(draw):
+    """A commitlog file of records (some damaged), consume-queue entries pointing at them (or anywhere,
+    or fillers), and the arguments of one decode_run call."""
+    log_start = draw(st.sampled_from([0, 1 << 30]))
+    log = bytearray()
+    starts: list[tuple[int, int]] = []
+    for _ in range(draw(st.integers(0, 6))):
+        topic, version = draw(st.sampled_from([(b"T", 1), (b"T", 2), (b"Topic\xff", 1), (b"U" * 300, 2)]))
+        record = _log_record(log_start + len(log), topic, draw(st.binary(max_size=30)), version)
+        starts.append((len(log), len(record)))
+        log += record
+        log += b"\0" * draw(st.sampled_from([0, 0, 8]))
+    for at, value in draw(st.lists(st.tuples(st.integers(0, 600), st.integers(0, 255)), max_size=3)):
+        if at < len(log):
+            log[at] = value
+    entry = st.one_of(
+        st.sampled_from(starts or [(0, 0)]).flatmap(lambda s: st.tuples(
+            st.just(log_start + s[0]), st.sampled_from([s[1], s[1], s[1] + 8, s[1] - 1, 4]), st.integers(0, 3))),
+        st.tuples(st.integers(-5, log_start + len(log) + 5), st.integers(-5, 300), st.integers(-2, 3)),
+        st.just((0, 0x7FFFFFFF, 0)),
+    )
+    entries = b"".join(struct.pack(">qiq", *e) for e in draw(st.lists(entry, max_size=12)))
+    entries += draw(st.sampled_from([b"", b"\0" * 7]))  # a trailing partial entry is not an entry
+    return dict(entries=entries, i=draw(st.integers(0, 3)), log=bytes(log), log_start=log_start,
+                log_size=len(log) + draw(st.sampled_from([0, 0, -20, -len(log) - 1, 50])),
+                wanted=draw(st.one_of(st.none(), st.sets(st.integers(-1, 3)), st.frozensets(st.integers(0, 1)))),
+                started=draw(st.booleans()), max_count=draw(st.integers(1, 8)),
+                total_bytes=draw(st.integers(0, 400)), max_bytes=draw(st.integers(0, 1200)))
+
+
+def _run(function, cls: type, case: dict):
+    messages = [cls()] if case["started"] else []
+    answer = function(cls, case["entries"], case["i"], case["log"], case["log_start"], case["log_size"],
+                      case["wanted"], messages, case["max_count"], case["total_bytes"], case["max_bytes"])
+    return answer, [[getattr(m, name, None) for name in FIELDS] for m in messages]
+
+
+@settings(deadline=None, max_examples=500)
+@given(entry_runs())
+def test_decode_run_twins(case):
+    assert _run(_speedups.decode_run, _speedups.MessageBase, case) == _run(entry_run.decode_run_py,
+                                                                           fm._MessageFields, case)
+
+
+def test_decode_run_reads_a_run_and_stops_where_it_must():
+    first = _log_record(100, b"T", b"one", 1)
+    second = _log_record(100 + len(first), b"T", b"two", 1)
+    log = first + second
+    entries = struct.pack(">qiq", 0, 0x7FFFFFFF, 0) + struct.pack(">qiq", 100, len(first), 1) \
+        + struct.pack(">qiq", 100 + len(first), len(second), 2) + struct.pack(">qiq", 5000, 120, 1)  # filler first
+    for function, cls in ((_speedups.decode_run, fm.StoredMessage), (entry_run.decode_run_py, fm.StoredMessage)):
+        messages: list = []
+        assert function(cls, entries, 0, log, 100, len(log), None, messages, 8, 0, 1 << 20) == \
+            (3, len(log), entry_run.RUN_ELSEWHERE)  # the last entry's record is not in this file
+        assert [m.body for m in messages] == [b"one", b"two"]
+        assert messages[1].topic is messages[0].topic or function is entry_run.decode_run_py
+        messages = []
+        assert function(cls, entries, 0, log, 100, len(log), {2}, messages, 8, 0, 1 << 20) == \
+            (4, len(second), entry_run.RUN_END)  # codes not wanted are passed over, wherever they are
+        messages = []
+        assert function(cls, entries, 0, log, 100, len(log), None, messages, 1, 0, 1 << 20) == \
+            (2, len(first), entry_run.RUN_FULL)
+        assert function(cls, entries, 0, log, 100, len(log), None, [], 8, 0, len(first) + 1) == \
+            (2, len(first), entry_run.RUN_FULL)  # the second would pass max_bytes
+        assert function(cls, entries[:40], 0, log, 100, len(log), None, [], 8, 0, 1 << 20) == \
+            (2, len(first), entry_run.RUN_END)
+    with pytest.raises(ValueError, match="negative"):
+        _speedups.decode_run(fm.StoredMessage, entries, -1, log, 100, len(log), None, [], 8, 0, 1)
+    with pytest.raises(OverflowError):
+        _speedups.decode_run(fm.StoredMessage, entries, 0, log, 100, len(log), None, [], 8, 2**62, 1)
+    with pytest.raises(TypeError, match="MessageBase subclass"):
+        _speedups.decode_run(dict, entries, 0, log, 100, len(log), None, [], 8, 0, 1)

@@ -198,9 +198,14 @@ class ConsumeQueue:
 
     def units(self, start: int, end: int) -> list[CqUnit]:
         """Entries [start, end) clipped to [min, max), crossing file boundaries."""
+        return iter_units(self.entry_bytes(start, end))
+
+    def entry_bytes(self, start: int, end: int) -> bytes:
+        """The 20-byte entries [start, end) clipped to [min, max), crossing file boundaries, as one
+        bytes object (what `units` decodes)."""
         start = max(start, self.min_offset)
         end = min(end, self.max_offset)
-        result: list[CqUnit] = []
+        parts: list[bytes] = []
         byte_offset = start * UNIT_SIZE
         end_byte = end * UNIT_SIZE
         while byte_offset < end_byte:
@@ -209,11 +214,11 @@ class ConsumeQueue:
                 break
             pos = byte_offset - mf.file_from_offset
             stop = min(mf.wrote_position, end_byte - mf.file_from_offset)
-            result.extend(iter_units(mf.mm[pos:stop]))
+            parts.append(mf.mm[pos:stop])
             byte_offset = mf.file_from_offset + stop
             if stop < mf.file_size:
                 break
-        return result
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def last_unit(self) -> CqUnit | None:
         """The newest entry, None for an empty queue."""

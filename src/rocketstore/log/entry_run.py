@@ -1,0 +1,122 @@
+"""The read loop of a get: consume-queue entries turned into messages, decoded in place from the
+commitlog file that holds them.
+
+`decode_run` walks the entries from entry `i` and stops, returning `(i, total_bytes, state)`, when:
+
+- `RUN_END`: every entry was taken;
+- `RUN_FULL`: entry `i` would take the result past `max_count` messages or `max_bytes` bytes (the
+  limits are only checked once a message was taken, so a result always holds one message);
+- `RUN_ELSEWHERE`: entry `i` is a wanted message that cannot be decoded in place: its record lies
+  outside bytes [0, log_size) of the file starting at `log_start`, or the bytes there are not the whole
+  record the entry names. The caller reads it the general way (which says why a record is missing) and
+  calls again with the next entry and that record's file.
+
+Entries with an invalid position or size and filler entries are skipped, as are entries whose tags
+code is not in `wanted` (None wants every code). A decoded message is appended to `messages` and its
+entry's size added to `total_bytes`. The compiled `rocketstore._speedups.decode_run` runs the same loop
+when it is there; `decode_run_py` is its twin and the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from rocketstore._types import Buffer
+from rocketstore.errors import MessageNotFoundError
+from rocketstore.format.consume_queue import FILLER_SIZE, UNIT, UNIT_SIZE
+from rocketstore.format.message import (
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_RECORD_SIZE,
+    PREFIX,
+    PREFIX_SIZE,
+    StoredMessage,
+    build_message_py,
+)
+from rocketstore.log.commitlog import CommitLog
+from rocketstore.native import speedups
+
+__all__ = ["RUN_ELSEWHERE", "RUN_END", "RUN_FULL", "EntryReader", "decode_run", "decode_run_py"]
+
+RUN_END, RUN_FULL, RUN_ELSEWHERE = 0, 1, 2
+
+
+def decode_run_py(cls: type[StoredMessage], entries: bytes, i: int, log: Buffer, log_start: int, log_size: int,
+                  wanted: Collection[int] | None, messages: list[StoredMessage], max_count: int, total_bytes: int,
+                  max_bytes: int) -> tuple[int, int, int]:
+    """The loop in pure Python (see the module's text)."""
+    log_size = min(log_size, len(log))
+    end = len(entries) // UNIT_SIZE
+    while i < end:
+        phy_offset, size, code = UNIT.unpack_from(entries, i * UNIT_SIZE)
+        if messages and (len(messages) >= max_count or total_bytes + size > max_bytes):
+            return i, total_bytes, RUN_FULL
+        if phy_offset < 0 or size <= 0 or (phy_offset == 0 and size == FILLER_SIZE and code == 0) \
+                or (wanted is not None and code not in wanted):
+            i += 1
+            continue
+        pos = phy_offset - log_start
+        if pos < 0 or pos > log_size - size or size < PREFIX_SIZE:
+            return i, total_bytes, RUN_ELSEWHERE
+        total, magic = PREFIX.unpack_from(log, pos)
+        if (magic != MAGIC_V1 and magic != MAGIC_V2) or not MIN_RECORD_SIZE <= total <= size:
+            return i, total_bytes, RUN_ELSEWHERE
+        try:
+            msg = build_message_py(cls, bytes(log[pos:pos + total]), magic)
+        except ValueError:
+            return i, total_bytes, RUN_ELSEWHERE
+        if msg.phy_offset != phy_offset:  # not the record the entry names
+            return i, total_bytes, RUN_ELSEWHERE
+        messages.append(msg)
+        total_bytes += size
+        i += 1
+    return i, total_bytes, RUN_END
+
+
+decode_run: Callable[..., tuple[int, int, int]] = decode_run_py if speedups is None else speedups.decode_run
+
+
+class EntryReader:
+    """Reads the messages of consume-queue entries for one get or scan: runs of `decode_run`, with each
+    entry it cannot decode in place read through `CommitLog.message_at`, whose file the next run then
+    decodes in place.
+
+    After `read`: `messages` holds what was read, `full` says a limit stopped it, `removed` that an
+    entry's record is no longer in the commitlog (deleted by retention, or not a record there).
+    """
+
+    def __init__(self, commitlog: CommitLog, wanted: Collection[int] | None, max_count: int,
+                 max_bytes: int) -> None:
+        self.commitlog = commitlog
+        self.wanted = wanted
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self.messages: list[StoredMessage] = []
+        self.total_bytes = 0
+        self.full = False
+        self.removed = False
+        self._file: tuple[int, int, Buffer] = (0, -1, b"")  # start, bytes written, mapping
+
+    def read(self, entries: bytes) -> int:
+        """Read the messages of `entries` (whole 20-byte entries) until a limit is reached; returns
+        how many entries were consumed (all of them unless `full`)."""
+        i = 0
+        messages = self.messages
+        while True:
+            file_start, file_size, mm = self._file
+            i, self.total_bytes, state = decode_run(StoredMessage, entries, i, mm, file_start, file_size,
+                                                    self.wanted, messages, self.max_count, self.total_bytes,
+                                                    self.max_bytes)
+            if state != RUN_ELSEWHERE:
+                self.full = state == RUN_FULL
+                return i
+            phy_offset, size, _ = UNIT.unpack_from(entries, i * UNIT_SIZE)
+            i += 1
+            try:  # the general path: finds the file, says why a record is missing
+                msg = self.commitlog.message_at(phy_offset, size)
+            except MessageNotFoundError:
+                self.removed = True
+                continue
+            self._file = self.commitlog.readable_file(phy_offset)
+            messages.append(msg)
+            self.total_bytes += size
