@@ -20,6 +20,7 @@ from rocketstore.errors import (
 from rocketstore.format.consume_queue import CqUnit
 from rocketstore.format.message import StoredMessage
 from rocketstore.message import Message
+from rocketstore.pending_put import PendingPut
 from rocketstore.results import GetResult, GetStatus, PutResult, PutStatus
 from rocketstore.services.recovery import RecoveryMode, RecoveryReport
 from rocketstore.store import MessageStore
@@ -37,6 +38,7 @@ __all__ = [
     "Message",
     "MessageNotFoundError",
     "MessageStore",
+    "PendingPut",
     "PutResult",
     "PutStatus",
     "RecoveryError",

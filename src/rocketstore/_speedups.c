@@ -12,6 +12,7 @@
  *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
+ *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
  *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
@@ -25,6 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <structmember.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static int
 ready(PyObject *text)
@@ -857,6 +860,47 @@ fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return obj;
 }
 
+/* msync(mapping, start, length): msync(MS_SYNC) of bytes [start, start + length) of a shared mapping,
+ * like mmap.flush(start, length) but without holding the interpreter lock while the disk works, so
+ * that other threads (the producers of a group commit) go on meanwhile. The mapping's buffer stays
+ * exported during the call, so the mapping cannot be closed under it. start must be page-aligned. */
+static PyObject *
+msync_range(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "msync(mapping, start, length) takes three arguments");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t length = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    char *at = (char *)view.buf + (start > 0 ? start : 0);
+    if (start < 0 || length < 0 || start > view.len || length > view.len - start || page <= 0
+        || (uintptr_t)at % (uintptr_t)page != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "msync: range outside the mapping or start not page-aligned");
+        return NULL;
+    }
+    int rc = 0;
+    if (length > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = msync(at, (size_t)length, MS_SYNC);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (rc != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"java_hash", (PyCFunction)java_hash, METH_O, "Java String.hashCode of a str, as a signed int32."},
     {"java_hash_concat", (PyCFunction)(void (*)(void))java_hash_concat, METH_FASTCALL,
@@ -873,6 +917,8 @@ static PyMethodDef methods[] = {
      "A new instance of `cls` with each value stored through its slot descriptor."},
     {"build_message", (PyCFunction)(void (*)(void))build_message, METH_FASTCALL,
      "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
+    {"msync", (PyCFunction)(void (*)(void))msync_range, METH_FASTCALL,
+     "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
     {NULL, NULL, 0, NULL},

@@ -41,6 +41,7 @@ from rocketstore.log.json_config import CONFIG_DIR
 from rocketstore.log.topic_config import TopicConfigs
 from rocketstore.message import Message
 from rocketstore.native import speedups
+from rocketstore.pending_put import PendingPut, PutCombiner, with_status
 from rocketstore.prepare import (
     BLANK_RECORD_SIZE,
     QUEUE_ID_INDEX,
@@ -148,6 +149,7 @@ class MessageStore:
         self._queue_flush: QueueFlushService | None = None
         self._cleanup: CleanupService | None = None
         self._schedule: ScheduleService | None = None
+        self._combiner = PutCombiner(self._append_locked)
 
     # -- opening and closing ---------------------------------------------------------------------------
 
@@ -266,6 +268,7 @@ class MessageStore:
             self._flush_service = GroupCommitService(self.commitlog, self.checkpoint,
                                                      last_store_timestamp=lambda: self._last_store_timestamp,
                                                      lock=self._lock)
+            self._flush_service.before_sync = self._combiner.drain  # puts queued by put_nowait
         else:
             self._flush_service = CommitLogFlushService(
                 self.commitlog, self.checkpoint, self.clock, interval_ms=cfg.flush_interval_ms,
@@ -422,11 +425,14 @@ class MessageStore:
         self._check_open()
         if self.read_only:
             return
+        self._combiner.write_now()  # what put_nowait queued goes to disk too
         if self._disk_failed():
             raise StoreReadOnlyError(self._read_only_reason or "disk error")
         try:
             with self._lock:
-                self.commitlog.queue.flush(0)
+                flushed = self.commitlog.queue.flush(0)
+                if isinstance(self._flush_service, GroupCommitService):
+                    self._flush_service.flushed_to(flushed)  # releases the puts waiting for it
                 for cq in self._queues.values():
                     cq.flush(0)
                 self.index.flush()
@@ -455,6 +461,7 @@ class MessageStore:
             return
         clean = False
         try:
+            self._combiner.write_now()  # every queued put is written (or failed) before the services stop
             for service in (self._schedule, self._cleanup, self._flush_service, self._queue_flush):
                 if service is not None:
                     service.stop()
@@ -562,6 +569,26 @@ class MessageStore:
         self._check_writable()
         return self._write([self._preparer.prepare(message)])[0]
 
+    def put_nowait(self, message: Message) -> PendingPut:
+        """Put one message without waiting for it to be written and, in SYNC mode, flushed:
+        `PendingPut.result()` waits (see rocketstore.pending_put). A producer keeping several puts
+        pending lets one sync of the group commit confirm all of them. In ASYNC mode the message is
+        written before this returns, as by `put`.
+
+        Raises:
+            the errors of `put` about the message and the store, at once (nothing is queued then).
+        """
+        self._check_writable()
+        prepared = self._preparer.prepare(message)
+        service = self._flush_service
+        if not isinstance(service, GroupCommitService):
+            return PendingPut.settled(self._write([prepared])[0])
+        pending = PendingPut(service if prepared.wait else None, self.config.sync_flush_timeout_ms,
+                             self._on_flush_error, self._combiner)
+        self._combiner.submit(prepared, pending)
+        service.wakeup()
+        return pending
+
     def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
         """Append many messages under one lock (each its own record, in order).
 
@@ -585,16 +612,24 @@ class MessageStore:
             raise StoreReadOnlyError(self._read_only_reason)
 
     def _write(self, prepared: list[Prepared]) -> list[PutResult]:
-        """Append prepared messages under the lock, then wait for the flush SYNC mode asks for."""
+        """Append prepared messages, then wait for the flush SYNC mode asks for."""
+        if self._combiner.used:  # after the puts queued so far, among them this thread's own
+            with self._combiner.exclusive():
+                results = self._append_locked(prepared)
+        else:
+            results = self._append_locked(prepared)
+        return self._await_flush(prepared, results)
+
+    def _append_locked(self, prepared: list[Prepared]) -> list[PutResult]:
+        """Append prepared messages under the lock; a write error turns the store read-only."""
         with self._lock:
             if self._read_only_reason is not None:
                 raise StoreReadOnlyError(self._read_only_reason)
             try:
-                results = [self._append_one(prepared[0])] if len(prepared) == 1 else self._append(prepared)
+                return [self._append_one(prepared[0])] if len(prepared) == 1 else self._append(prepared)
             except OSError as exc:
                 self._turn_read_only(f"write failed: {exc}")
                 raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
-        return self._await_flush(prepared, results)
 
     def _await_flush(self, prepared: list[Prepared], results: list[PutResult]) -> list[PutResult]:
         service = self._flush_service
@@ -607,9 +642,12 @@ class MessageStore:
         if service.wait_flushed(last.phy_offset + last.size, self.config.sync_flush_timeout_ms):
             return results
         if service.error is not None:
-            self._turn_read_only(f"flush failed: {service.error}")
-        return [_with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) if p.wait else r
+            self._on_flush_error(service.error)
+        return [with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) if p.wait else r
                 for p, r in zip(prepared, results, strict=True)]
+
+    def _on_flush_error(self, error: BaseException) -> None:
+        self._turn_read_only(f"flush failed: {error}")
 
     def _append(self, prepared: list[Prepared]) -> list[PutResult]:
         """Write the records (one mmap write per commitlog file touched), then dispatch them to the
@@ -960,11 +998,6 @@ class MessageStore:
     def topic_config(self) -> dict[str, dict[str, Any]]:
         """Topics known to config/topics.json (RocketMQ field names)."""
         return self.topics.topics()
-
-
-def _with_status(result: PutResult, status: PutStatus) -> PutResult:
-    return PutResult(status, result.phy_offset, result.queue_offset, result.size, result.msg_id,
-                     result.store_timestamp, result.topic, result.queue_id)
 
 
 def _subscription_codes(expression: str | None) -> set[int] | None:

@@ -29,8 +29,8 @@ LINEAGE = 20
 SEED = int(os.environ.get("ROCKETSTORE_KILL9_SEED", "20261122"))
 
 
-def _start_writer(root: Path, mode: FlushMode, first_seq: int) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, str(WRITER), str(root), mode.value, str(first_seq), "1000000"],
+def _start_writer(root: Path, mode: FlushMode, first_seq: int, how: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, str(WRITER), str(root), mode.value, str(first_seq), "1000000", how],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -56,8 +56,9 @@ def _kill_at_random(proc: subprocess.Popen[bytes], rng: random.Random) -> tuple[
     return out.decode(), ready or out.startswith(b"READY\n")
 
 
-def _trial(root: Path, mode: FlushMode, rng: random.Random, acked: dict[int, Ack], next_seq: int) -> int:
-    proc = _start_writer(root, mode, next_seq)
+def _trial(root: Path, mode: FlushMode, rng: random.Random, acked: dict[int, Ack], next_seq: int,
+           how: str) -> int:
+    proc = _start_writer(root, mode, next_seq, how)
     output, ready = _kill_at_random(proc, rng)
     acked.update((a.seq, a) for a in parse_acks(output))
     with MessageStore.open(root, crash_config(mode)) as store:
@@ -73,7 +74,7 @@ def _trial(root: Path, mode: FlushMode, rng: random.Random, acked: dict[int, Ack
     return next_seq + 1
 
 
-def _run(tmp_path: Path, mode: FlushMode, trials: int) -> None:
+def _run(tmp_path: Path, mode: FlushMode, trials: int, how: str = "put") -> None:
     rng = random.Random(SEED + (mode is FlushMode.ASYNC))
     done = 0
     lineage = 0
@@ -82,7 +83,7 @@ def _run(tmp_path: Path, mode: FlushMode, trials: int) -> None:
         acked: dict[int, Ack] = {}
         next_seq = 0
         for _ in range(min(LINEAGE, trials - done)):
-            next_seq = _trial(root, mode, rng, acked, next_seq)
+            next_seq = _trial(root, mode, rng, acked, next_seq, how)
             done += 1
         assert acked, "no put was ever acknowledged: the trials did not exercise anything"
         lineage += 1
@@ -90,6 +91,11 @@ def _run(tmp_path: Path, mode: FlushMode, trials: int) -> None:
 
 def test_sync_flush_never_loses_an_acknowledged_message(tmp_path):
     _run(tmp_path, FlushMode.SYNC, TRIALS)
+
+
+def test_sync_flush_never_loses_a_message_acknowledged_through_put_nowait(tmp_path):
+    # puts queued and written in batches, each acknowledged once its PendingPut says PUT_OK
+    _run(tmp_path, FlushMode.SYNC, max(LINEAGE, TRIALS // 4), how="nowait")
 
 
 def test_async_flush_loses_nothing_a_process_crash_leaves_in_the_page_cache(tmp_path):

@@ -38,12 +38,13 @@ class PageCache:
         real = fs.msync
 
         def recording(mm: mmap.mmap, start: int, end: int) -> None:
+            # the pages as they are before the sync: a writer may go on while it runs (it lets the
+            # interpreter lock go), and what it writes meanwhile is not known to be on disk
+            before = {page: mm[page * PAGE:(page + 1) * PAGE] for page in range(start // PAGE, -(-end // PAGE))}
             real(mm, start, end)
             if id(mm) not in self.synced:
                 self._alive.append(mm)
-            pages = self.synced.setdefault(id(mm), {})
-            for page in range(start // PAGE, -(-end // PAGE)):
-                pages[page] = mm[page * PAGE:(page + 1) * PAGE]
+            self.synced.setdefault(id(mm), {}).update(before)
 
         monkeypatch.setattr(fs, "msync", recording)
 

@@ -75,6 +75,7 @@ class GroupCommitService(Service):
         self._cond = threading.Condition()
         self._flushed = commitlog.queue.flushed_offset
         self.syncs = 0  # flushes that moved the flushed offset (how many puts shared one is visible)
+        self.before_sync: Callable[[], None] | None = None  # writes what producers queued (put_nowait)
 
     @property
     def flushed_offset(self) -> int:
@@ -87,6 +88,8 @@ class GroupCommitService(Service):
         Raises:
             OSError: the disk did not accept the bytes (waiting puts are released, unconfirmed).
         """
+        if self.before_sync is not None:
+            self.before_sync()
         with self._lock:
             target = self.commitlog.max_offset
             store_ts = self._last_store_timestamp()
@@ -100,14 +103,24 @@ class GroupCommitService(Service):
             self._flushed = max(self._flushed, flushed)
             self._cond.notify_all()
 
+    def flushed_to(self, offset: int) -> None:
+        """Someone else (the store's own flush) put everything up to `offset` on disk: release the puts
+        it covers."""
+        with self._cond:
+            if offset > self._flushed:
+                self._flushed = offset
+                self._cond.notify_all()
+
     def fail(self, exc: BaseException) -> None:
         """Record the failure and release every waiting put (they report FLUSH_DISK_TIMEOUT)."""
         super().fail(exc)
         with self._cond:
             self._cond.notify_all()
 
-    def wait_flushed(self, offset: int, timeout_ms: int) -> bool:
+    def wait_flushed(self, offset: int, timeout_ms: float) -> bool:
         """Block until `offset` is on disk; False on timeout or after a flush error."""
+        if self._flushed >= offset and self.error is None:
+            return True  # already there: no wake-up, no lock
         self.wakeup()
         with self._cond:
             self._cond.wait_for(lambda: self._flushed >= offset or self.error is not None,

@@ -34,7 +34,8 @@ class Service:
 
     def wakeup(self) -> None:
         """Run the next step now."""
-        self._wake.set()
+        if not self._wake.is_set():  # setting takes a lock: a put asks for every group commit
+            self._wake.set()
 
     def stop(self) -> None:
         """Stop the loop and wait for the thread (the owner runs a last step itself if needed)."""

@@ -14,7 +14,10 @@ import os
 import shutil
 from pathlib import Path
 
+from rocketstore.native import speedups
+
 PAGE_SIZE = mmap.PAGESIZE
+_native_msync = None if speedups is None else speedups.msync
 
 
 def write_mapped(mm: mmap.mmap, pos: int, data: bytes) -> None:
@@ -68,13 +71,19 @@ def fsync_fd(fd: int) -> None:
 def msync(mm: mmap.mmap, start: int, end: int) -> None:
     """Force bytes [start, end) of a shared mapping to disk (start is rounded down to a page).
 
+    The compiled msync lets other threads run while the disk works (`mmap.flush` keeps the interpreter
+    lock): with a sync of the group commit under way, producers go on writing the next records.
+
     Raises:
         OSError: the disk did not accept it.
     """
     if end <= start:
         return
     aligned = start - start % PAGE_SIZE
-    mm.flush(aligned, end - aligned)
+    if _native_msync is not None:
+        _native_msync(mm, aligned, end - aligned)
+    else:
+        mm.flush(aligned, end - aligned)
 
 
 def fsync_dir(path: Path) -> None:
