@@ -13,6 +13,7 @@
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
+ *   prepare_plain(message, ...)     rocketstore.prepare.Preparer.prepare_py (for the common message)
  *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
@@ -860,6 +861,279 @@ fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return obj;
 }
 
+/* The attributes prepare_plain reads, interned once. */
+static PyObject *s_topic, *s_body, *s_queue_id, *s_tags, *s_keys, *s_properties, *s_born_host, *s_sys_flag,
+    *s_flag, *s_born_timestamp, *s_reconsume_times, *s_prepared_transaction_offset, *s_size;
+
+#define PREPARED_FIELDS 23
+#define MAX_PROPERTIES_LENGTH 32767
+
+static int
+has_separator(PyObject *text)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    return PyUnicode_FindChar(text, 0x01, 0, n, 1) != -1 || PyUnicode_FindChar(text, 0x02, 0, n, 1) != -1;
+}
+
+/* prepare_plain(message, topic_parts, max_body, max_record, store_ip, shape, crc32, prepared_cls):
+ * rocketstore.prepare.Preparer.prepare for the common message (no properties mapping, no born host,
+ * bytes body, str tags, str keys, int queue id and sys flag, a topic found in topic_parts, the dict of
+ * topics that passed checked_topic). Anything else, and anything the Python path would refuse, gives
+ * None: Preparer.prepare_py then runs and raises its own error. `shape` is message_shape, `crc32`
+ * zlib.crc32, `prepared_cls` Prepared. */
+static PyObject *
+prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain takes eight arguments");
+        return NULL;
+    }
+    PyObject *message = args[0], *topic_parts = args[1], *store_ip = args[4], *shape_fn = args[5];
+    PyObject *crc_fn = args[6];
+    PyTypeObject *prepared_cls = (PyTypeObject *)args[7];
+    Py_ssize_t max_body = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t max_record = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyDict_Check(topic_parts) || !PyBytes_CheckExact(store_ip) || !PyType_Check(args[7])
+        || !PyType_IsSubtype(prepared_cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain: a dict, bytes and a tuple class expected");
+        return NULL;
+    }
+    PyObject *topic = NULL, *body = NULL, *queue_id = NULL, *tags = NULL, *keys = NULL, *other = NULL;
+    PyObject *sys_flag = NULL, *joined = NULL, *split = NULL, *tail = NULL, *shape = NULL;
+    PyObject *head_size = NULL, *crc = NULL, *queue_key = NULL, *born_port = NULL, *size = NULL;
+    PyObject *result = NULL;
+    PyObject *declined = Py_None;
+#define GET(var, name) \
+    if ((var = PyObject_GetAttr(message, name)) == NULL) { goto fail; }
+#define DECLINE_UNLESS(cond) \
+    if (!(cond)) { result = Py_NewRef(declined); goto done; }
+
+    GET(other, s_properties);
+    DECLINE_UNLESS(other == Py_None);
+    Py_CLEAR(other);
+    GET(other, s_born_host);
+    DECLINE_UNLESS(other == Py_None);
+    Py_CLEAR(other);
+    GET(topic, s_topic);
+    DECLINE_UNLESS(PyUnicode_CheckExact(topic));
+    PyObject *topic_part = PyDict_GetItemWithError(topic_parts, topic); /* borrowed */
+    if (topic_part == NULL && PyErr_Occurred()) {
+        goto fail;
+    }
+    DECLINE_UNLESS(topic_part != NULL && PyBytes_CheckExact(topic_part));
+    GET(body, s_body);
+    DECLINE_UNLESS(PyBytes_CheckExact(body) && PyBytes_GET_SIZE(body) <= max_body);
+    GET(queue_id, s_queue_id);
+    DECLINE_UNLESS(PyLong_CheckExact(queue_id));
+    long long qid = PyLong_AsLongLong(queue_id);
+    if (qid == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        qid = -1;
+    }
+    DECLINE_UNLESS(qid >= 0 && qid <= 0x7FFFFFFF);
+    GET(sys_flag, s_sys_flag);
+    DECLINE_UNLESS(PyLong_CheckExact(sys_flag));
+    GET(tags, s_tags);
+    DECLINE_UNLESS(tags == Py_None || (PyUnicode_CheckExact(tags) && PyUnicode_GET_LENGTH(tags) > 0
+                                       && !has_separator(tags)));
+    GET(keys, s_keys);
+    DECLINE_UNLESS(PyTuple_CheckExact(keys));
+    Py_ssize_t key_count = PyTuple_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < key_count; i++) {
+        DECLINE_UNLESS(PyUnicode_CheckExact(PyTuple_GET_ITEM(keys, i)));
+    }
+
+    /* the properties text: TAGS\x01tags [\x02] KEYS\x01joined, as UTF-8 */
+    Py_ssize_t text_length = 0;
+    const char *tags_utf8 = NULL, *keys_utf8 = NULL;
+    Py_ssize_t tags_bytes = 0, keys_bytes = 0;
+    if (tags != Py_None) {
+        tags_utf8 = PyUnicode_AsUTF8AndSize(tags, &tags_bytes);
+        if (tags_utf8 == NULL) { /* a lone surrogate: the Python path answers */
+            PyErr_Clear();
+            DECLINE_UNLESS(0);
+        }
+        text_length = 5 + PyUnicode_GET_LENGTH(tags);
+    }
+    if (key_count > 0) {
+        PyObject *space = PyUnicode_FromOrdinal(' ');
+        if (space == NULL) {
+            goto fail;
+        }
+        joined = PyUnicode_Join(space, keys);
+        Py_DECREF(space);
+        if (joined == NULL) {
+            goto fail;
+        }
+        Py_ssize_t joined_length = PyUnicode_GET_LENGTH(joined);
+        DECLINE_UNLESS(joined_length > 0 && !has_separator(joined));
+        keys_utf8 = PyUnicode_AsUTF8AndSize(joined, &keys_bytes);
+        if (keys_utf8 == NULL) {
+            PyErr_Clear();
+            DECLINE_UNLESS(0);
+        }
+        text_length += (tags != Py_None ? 1 : 0) + 5 + joined_length;
+        if (PyUnicode_FindChar(joined, ' ', 0, joined_length, 1) == -1) {
+            split = PyTuple_Pack(1, joined);
+        } else {
+            PyObject *sep = PyUnicode_FromOrdinal(' ');
+            PyObject *all = sep == NULL ? NULL : PyUnicode_Split(joined, sep, -1);
+            Py_XDECREF(sep);
+            if (all == NULL) {
+                goto fail;
+            }
+            PyObject *kept = PyList_New(0);
+            for (Py_ssize_t i = 0; kept != NULL && i < PyList_GET_SIZE(all); i++) {
+                PyObject *token = PyList_GET_ITEM(all, i);
+                if (PyUnicode_GET_LENGTH(token) > 0 && PyList_Append(kept, token) < 0) {
+                    Py_CLEAR(kept);
+                }
+            }
+            Py_DECREF(all);
+            if (kept == NULL) {
+                goto fail;
+            }
+            split = PyList_AsTuple(kept);
+            Py_DECREF(kept);
+        }
+        if (split == NULL) {
+            goto fail;
+        }
+    } else {
+        split = PyTuple_New(0);
+        if (split == NULL) {
+            goto fail;
+        }
+    }
+    Py_ssize_t props_bytes = (tags != Py_None ? 5 + tags_bytes : 0)
+                             + (key_count > 0 ? (tags != Py_None ? 1 : 0) + 5 + keys_bytes : 0);
+    DECLINE_UNLESS(text_length <= MAX_PROPERTIES_LENGTH && props_bytes <= MAX_PROPERTIES_LENGTH);
+
+    /* tail: TOPICLENGTH + TOPIC (cached), PROPERTIESLENGTH (int16), PROPERTIES */
+    Py_ssize_t topic_bytes = PyBytes_GET_SIZE(topic_part);
+    tail = PyBytes_FromStringAndSize(NULL, topic_bytes + 2 + props_bytes);
+    if (tail == NULL) {
+        goto fail;
+    }
+    char *out = PyBytes_AS_STRING(tail);
+    memcpy(out, PyBytes_AS_STRING(topic_part), (size_t)topic_bytes);
+    out += topic_bytes;
+    *out++ = (char)((props_bytes >> 8) & 0xFF);
+    *out++ = (char)(props_bytes & 0xFF);
+    if (tags != Py_None) {
+        memcpy(out, "TAGS\x01", 5);
+        memcpy(out + 5, tags_utf8, (size_t)tags_bytes);
+        out += 5 + tags_bytes;
+    }
+    if (key_count > 0) {
+        if (tags != Py_None) {
+            *out++ = '\x02';
+        }
+        memcpy(out, "KEYS\x01", 5);
+        memcpy(out + 5, keys_utf8, (size_t)keys_bytes);
+    }
+
+    shape = PyObject_CallFunctionObjArgs(shape_fn, sys_flag, tags, store_ip, store_ip, NULL);
+    if (shape == NULL) {
+        goto fail;
+    }
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 5) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain: shape must return a 5-tuple");
+        goto fail;
+    }
+    PyObject *head = PyTuple_GET_ITEM(shape, 0);
+    head_size = PyObject_GetAttr(head, s_size);
+    if (head_size == NULL) {
+        goto fail;
+    }
+    Py_ssize_t header = PyLong_AsSsize_t(head_size);
+    if (header == -1 && PyErr_Occurred()) {
+        goto fail;
+    }
+    Py_ssize_t record = header + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(tail);
+    DECLINE_UNLESS(record <= max_record);
+    if (PyBytes_GET_SIZE(body) > 0) {
+        PyObject *raw_crc = PyObject_CallOneArg(crc_fn, body);
+        if (raw_crc == NULL) {
+            goto fail;
+        }
+        unsigned long value = PyLong_AsUnsignedLongMask(raw_crc);
+        Py_DECREF(raw_crc);
+        if (value == (unsigned long)-1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        crc = PyLong_FromUnsignedLong(value & 0x7FFFFFFFUL);
+    } else {
+        crc = PyLong_FromLong(0);
+    }
+    queue_key = PyTuple_Pack(2, topic, queue_id);
+    born_port = PyLong_FromLong(0);
+    size = PyLong_FromSsize_t(record);
+    if (crc == NULL || queue_key == NULL || born_port == NULL || size == NULL) {
+        goto fail;
+    }
+    PyObject *flag = NULL, *born_timestamp = NULL, *reconsume = NULL, *prepared_offset = NULL;
+    GET(flag, s_flag);
+    if ((born_timestamp = PyObject_GetAttr(message, s_born_timestamp)) == NULL
+        || (reconsume = PyObject_GetAttr(message, s_reconsume_times)) == NULL
+        || (prepared_offset = PyObject_GetAttr(message, s_prepared_transaction_offset)) == NULL) {
+        Py_DECREF(flag);
+        Py_XDECREF(born_timestamp);
+        Py_XDECREF(reconsume);
+        goto fail;
+    }
+    PyObject *prepared = prepared_cls->tp_alloc(prepared_cls, PREPARED_FIELDS);
+    if (prepared == NULL) {
+        Py_DECREF(flag);
+        Py_DECREF(born_timestamp);
+        Py_DECREF(reconsume);
+        Py_DECREF(prepared_offset);
+        goto fail;
+    }
+    PyObject *fields[PREPARED_FIELDS] = {
+        Py_NewRef(topic), Py_NewRef(queue_id), Py_NewRef(queue_key), Py_NewRef(body), Py_NewRef(crc),
+        Py_NewRef(head), Py_NewRef(tail), flag, Py_NewRef(sys_flag),
+        Py_NewRef(PyTuple_GET_ITEM(shape, 1)), born_timestamp, Py_NewRef(store_ip), Py_NewRef(born_port),
+        reconsume, prepared_offset, Py_NewRef(size), Py_NewRef(Py_True),
+        Py_NewRef(PyTuple_GET_ITEM(shape, 2)), Py_NewRef(PyTuple_GET_ITEM(shape, 3)), PyLong_FromLong(0),
+        Py_NewRef(PyTuple_GET_ITEM(shape, 4)), Py_NewRef(split), Py_NewRef(Py_None),
+    };
+    for (int i = 0; i < PREPARED_FIELDS; i++) {
+        PyTuple_SET_ITEM(prepared, i, fields[i]);
+    }
+    if (PyTuple_GET_ITEM(prepared, 19) == NULL) {
+        Py_DECREF(prepared);
+        goto fail;
+    }
+    result = prepared;
+    goto done;
+fail:
+    result = NULL;
+done:
+    Py_XDECREF(topic);
+    Py_XDECREF(body);
+    Py_XDECREF(queue_id);
+    Py_XDECREF(tags);
+    Py_XDECREF(keys);
+    Py_XDECREF(other);
+    Py_XDECREF(sys_flag);
+    Py_XDECREF(joined);
+    Py_XDECREF(split);
+    Py_XDECREF(tail);
+    Py_XDECREF(shape);
+    Py_XDECREF(head_size);
+    Py_XDECREF(crc);
+    Py_XDECREF(queue_key);
+    Py_XDECREF(born_port);
+    Py_XDECREF(size);
+    return result;
+#undef GET
+#undef DECLINE_UNLESS
+}
+
 /* msync(mapping, start, length): msync(MS_SYNC) of bytes [start, start + length) of a shared mapping,
  * like mmap.flush(start, length) but without holding the interpreter lock while the disk works, so
  * that other threads (the producers of a group commit) go on meanwhile. The mapping's buffer stays
@@ -917,6 +1191,8 @@ static PyMethodDef methods[] = {
      "A new instance of `cls` with each value stored through its slot descriptor."},
     {"build_message", (PyCFunction)(void (*)(void))build_message, METH_FASTCALL,
      "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
+    {"prepare_plain", (PyCFunction)(void (*)(void))prepare_plain, METH_FASTCALL,
+     "Preparer.prepare for a message without a properties mapping or born host; None for any other."},
     {"msync", (PyCFunction)(void (*)(void))msync_range, METH_FASTCALL,
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,
@@ -934,6 +1210,17 @@ PyInit__speedups(void)
 {
     if (PyType_Ready(&MessageBaseType) < 0) {
         return NULL;
+    }
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&s_topic, "topic"}, {&s_body, "body"}, {&s_queue_id, "queue_id"}, {&s_tags, "tags"}, {&s_keys, "keys"},
+        {&s_properties, "properties"}, {&s_born_host, "born_host"}, {&s_sys_flag, "sys_flag"}, {&s_flag, "flag"},
+        {&s_born_timestamp, "born_timestamp"}, {&s_reconsume_times, "reconsume_times"},
+        {&s_prepared_transaction_offset, "prepared_transaction_offset"}, {&s_size, "size"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) {
+            return NULL;
+        }
     }
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) {

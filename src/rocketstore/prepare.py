@@ -30,6 +30,7 @@ from rocketstore.format.message import (
 )
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.message import Message
+from rocketstore.native import speedups
 from rocketstore.results import PutStatus
 from rocketstore.services.dispatch import SCHEDULE_TOPIC
 
@@ -44,6 +45,7 @@ __all__ = [
     "illegal",
 ]
 
+_native_prepare = None if speedups is None else speedups.prepare_plain
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this much (RocketMQ)
@@ -100,7 +102,15 @@ def checked_topic(topic: str) -> bytes:
         raise illegal(f"topic of {len(topic)} characters exceeds {MAX_TOPIC_LENGTH}")
     if not TOPIC_PATTERN.match(topic):
         raise illegal(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
-    return topic_field(topic.encode("utf-8"))
+    part = topic_field(topic.encode("utf-8"))
+    if type(topic) is str and len(_CHECKED_TOPICS) < MAX_CHECKED_TOPICS:
+        _CHECKED_TOPICS[topic] = part
+    return part
+
+
+_CHECKED_TOPICS: dict[str, bytes] = {}
+"""Topics that passed `checked_topic`, with their TOPICLENGTH + TOPIC (what the compiled prepare trusts)."""
+MAX_CHECKED_TOPICS = 4096
 
 
 @lru_cache(maxsize=4096)
@@ -165,6 +175,20 @@ class Preparer:
 
     def prepare(self, message: Message) -> Prepared:
         """Check `message` and shape its record.
+
+        Raises:
+            InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED).
+        """
+        if _native_prepare is not None:  # the common message in one compiled call; None: any other
+            prepared = _native_prepare(message, _CHECKED_TOPICS, self._max_message_size, self._max_record_size,
+                                       self._store_ip, message_shape, zlib.crc32, Prepared)
+            if prepared is not None:
+                return prepared
+        return self.prepare_py(message)
+
+    def prepare_py(self, message: Message) -> Prepared:
+        """`prepare` in pure Python (the twin of rocketstore._speedups.prepare_plain, and the only path
+        for messages with a properties mapping or a born host).
 
         Raises:
             InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED).

@@ -8,6 +8,7 @@ import os
 import struct
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,13 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketstore import native
+from rocketstore import Message, StoreConfig, native
+from rocketstore import prepare as prepare_module
 from rocketstore.format import javahash
 from rocketstore.format import message as fm
 from rocketstore.format.index import IndexHeader
 from rocketstore.format.properties import _decode_properties_reference, decode_properties_py
 from rocketstore.log import entry_run
 from rocketstore.log.index_file import IndexFile
+from rocketstore.prepare import Prepared, Preparer, checked_topic
 
 # The install (pip install -e . / ./dev) builds the module wherever a C compiler is found, as on every
 # machine the suite runs on; without it this import fails and so does every test here.
@@ -335,3 +338,59 @@ def test_decode_run_reads_a_run_and_stops_where_it_must():
         _speedups.decode_run(fm.StoredMessage, entries, 0, log, 100, len(log), None, [], 8, 2**62, 1)
     with pytest.raises(TypeError, match="MessageBase subclass"):
         _speedups.decode_run(dict, entries, 0, log, 100, len(log), None, [], 8, 0, 1)
+
+
+MAX_BODY = 4000
+PREPARER = Preparer(StoreConfig(max_message_size=MAX_BODY, commitlog_file_size=4096), bytes([10, 0, 0, 1]),
+                    [1000] * 18)  # a record may not pass 4088 bytes: bodies near 4000 test both limits
+plain_texts = st.one_of(st.sampled_from(["TagA", "k1", "k 2", " ", "", "a\x01b", "x\x02", "é", "\ud800", "😀"]),
+                        st.text(st.sampled_from("ab \x01é"), max_size=6))
+messages = st.builds(
+    Message,
+    topic=st.sampled_from(["T", "TopicTest", "Bad topic", "", "%RETRY%g", "T" * 200]),
+    body=st.one_of(st.binary(max_size=40), st.integers(3900, 4010).map(bytes),
+                   st.builds(bytearray, st.binary(max_size=8))),
+    queue_id=st.one_of(st.integers(-2, 5), st.just(2**31), st.just(True)),
+    tags=st.one_of(st.none(), plain_texts),
+    keys=st.lists(plain_texts, max_size=3).map(tuple),
+    properties=st.sampled_from([None, None, None, {}, {"A": "b"}]),
+    born_host=st.sampled_from([None, None, "10.0.0.2:9", ""]),
+    sys_flag=st.sampled_from([0, 0, 4, 8, 12]),
+    flag=st.integers(-2, 2),
+    born_timestamp=st.sampled_from([None, 1, 1_700_000_000_000]),
+)
+
+
+def _prepared_or_error(message: Message):
+    try:
+        return PREPARER.prepare_py(message)
+    except Exception as exc:  # each error type and text is compared
+        return (type(exc).__name__, str(exc))
+
+
+@settings(deadline=None, max_examples=600)
+@given(messages)
+def test_prepare_plain_twins(message):
+    for topic in ("T", "TopicTest", "%RETRY%g"):
+        checked_topic(topic)  # what the store has seen and checked (checked_topic fills the table)
+    expected = _prepared_or_error(message)
+    native = _speedups.prepare_plain(message, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
+                                     PREPARER._store_ip, prepare_module.message_shape, zlib.crc32, Prepared)
+    if native is not None:  # it took the message: exactly what the Python path gives
+        assert type(native) is Prepared and native == expected
+    assert _prepared_or_error(message) == expected
+    # what the compiled path declines the Python path decides; a refusal is never taken
+    if isinstance(expected, tuple) and not isinstance(expected, Prepared):
+        assert native is None
+
+
+def test_prepare_plain_takes_the_common_message():
+    checked_topic("TopicTest")
+    message = Message("TopicTest", b"body", queue_id=3, tags="TagA", keys=("k1", "k2"))
+    native = _speedups.prepare_plain(message, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
+                                     PREPARER._store_ip, prepare_module.message_shape, zlib.crc32, Prepared)
+    assert native is not None and native == PREPARER.prepare_py(message)
+    assert native.keys == ("k1", "k2") and native.tail.endswith(b"TAGS\x01TagA\x02KEYS\x01k1 k2")
+    unseen = Message("NeverChecked", b"body")
+    assert _speedups.prepare_plain(unseen, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
+                                   PREPARER._store_ip, prepare_module.message_shape, zlib.crc32, Prepared) is None
