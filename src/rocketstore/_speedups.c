@@ -14,6 +14,7 @@
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
  *   prepare_plain(message, ...)     rocketstore.prepare.Preparer.prepare_py (for the common message)
+ *   pack_run(prepared, ...)         rocketstore.store.pack_run_py
  *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
@@ -861,6 +862,27 @@ fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return obj;
 }
 
+/* An int field as int64 within [lo, hi]; 0 with *ok cleared when it is not an int or out of range. */
+static long long
+int_field(PyObject *value, long long lo, long long hi, int *ok)
+{
+    if (!PyLong_Check(value)) {
+        *ok = 0;
+        return 0;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred()) || v < lo || v > hi) {
+        PyErr_Clear();
+        *ok = 0;
+        return 0;
+    }
+    return v;
+}
+
+#define I32_MIN (-2147483647LL - 1)
+#define I32_MAX 2147483647LL
+
 /* The attributes prepare_plain reads, interned once. */
 static PyObject *s_topic, *s_body, *s_queue_id, *s_tags, *s_keys, *s_properties, *s_born_host, *s_sys_flag,
     *s_flag, *s_born_timestamp, *s_reconsume_times, *s_prepared_transaction_offset, *s_size;
@@ -1085,6 +1107,25 @@ prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(reconsume);
         goto fail;
     }
+    int in_range = PyLong_CheckExact(flag) && PyLong_CheckExact(reconsume) && PyLong_CheckExact(prepared_offset)
+                   && (born_timestamp == Py_None || PyLong_CheckExact(born_timestamp));
+    if (in_range) { /* the header fields' ranges (prepare_py's messages say which is out) */
+        (void)int_field(flag, I32_MIN, I32_MAX, &in_range);
+        (void)int_field(reconsume, I32_MIN, I32_MAX, &in_range);
+        (void)int_field(prepared_offset, LLONG_MIN, LLONG_MAX, &in_range);
+        (void)int_field(sys_flag, I32_MIN, I32_MAX, &in_range);
+        if (born_timestamp != Py_None) {
+            (void)int_field(born_timestamp, LLONG_MIN, LLONG_MAX, &in_range);
+        }
+    }
+    if (!in_range) {
+        Py_DECREF(flag);
+        Py_DECREF(born_timestamp);
+        Py_DECREF(reconsume);
+        Py_DECREF(prepared_offset);
+        result = Py_NewRef(declined);
+        goto done;
+    }
     PyObject *prepared = prepared_cls->tp_alloc(prepared_cls, PREPARED_FIELDS);
     if (prepared == NULL) {
         Py_DECREF(flag);
@@ -1132,6 +1173,240 @@ done:
     return result;
 #undef GET
 #undef DECLINE_UNLESS
+}
+
+/* Fields of rocketstore.prepare.Prepared that pack_run reads. */
+enum prepared_field {
+    P_TOPIC = 0, P_QUEUE_ID = 1, P_QUEUE_KEY = 2, P_BODY = 3, P_BODY_CRC = 4, P_TAIL = 6, P_FLAG = 7,
+    P_RECORD_FLAG = 9, P_BORN_TIMESTAMP = 10, P_BORN_IP = 11, P_BORN_PORT = 12, P_RECONSUME = 13,
+    P_PREPARED_OFFSET = 14, P_SIZE = 15, P_IN_QUEUE = 17, P_INDEXED = 18, P_DELAY_LEVEL = 19, P_TAGS_CODE = 20,
+    P_KEYS = 21, P_UNIQ_KEY = 22,
+};
+
+/* What pack_run checked of one prepared message (pass 1) and writes (pass 2). */
+struct packed {
+    PyObject *p; /* borrowed */
+    long long size, crc, queue_id, flag, record_flag, born_ts, born_port, reconsume, prepared_offset, code;
+    int in_queue, indexed, born_has_ts;
+};
+
+/* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
+ * index_records, placed) -> (next, records): the write loop of MessageStore._append for the
+ * messages prepared[i:stop] that fit in `room` bytes of one commitlog file starting at `phy`, all with
+ * store timestamp `store_ts`; rocketstore.store.pack_run_py is its twin and documents the rules. It
+ * stops before a message it does not take (a delayed one, a value outside its header field): the twin
+ * then runs for that message. */
+static PyObject *
+pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "pack_run takes twelve arguments");
+        return NULL;
+    }
+    PyObject *prepared = args[0], *queue_table = args[6], *store_ip = args[7], *per_queue = args[9];
+    PyObject *index_records = args[10], *placed = args[11];
+    if (!PyList_Check(prepared) || !PyDict_Check(queue_table) || !PyBytes_Check(store_ip) || !PyDict_Check(per_queue)
+        || !PyList_Check(index_records) || !PyList_Check(placed)) {
+        PyErr_SetString(PyExc_TypeError, "pack_run: lists, dicts and bytes expected");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    long long phy = PyLong_AsLongLong(args[3]);
+    long long room = PyLong_AsLongLong(args[4]);
+    long long store_ts = PyLong_AsLongLong(args[5]);
+    long long store_port = PyLong_AsLongLong(args[8]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
+    if (i < 0 || stop > PyList_GET_SIZE(prepared) || phy < 0 || phy > LLONG_MAX / 2
+        || (store_ip_len != 4 && store_ip_len != 16) || store_port < I32_MIN || store_port > I32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "pack_run: index, offset or store host out of range");
+        return NULL;
+    }
+    /* pass 1: how many messages fit and are within their fields; nothing is changed yet */
+    Py_ssize_t count = stop > i ? stop - i : 0;
+    struct packed *runs = PyMem_Malloc(sizeof(struct packed) * (size_t)(count > 0 ? count : 1));
+    if (runs == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t taken = 0;
+    long long total = 0;
+    for (Py_ssize_t j = i; j < stop; j++) {
+        PyObject *p = PyList_GET_ITEM(prepared, j);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != PREPARED_FIELDS) {
+            break;
+        }
+        struct packed *r = &runs[taken];
+        int ok = 1;
+        r->p = p;
+        r->size = int_field(PyTuple_GET_ITEM(p, P_SIZE), 0, I32_MAX, &ok);
+        r->crc = int_field(PyTuple_GET_ITEM(p, P_BODY_CRC), I32_MIN, I32_MAX, &ok);
+        r->queue_id = int_field(PyTuple_GET_ITEM(p, P_QUEUE_ID), I32_MIN, I32_MAX, &ok);
+        r->flag = int_field(PyTuple_GET_ITEM(p, P_FLAG), I32_MIN, I32_MAX, &ok);
+        r->record_flag = int_field(PyTuple_GET_ITEM(p, P_RECORD_FLAG), I32_MIN, I32_MAX, &ok);
+        PyObject *born_ts = PyTuple_GET_ITEM(p, P_BORN_TIMESTAMP);
+        r->born_has_ts = born_ts != Py_None;
+        r->born_ts = r->born_has_ts ? int_field(born_ts, LLONG_MIN, LLONG_MAX, &ok) : store_ts;
+        r->born_port = int_field(PyTuple_GET_ITEM(p, P_BORN_PORT), I32_MIN, I32_MAX, &ok);
+        r->reconsume = int_field(PyTuple_GET_ITEM(p, P_RECONSUME), I32_MIN, I32_MAX, &ok);
+        r->prepared_offset = int_field(PyTuple_GET_ITEM(p, P_PREPARED_OFFSET), LLONG_MIN, LLONG_MAX, &ok);
+        r->code = int_field(PyTuple_GET_ITEM(p, P_TAGS_CODE), LLONG_MIN, LLONG_MAX, &ok);
+        long long delay = int_field(PyTuple_GET_ITEM(p, P_DELAY_LEVEL), 0, 0, &ok); /* delayed: the twin */
+        (void)delay;
+        PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
+        PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
+        if (!ok || !PyBytes_Check(body) || !PyBytes_Check(tail) || !PyBytes_Check(born_ip)
+            || (PyBytes_GET_SIZE(born_ip) != 4 && PyBytes_GET_SIZE(born_ip) != 16)
+            || PyBytes_GET_SIZE(body) > I32_MAX) {
+            break;
+        }
+        long long header = 80 + PyBytes_GET_SIZE(born_ip) + store_ip_len;
+        if (r->size != header + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(tail) || total + r->size > room) {
+            break;
+        }
+        int in_queue = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_IN_QUEUE));
+        int indexed = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_INDEXED));
+        if (in_queue < 0 || indexed < 0) {
+            PyMem_Free(runs);
+            return NULL;
+        }
+        if (in_queue) {
+            PyObject *known = PyDict_GetItemWithError(queue_table, PyTuple_GET_ITEM(p, P_QUEUE_KEY));
+            if (known == NULL && PyErr_Occurred()) {
+                PyMem_Free(runs);
+                return NULL;
+            }
+            int fits = 1;
+            if (known != NULL) {
+                /* a queue offset must stay an int64 after this run's messages: leave the edge to the twin */
+                (void)int_field(known, 0, LLONG_MAX / 2, &fits);
+            }
+            if (!fits) {
+                break;
+            }
+        }
+        r->in_queue = in_queue;
+        r->indexed = indexed;
+        total += r->size;
+        taken++;
+    }
+    PyObject *records = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    PyObject *stamp = PyLong_FromLongLong(store_ts);
+    if (records == NULL || stamp == NULL) {
+        goto error;
+    }
+    /* pass 2: queue offsets, dispatch lists, placements and the bytes */
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
+    for (Py_ssize_t k = 0; k < taken; k++) {
+        struct packed *r = &runs[k];
+        PyObject *p = r->p;
+        long long queue_offset = 0;
+        PyObject *phy_obj = PyLong_FromLongLong(phy);
+        PyObject *qo_obj = NULL;
+        if (phy_obj == NULL) {
+            goto error;
+        }
+        if (r->in_queue) {
+            PyObject *key = PyTuple_GET_ITEM(p, P_QUEUE_KEY);
+            PyObject *known = PyDict_GetItemWithError(queue_table, key);
+            if (known != NULL) {
+                queue_offset = PyLong_AsLongLong(known);
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(phy_obj);
+                goto error;
+            }
+            qo_obj = PyLong_FromLongLong(queue_offset);
+            PyObject *next = PyLong_FromLongLong(queue_offset + 1);
+            int failed = qo_obj == NULL || next == NULL || PyDict_SetItem(queue_table, key, next) < 0;
+            Py_XDECREF(next);
+            PyObject *lists = failed ? NULL : PyDict_GetItemWithError(per_queue, key);
+            if (!failed && lists == NULL) {
+                if (PyErr_Occurred()) {
+                    failed = 1;
+                } else {
+                    PyObject *entries = PyList_New(0), *stamps = PyList_New(0);
+                    lists = entries == NULL || stamps == NULL ? NULL : PyTuple_Pack(2, entries, stamps);
+                    Py_XDECREF(entries);
+                    Py_XDECREF(stamps);
+                    failed = lists == NULL || PyDict_SetItem(per_queue, key, lists) < 0;
+                    Py_XDECREF(lists); /* the dict holds it */
+                }
+            }
+            if (!failed) {
+                PyObject *entry = Py_BuildValue("(OLOO)", phy_obj, r->size, PyTuple_GET_ITEM(p, P_TAGS_CODE), qo_obj);
+                failed = entry == NULL || PyList_Append(PyTuple_GET_ITEM(lists, 0), entry) < 0
+                         || PyList_Append(PyTuple_GET_ITEM(lists, 1), stamp) < 0;
+                Py_XDECREF(entry);
+            }
+            if (failed) {
+                Py_DECREF(phy_obj);
+                Py_XDECREF(qo_obj);
+                goto error;
+            }
+        } else {
+            qo_obj = PyLong_FromLong(0);
+        }
+        if (r->indexed) {
+            PyObject *record = PyTuple_Pack(5, PyTuple_GET_ITEM(p, P_TOPIC), phy_obj, stamp, PyTuple_GET_ITEM(p, P_KEYS),
+                                            PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+            int failed = record == NULL || PyList_Append(index_records, record) < 0;
+            Py_XDECREF(record);
+            if (failed) {
+                Py_DECREF(phy_obj);
+                Py_XDECREF(qo_obj);
+                goto error;
+            }
+        }
+        PyObject *place = qo_obj == NULL ? NULL : PyTuple_Pack(3, phy_obj, qo_obj, stamp);
+        int failed = place == NULL || PyList_Append(placed, place) < 0;
+        Py_XDECREF(place);
+        Py_DECREF(phy_obj);
+        Py_XDECREF(qo_obj);
+        if (failed) {
+            goto error;
+        }
+        /* the header, then BODY and the tail */
+        PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
+        PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
+        write_be(out, (uint64_t)r->size, 4);
+        write_be(out + 4, MAGIC_V1, 4);
+        write_be(out + 8, (uint64_t)r->crc, 4);
+        write_be(out + 12, (uint64_t)r->queue_id, 4);
+        write_be(out + 16, (uint64_t)r->flag, 4);
+        write_be(out + 20, (uint64_t)queue_offset, 8);
+        write_be(out + 28, (uint64_t)phy, 8);
+        write_be(out + 36, (uint64_t)r->record_flag, 4);
+        write_be(out + 40, (uint64_t)r->born_ts, 8);
+        unsigned char *at = out + 48;
+        memcpy(at, PyBytes_AS_STRING(born_ip), (size_t)PyBytes_GET_SIZE(born_ip));
+        at += PyBytes_GET_SIZE(born_ip);
+        write_be(at, (uint64_t)r->born_port, 4);
+        write_be(at + 4, (uint64_t)store_ts, 8);
+        at += 12;
+        memcpy(at, PyBytes_AS_STRING(store_ip), (size_t)store_ip_len);
+        at += store_ip_len;
+        write_be(at, (uint64_t)store_port, 4);
+        write_be(at + 4, (uint64_t)r->reconsume, 4);
+        write_be(at + 8, (uint64_t)r->prepared_offset, 8);
+        write_be(at + 16, (uint64_t)PyBytes_GET_SIZE(body), 4);
+        at += 20;
+        memcpy(at, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+        at += PyBytes_GET_SIZE(body);
+        memcpy(at, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
+        out += r->size;
+        phy += r->size;
+    }
+    PyMem_Free(runs);
+    Py_DECREF(stamp);
+    PyObject *answer = Py_BuildValue("(nN)", i + taken, records);
+    return answer;
+error:
+    PyMem_Free(runs);
+    Py_XDECREF(records);
+    Py_XDECREF(stamp);
+    return NULL;
 }
 
 /* msync(mapping, start, length): msync(MS_SYNC) of bytes [start, start + length) of a shared mapping,
@@ -1193,6 +1468,8 @@ static PyMethodDef methods[] = {
      "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
     {"prepare_plain", (PyCFunction)(void (*)(void))prepare_plain, METH_FASTCALL,
      "Preparer.prepare for a message without a properties mapping or born host; None for any other."},
+    {"pack_run", (PyCFunction)(void (*)(void))pack_run, METH_FASTCALL,
+     "The write loop of a batch put for the messages that fit one commitlog file."},
     {"msync", (PyCFunction)(void (*)(void))msync_range, METH_FASTCALL,
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,

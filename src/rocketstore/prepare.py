@@ -152,6 +152,23 @@ _TAGS_PREFIX = props.TAGS + props.NAME_VALUE_SEPARATOR
 _KEYS_PREFIX = props.KEYS + props.NAME_VALUE_SEPARATOR
 
 
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def check_header_fields(message: Message) -> None:
+    """The int fields copied into the record header must fit their fields (a bad one would otherwise
+    fail the encoding under the store lock, after the queue offset was taken)."""
+    for name, bounds in (("flag", INT32), ("sys_flag", INT32), ("reconsume_times", INT32),
+                         ("prepared_transaction_offset", INT64), ("born_timestamp", INT64)):
+        value = getattr(message, name)
+        if value is None and name == "born_timestamp":
+            continue
+        if not isinstance(value, int) or not bounds[0] <= value <= bounds[1]:
+            kind = "int32" if bounds is INT32 else "int64"
+            raise illegal(f"{name} {value!r} is not an {kind}")
+
+
 def check_property(name: str, value: Any) -> None:
     if not isinstance(name, str) or not isinstance(value, str):
         raise illegal(f"property {name!r}: names and values must be strings")
@@ -203,6 +220,7 @@ class Preparer:
         queue_id = message.queue_id
         if not 0 <= queue_id <= 0x7FFFFFFF:
             raise illegal(f"queue id {queue_id} out of range")
+        check_header_fields(message)
         delay_level = 0
         if message.properties:
             properties, wait, delay_level = self._properties_of(message)

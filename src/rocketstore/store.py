@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketstore._types import Clock
+from rocketstore.append_run import PerQueue, pack_run, pack_run_py
 from rocketstore.config import FlushMode, StoreConfig
 from rocketstore.errors import (
     MessageNotFoundError,
@@ -650,53 +651,36 @@ class MessageStore:
         self._turn_read_only(f"flush failed: {error}")
 
     def _append(self, prepared: list[Prepared]) -> list[PutResult]:
-        """Write the records (one mmap write per commitlog file touched), then dispatch them to the
+        """Write the records, one run and one mmap write per commitlog file touched (`pack_run`), all
+        with one store timestamp (as RocketMQ's putMessages stamps a batch), then dispatch them to the
         consume queues and, in one pass, to the index. Called under the lock."""
-        clock = self.clock
         commitlog = self.commitlog
-        queue_table = self._queue_table
-        store_ip, store_port = self._store_ip, self._store_port
-        mf = commitlog.queue.last
-        pending: list[bytes] = []
-        pending_size = 0
-        placed: list[tuple[int, int, int]] = []
-        per_queue: dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[int]]] = {}
+        store_ts = self.clock()
+        per_queue: PerQueue = {}
         index_records: list[tuple[str, int, int, tuple[str, ...], str | None]] = []
-        for (topic, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
-             reconsume, prepared_offset, size, _, in_queue, indexed, delay_level, code, keys,
-             uniq_key) in prepared:  # one unpack, no lookups
-            if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position - pending_size:
-                if pending:
-                    mf.append(b"".join(pending))  # type: ignore[union-attr]
-                    pending, pending_size = [], 0
-                mf = commitlog.file_for_append(size)
-            phy = mf.file_from_offset + mf.wrote_position + pending_size
-            store_ts = clock()
-            if in_queue:
-                queue_offset = queue_table.get(queue_key, 0)
-                queue_table[queue_key] = queue_offset + 1
-                if delay_level:
-                    code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
-                lists = per_queue.get(queue_key)
-                if lists is None:
-                    lists = per_queue[queue_key] = ([], [])
-                lists[0].append((phy, size, code, queue_offset))
-                lists[1].append(store_ts)
-            else:
-                queue_offset = 0
-            if indexed:
-                index_records.append((topic, phy, store_ts, keys, uniq_key))
-            pending.append(head.pack(
-                size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
-                store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
-                store_ip, store_port, reconsume, prepared_offset, len(body)))
-            pending.append(body)
-            pending.append(tail)
-            pending_size += size
-            placed.append((phy, queue_offset, store_ts))
-        if pending:
-            mf.append(b"".join(pending))  # type: ignore[union-attr]
-        self._last_store_timestamp = placed[-1][2]
+        placed: list[tuple[int, int, int]] = []
+        run_args = (store_ts, self._queue_table, self._store_ip, self._store_port, per_queue, index_records, placed)
+        i, n = 0, len(prepared)
+        while i < n:
+            mf = commitlog.queue.last
+            if mf is None or prepared[i][SIZE_INDEX] + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
+                mf = commitlog.file_for_append(prepared[i][SIZE_INDEX])
+            phy = mf.file_from_offset + mf.wrote_position
+            room = mf.file_size - mf.wrote_position - BLANK_RECORD_SIZE
+            parts: list[bytes] = []
+            while i < n:  # the compiled run takes what it can; the twin takes one message it declined
+                start = i
+                if pack_run is not None:
+                    i, records = pack_run(prepared, i, n, phy, room, *run_args)
+                if i == start:
+                    i, records = pack_run_py(prepared, i, i + 1, phy, room, *run_args, self._delay_millis)
+                if i == start:
+                    break  # the file is full
+                parts.append(records)
+                phy += len(records)
+                room -= len(records)
+            mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
+        self._last_store_timestamp = store_ts
         self._dispatch_appended(per_queue, index_records)
         prefix = self._msg_id_prefix
         ok = PutStatus.PUT_OK
@@ -735,7 +719,7 @@ class MessageStore:
         return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
                            topic, queue_id)
 
-    def _dispatch_appended(self, per_queue: dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[int]]],
+    def _dispatch_appended(self, per_queue: PerQueue,
                            index_records: list[tuple[str, int, int, tuple[str, ...], str | None]]) -> None:
         """The Dispatcher's rules for records just written: each queue's entries (phy, size, tags code,
         queue offset) in order with their store times, the index records (topic, phy, store time, keys,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketstore import Message, StoreConfig, native
+from rocketstore import Message, StoreConfig, append_run, native
 from rocketstore import prepare as prepare_module
 from rocketstore.format import javahash
 from rocketstore.format import message as fm
@@ -394,3 +394,56 @@ def test_prepare_plain_takes_the_common_message():
     unseen = Message("NeverChecked", b"body")
     assert _speedups.prepare_plain(unseen, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
                                    PREPARER._store_ip, prepare_module.message_shape, zlib.crc32, Prepared) is None
+
+
+def _state() -> tuple[dict, dict, list, list]:
+    return {("T", 1): 7}, {}, [], []  # queue table (one queue known), per queue, index records, placed
+
+
+def _copy(prepared: Prepared, **changes: object) -> Prepared:
+    return prepared._replace(**changes)
+
+
+prepared_runs = st.lists(st.one_of(
+    st.builds(lambda m: PREPARER.prepare_py(m), st.builds(
+        Message, topic=st.sampled_from(["T", "U"]), body=st.binary(max_size=60), queue_id=st.integers(0, 2),
+        tags=st.sampled_from([None, "TagA"]), keys=st.sampled_from([(), ("k",), ("a", "b")]),
+        properties=st.sampled_from([None, {"DELAY": "2"}, {"UNIQ_KEY": "u1"}]),
+        born_host=st.sampled_from([None, "10.0.0.9:1", "[::1]:2"]), sys_flag=st.sampled_from([0, 4, 8, 12]),
+        born_timestamp=st.sampled_from([None, 5]))),
+), min_size=1, max_size=8)
+
+
+@settings(deadline=None, max_examples=400)
+@given(prepared_runs, st.integers(0, 3), st.integers(0, 2000), st.sampled_from([0, 2**40]),
+       st.sampled_from([None, ("flag", 2**31), ("body_crc", -1), ("born_ip", b"\0" * 5), ("size", 3)]))
+def test_pack_run_twins(prepared, i, room, phy, damage):
+    if damage is not None and prepared:  # a value no header field holds, or a size that does not add up
+        prepared[-1] = _copy(prepared[-1], **{damage[0]: damage[1]})
+    i = min(i, len(prepared))
+    store_ip = bytes([10, 0, 0, 1])
+    c_table, c_queues, c_index, c_placed = _state()
+    c_next, c_records = _speedups.pack_run(prepared, i, len(prepared), phy, room, 1_700_000_000_000, c_table,
+                                           store_ip, 10911, c_queues, c_index, c_placed)
+    p_table, p_queues, p_index, p_placed = _state()
+    p_next, p_records = append_run.pack_run_py(prepared, i, c_next, phy, room, 1_700_000_000_000, p_table, store_ip,
+                                               10911, p_queues, p_index, p_placed, [1000] * 18)
+    assert (c_next, c_records, c_table, c_queues, c_index, c_placed) == \
+        (p_next, p_records, p_table, p_queues, p_index, p_placed)
+    if c_next < len(prepared):  # it stopped: the file is full, or the message is one it leaves to the twin
+        stopped = prepared[c_next]
+        full = len(c_records) + stopped.size > room
+        assert full or stopped.delay_level or damage is not None and c_next == len(prepared) - 1
+
+
+def test_pack_run_writes_what_the_encoder_writes():
+    message = Message("T", b"body", queue_id=1, tags="TagA", keys=("k",), born_timestamp=5)
+    prepared = [PREPARER.prepare_py(message)]
+    table, queues, index, placed = _state()
+    assert _speedups.pack_run(prepared, 0, 1, 4096, 10_000, 99, table, bytes([10, 0, 0, 1]), 10911, queues, index,
+                              placed) == (1, fm.encode_message(
+        topic=b"T", body=b"body", properties=b"TAGS\x01TagA\x02KEYS\x01k", queue_id=1, flag=0, queue_offset=7,
+        phy_offset=4096, sys_flag=0, born_timestamp=5, born_ip=PREPARER._store_ip, born_port=0, store_timestamp=99,
+        store_ip=bytes([10, 0, 0, 1]), store_port=10911))
+    assert table == {("T", 1): 8} and placed == [(4096, 7, 99)] and index == [("T", 4096, 99, ("k",), None)]
+    assert queues == {("T", 1): ([(4096, prepared[0].size, prepared[0].tags_code, 7)], [99])}

@@ -99,6 +99,13 @@ def test_reads_cross_consume_queue_files(tmp_path):
     (Message("T", b"x", properties={"a": "x" * 32767}), PutStatus.MESSAGE_ILLEGAL),
     (Message("T", b"x", properties={"a": "\u00e9" * 16383}), PutStatus.PROPERTIES_SIZE_EXCEEDED),
     (Message("T", b"x", born_host="nohost"), PutStatus.MESSAGE_ILLEGAL),
+    # header fields out of their int32 / int64 range (once they took a queue offset and then failed)
+    (Message("T", b"x", flag=2**31), PutStatus.MESSAGE_ILLEGAL),
+    (Message("T", b"x", sys_flag=-(2**31) - 1), PutStatus.MESSAGE_ILLEGAL),
+    (Message("T", b"x", reconsume_times=2**40), PutStatus.MESSAGE_ILLEGAL),
+    (Message("T", b"x", born_timestamp=2**63), PutStatus.MESSAGE_ILLEGAL),
+    (Message("T", b"x", prepared_transaction_offset=-(2**63) - 1), PutStatus.MESSAGE_ILLEGAL),
+    (Message("T", b"x", flag="1"), PutStatus.MESSAGE_ILLEGAL),  # type: ignore[arg-type]
 ])
 def test_invalid_messages_raise_and_write_nothing(tmp_path, message, status):
     config = StoreConfig(commitlog_file_size=1 << 20, max_message_size=4096)
@@ -108,6 +115,8 @@ def test_invalid_messages_raise_and_write_nothing(tmp_path, message, status):
         with pytest.raises(InvalidMessageError) as info:
             store.put(message)
         assert info.value.status is status
+        with pytest.raises(InvalidMessageError):
+            store.put_batch([Message("T", b"fine"), message])
         assert store.max_phy_offset == before
         assert store.put(Message("T", b"after")).queue_offset == 1
 

@@ -1,0 +1,79 @@
+"""The write loop of a batch put: prepared messages turned into commitlog records for one file.
+
+`pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
+index_records, placed)` takes the messages `prepared[i:stop]` in order while their records fit in
+`room` bytes (the free bytes of the commitlog file less the room its closing blank record needs), the
+first starting at physical offset `phy`, all with store timestamp `store_ts` (a batch takes one, as
+RocketMQ's putMessages gives a batch one). For each message it:
+
+- takes the next queue offset of its (topic, queue id) from `queue_table` when it gets a queue entry,
+  and appends (phy, size, tags code, queue offset) to `per_queue[queue_key][0]` and the store
+  timestamp to `per_queue[queue_key][1]`;
+- appends (topic, phy, store_ts, keys, uniq_key) to `index_records` when it gets index entries;
+- appends (phy, queue offset, store_ts) to `placed`;
+- encodes its record: the header (MAGIC_V1, the born timestamp or else `store_ts`, the store host),
+  the body, and the prepared tail.
+
+It returns `(next, records)`: the index of the first message not taken and the records' bytes. The
+compiled `rocketstore._speedups.pack_run` runs the same loop; it stops before a message it does not
+take (a delayed message, whose tags code is its delivery time, or a value outside its header field),
+and then this twin runs for that message (and raises the encoder's error for a value out of range).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rocketstore.format.message import MAGIC_V1
+from rocketstore.native import speedups
+from rocketstore.prepare import Prepared
+from rocketstore.services.dispatch import delivery_tags_code
+
+__all__ = ["PerQueue", "pack_run", "pack_run_py"]
+
+PerQueue = dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[int]]]
+
+
+def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int, store_ts: int,
+                queue_table: dict[tuple[str, int], int], store_ip: bytes, store_port: int, per_queue: PerQueue,
+                index_records: list[tuple[str, int, int, tuple[str, ...], str | None]],
+                placed: list[tuple[int, int, int]], delay_millis: list[int] | None = None) -> tuple[int, bytes]:
+    """The loop in pure Python (see the module's text); `delay_millis` gives a delayed message's
+    delivery time (required when one is among the messages)."""
+    parts: list[bytes] = []
+    used = 0
+    while i < stop:
+        (topic, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
+         reconsume, prepared_offset, size, _, in_queue, indexed, delay_level, code, keys, uniq_key) = prepared[i]
+        if used + size > room:
+            break
+        if in_queue:
+            queue_offset = queue_table.get(queue_key, 0)
+            queue_table[queue_key] = queue_offset + 1
+            if delay_level:
+                assert delay_millis is not None, "a delayed message needs the delay levels"
+                code = delivery_tags_code(store_ts, delay_level, delay_millis)
+            lists = per_queue.get(queue_key)
+            if lists is None:
+                lists = per_queue[queue_key] = ([], [])
+            lists[0].append((phy, size, code, queue_offset))
+            lists[1].append(store_ts)
+        else:
+            queue_offset = 0
+        if indexed:
+            index_records.append((topic, phy, store_ts, keys, uniq_key))
+        parts.append(head.pack(
+            size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
+            store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
+            store_ip, store_port, reconsume, prepared_offset, len(body)))
+        parts.append(body)
+        parts.append(tail)
+        placed.append((phy, queue_offset, store_ts))
+        phy += size
+        used += size
+        i += 1
+    return i, b"".join(parts)
+
+
+pack_run: Callable[..., tuple[int, bytes]] | None = None if speedups is None else speedups.pack_run
+"""The compiled loop, None without the compiled module (callers then run `pack_run_py`)."""
