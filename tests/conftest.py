@@ -1,7 +1,8 @@
-"""Fixtures shared by every test folder: the golden RocketMQ store and scratch store directories."""
+"""Fixtures shared by every test folder: the golden RocketMQ store, scratch store directories, a failing disk."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -52,3 +53,26 @@ def golden_config():  # -> StoreConfig
     from rocketstore import StoreConfig
 
     return StoreConfig(**GOLDEN_GEOMETRY)
+
+
+class MsyncSwitch:
+    """`fs.msync` patched to fail with EIO while `broken` is set (the disk error seam)."""
+
+    def __init__(self) -> None:
+        self.broken = False
+
+
+@pytest.fixture
+def failing_msync(monkeypatch: pytest.MonkeyPatch) -> MsyncSwitch:
+    from rocketstore.storage import fs
+
+    switch = MsyncSwitch()
+    real = fs.msync
+
+    def failing(mm, start, end):
+        if switch.broken:
+            raise OSError(errno.EIO, "I/O error")
+        real(mm, start, end)
+
+    monkeypatch.setattr(fs, "msync", failing)
+    return switch

@@ -189,25 +189,16 @@ def test_sync_put_reports_flush_disk_timeout_when_the_disk_does_not_answer(tmp_p
         assert store.put(Message("T", b"again")).status is PutStatus.PUT_OK
 
 
-def test_a_sync_flush_error_turns_the_store_read_only(tmp_path, monkeypatch):
-    broken = {"on": False}
-    real = fs.msync
-
-    def failing(mm, start, end):
-        if broken["on"]:
-            raise OSError(errno.EIO, "I/O error")
-        real(mm, start, end)
-
-    monkeypatch.setattr(fs, "msync", failing)
+def test_a_sync_flush_error_turns_the_store_read_only(tmp_path, failing_msync):
     store = MessageStore.open(tmp_path, _small(flush_mode=FlushMode.SYNC), clock=Clock())
     assert store.put(Message("T", b"kept")).ok
-    broken["on"] = True
+    failing_msync.broken = True
     assert store.put(Message("T", b"unconfirmed")).status is PutStatus.FLUSH_DISK_TIMEOUT
     with pytest.raises(StoreReadOnlyError, match="I/O error"):
         store.put(Message("T", b"refused"))
     store.close()
     assert (tmp_path / "abort").exists()
-    broken["on"] = False
+    failing_msync.broken = False
     with MessageStore.open(tmp_path, _small(flush_mode=FlushMode.SYNC), clock=Clock()) as again:
         assert again.recovery.mode.value == "abnormal"
         assert [m.body for m in again.get("T", 0, 0).messages][:1] == [b"kept"]

@@ -3,7 +3,6 @@ for, and one sync confirms every put pending before it."""
 
 from __future__ import annotations
 
-import errno
 import threading
 import time
 from collections.abc import Iterator
@@ -150,24 +149,15 @@ def test_the_stores_own_flush_confirms_pending_puts(tmp_path):
         assert [p.result().status for p in pending] == [PutStatus.PUT_OK] * 3
 
 
-def test_a_flush_error_reports_flush_disk_timeout_and_turns_the_store_read_only(tmp_path, monkeypatch):
-    broken = {"on": False}
-    real = fs.msync
-
-    def failing(mm, start, end):
-        if broken["on"]:
-            raise OSError(errno.EIO, "I/O error")
-        real(mm, start, end)
-
-    monkeypatch.setattr(fs, "msync", failing)
+def test_a_flush_error_reports_flush_disk_timeout_and_turns_the_store_read_only(tmp_path, failing_msync):
     store = MessageStore.open(tmp_path, _config(flush_mode=FlushMode.SYNC))
     assert store.put_nowait(Message("T", b"kept")).result().ok
-    broken["on"] = True
+    failing_msync.broken = True
     assert store.put_nowait(Message("T", b"unconfirmed")).result().status is PutStatus.FLUSH_DISK_TIMEOUT
     with pytest.raises(StoreReadOnlyError, match="I/O error"):
         store.put_nowait(Message("T", b"refused"))
     store.close()
-    broken["on"] = False
+    failing_msync.broken = False
     with MessageStore.open(tmp_path, _config(flush_mode=FlushMode.SYNC)) as again:
         assert [m.body for m in again.get("T", 0, 0).messages][:1] == [b"kept"]
 
