@@ -14,7 +14,8 @@
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
  *   prepare_plain(message, ...)     rocketstore.prepare.Preparer.prepare_py (for the common message)
- *   pack_run(prepared, ...)         rocketstore.store.pack_run_py
+ *   pack_run(prepared, ...)         rocketstore.append_run.pack_run_py
+ *   collect_index_keys(records, e)  rocketstore.log.index_service.collect_index_keys_py
  *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
@@ -1409,6 +1410,115 @@ error:
     return NULL;
 }
 
+/* One key of collect_index_keys: its index hash (Java's hash of "topic#key", then abs, 0 for MIN). */
+static int
+append_key(PyObject *key, uint32_t topic_hash, PyObject *phy, PyObject *stamp, PyObject *hashes, PyObject *phys,
+           PyObject *stamps)
+{
+    int32_t h = (int32_t)hash_units(topic_hash, key);
+    long long index_hash = h == INT32_MIN ? 0 : (h < 0 ? -(long long)h : h);
+    PyObject *value = PyLong_FromLongLong(index_hash);
+    int failed = value == NULL || PyList_Append(hashes, value) < 0 || PyList_Append(phys, phy) < 0
+                 || PyList_Append(stamps, stamp) < 0;
+    Py_XDECREF(value);
+    return failed ? -1 : 0;
+}
+
+/* collect_index_keys(records, indexed_end) -> (hashes, phys, stamps, last_keyed) | None: the keys of
+ * (topic, phy_offset, store_timestamp, keys, uniq_key) records not yet indexed (phy_offset >=
+ * indexed_end), UNIQ_KEY first, empty keys skipped, each with its index hash; last_keyed is the index
+ * of the last record that had a key (-1: none). None for records of other types (the twin,
+ * rocketstore.log.index_service.collect_index_keys_py, then runs). */
+static PyObject *
+collect_index_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "collect_index_keys(records: list, indexed_end: int)");
+        return NULL;
+    }
+    PyObject *records = args[0];
+    long long indexed_end = PyLong_AsLongLong(args[1]);
+    if (indexed_end == -1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* past int64: the twin compares any int */
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    for (Py_ssize_t i = 0; i < n; i++) { /* the types first: a record it cannot read goes to the twin */
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || !PyUnicode_Check(PyTuple_GET_ITEM(r, 0))
+            || !PyLong_Check(PyTuple_GET_ITEM(r, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(r, 3))
+            || (PyTuple_GET_ITEM(r, 4) != Py_None && !PyUnicode_Check(PyTuple_GET_ITEM(r, 4)))) {
+            Py_RETURN_NONE;
+        }
+        PyObject *keys = PyTuple_GET_ITEM(r, 3);
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+            if (!PyUnicode_Check(PyTuple_GET_ITEM(keys, k))) {
+                Py_RETURN_NONE;
+            }
+        }
+        if (ready(PyTuple_GET_ITEM(r, 0)) < 0) {
+            return NULL;
+        }
+    }
+    PyObject *hashes = PyList_New(0), *phys = PyList_New(0), *stamps = PyList_New(0);
+    if (hashes == NULL || phys == NULL || stamps == NULL) {
+        goto error;
+    }
+    Py_ssize_t last_keyed = -1;
+    PyObject *last_topic = NULL; /* borrowed: records of one topic reuse its hash */
+    uint32_t topic_hash = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        PyObject *phy = PyTuple_GET_ITEM(r, 1);
+        int overflow = 0;
+        long long phy_value = PyLong_AsLongLongAndOverflow(phy, &overflow);
+        if (phy_value == -1 && PyErr_Occurred()) {
+            goto error;
+        }
+        if (overflow < 0 || (!overflow && phy_value < indexed_end)) {
+            continue; /* already indexed */
+        }
+        PyObject *topic = PyTuple_GET_ITEM(r, 0), *keys = PyTuple_GET_ITEM(r, 3), *uniq = PyTuple_GET_ITEM(r, 4);
+        PyObject *stamp = PyTuple_GET_ITEM(r, 2);
+        if (topic != last_topic) {
+            topic_hash = 31u * hash_units(0, topic) + '#';
+            last_topic = topic;
+        }
+        if (uniq != Py_None) {
+            if (ready(uniq) < 0) {
+                goto error;
+            }
+            if (PyUnicode_GET_LENGTH(uniq) > 0) {
+                if (append_key(uniq, topic_hash, phy, stamp, hashes, phys, stamps) < 0) {
+                    goto error;
+                }
+                last_keyed = i;
+            }
+        }
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+            PyObject *key = PyTuple_GET_ITEM(keys, k);
+            if (ready(key) < 0) {
+                goto error;
+            }
+            if (PyUnicode_GET_LENGTH(key) > 0) {
+                if (append_key(key, topic_hash, phy, stamp, hashes, phys, stamps) < 0) {
+                    goto error;
+                }
+                last_keyed = i;
+            }
+        }
+    }
+    return Py_BuildValue("(NNNn)", hashes, phys, stamps, last_keyed);
+error:
+    Py_XDECREF(hashes);
+    Py_XDECREF(phys);
+    Py_XDECREF(stamps);
+    return NULL;
+}
+
 /* msync(mapping, start, length): msync(MS_SYNC) of bytes [start, start + length) of a shared mapping,
  * like mmap.flush(start, length) but without holding the interpreter lock while the disk works, so
  * that other threads (the producers of a group commit) go on meanwhile. The mapping's buffer stays
@@ -1470,6 +1580,8 @@ static PyMethodDef methods[] = {
      "Preparer.prepare for a message without a properties mapping or born host; None for any other."},
     {"pack_run", (PyCFunction)(void (*)(void))pack_run, METH_FASTCALL,
      "The write loop of a batch put for the messages that fit one commitlog file."},
+    {"collect_index_keys", (PyCFunction)(void (*)(void))collect_index_keys, METH_FASTCALL,
+     "The index keys of records not yet indexed, with their index hashes."},
     {"msync", (PyCFunction)(void (*)(void))msync_range, METH_FASTCALL,
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,

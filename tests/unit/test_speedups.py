@@ -22,7 +22,7 @@ from rocketstore.format import javahash
 from rocketstore.format import message as fm
 from rocketstore.format.index import IndexHeader
 from rocketstore.format.properties import _decode_properties_reference, decode_properties_py
-from rocketstore.log import entry_run
+from rocketstore.log import entry_run, index_service
 from rocketstore.log.index_file import IndexFile
 from rocketstore.prepare import Prepared, Preparer, checked_topic
 
@@ -447,3 +447,26 @@ def test_pack_run_writes_what_the_encoder_writes():
         store_ip=bytes([10, 0, 0, 1]), store_port=10911))
     assert table == {("T", 1): 8} and placed == [(4096, 7, 99)] and index == [("T", 4096, 99, ("k",), None)]
     assert queues == {("T", 1): ([(4096, prepared[0].size, prepared[0].tags_code, 7)], [99])}
+
+
+index_records = st.lists(st.tuples(
+    st.sampled_from(["T", "主题", "T😀"]), st.integers(-5, 2**63 + 5), st.integers(0, 10),
+    st.lists(st.sampled_from(["", "k", "键", "😀", "a b"]), max_size=3).map(tuple),
+    st.sampled_from([None, "", "UNIQ-1", "\ud800"])), max_size=8)
+
+
+@settings(deadline=None, max_examples=400)
+@given(index_records, st.integers(-3, 2**63))
+def test_collect_index_keys_twins(records, indexed_end):
+    native = _speedups.collect_index_keys(records, indexed_end)
+    if indexed_end >= 2**63:
+        assert native is None  # past int64: declined, the twin compares any int
+    else:
+        assert native == index_service.collect_index_keys_py(records, indexed_end)
+
+
+def test_collect_index_keys_declines_what_it_cannot_read():
+    assert _speedups.collect_index_keys([("T", 1, 2, ["k"], None)], 0) is None  # keys as a list
+    assert _speedups.collect_index_keys([("T", 1, 2, ("k", 3), None)], 0) is None
+    assert _speedups.collect_index_keys([("T", 1, 2, ("k",), None)], 0) == ([javahash.index_hash_of_signed(
+        javahash.java_hash_py("T#k"))], [1], [2], 0)

@@ -11,8 +11,40 @@ from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, 
 from rocketstore.log.index_file import IndexFile
 from rocketstore.native import speedups
 
+_native_collect = None if speedups is None else speedups.collect_index_keys
+
 INDEX_DIR = "index"
 INDEX_BATCH_MIN = 16  # without the compiled hash: from this many keys on, build_many hashes them with numpy
+
+
+def collect_index_keys_py(records: list[tuple[str, int, int, Sequence[str], str | None]], indexed_end: int
+                          ) -> tuple[list[int], list[int], list[int], int]:
+    """(hashes, phys, stamps, last_keyed): the keys of the records not yet indexed (phy_offset >=
+    `indexed_end`), UNIQ_KEY first, empty keys skipped, each with its index hash and its record's
+    physical offset and store timestamp; `last_keyed` is the index of the last record with a key (-1:
+    none). The twin of rocketstore._speedups.collect_index_keys."""
+    prefixes: list[str] = []
+    texts: list[str] = []
+    phys: list[int] = []
+    stamps: list[int] = []
+    last_keyed = -1
+    for i, (topic, phy_offset, store_timestamp, keys, uniq_key) in enumerate(records):
+        if phy_offset < indexed_end:
+            continue  # already indexed
+        prefix = index_key(topic, "")
+        for key in (uniq_key, *keys) if uniq_key else keys:
+            if key:
+                prefixes.append(prefix)
+                texts.append(key)
+                phys.append(phy_offset)
+                stamps.append(store_timestamp)
+                last_keyed = i
+    if speedups is not None or len(texts) < INDEX_BATCH_MIN:
+        # compiled, or a few keys: hash each with its topic prefix (compiled: 3x numpy's batch here)
+        hashes = list(map(index_hash_of_signed, map(java_hash_concat, prefixes, texts)))
+    else:
+        hashes = index_key_hashes([p + k for p, k in zip(prefixes, texts, strict=True)])
+    return hashes, phys, stamps, last_keyed
 
 
 class IndexService:
@@ -116,30 +148,12 @@ class IndexService:
         if not records:
             return
         current = self.current()
-        indexed_end = current.header.end_phy_offset
-        prefixes: list[str] = []
-        texts: list[str] = []
-        phys: list[int] = []
-        stamps: list[int] = []
-        last_keyed = -1  # the last record that has a key
-        for i, (topic, phy_offset, store_timestamp, keys, uniq_key) in enumerate(records):
-            if phy_offset < indexed_end:
-                continue  # already indexed
-            prefix = index_key(topic, "")
-            for key in (uniq_key, *keys) if uniq_key else keys:
-                if key:
-                    prefixes.append(prefix)
-                    texts.append(key)
-                    phys.append(phy_offset)
-                    stamps.append(store_timestamp)
-                    last_keyed = i
-        if not texts:
+        collected = None if _native_collect is None else _native_collect(records, current.header.end_phy_offset)
+        if collected is None:
+            collected = collect_index_keys_py(records, current.header.end_phy_offset)
+        hashes, phys, stamps, last_keyed = collected
+        if not hashes:
             return
-        if speedups is not None or len(texts) < INDEX_BATCH_MIN:
-            # compiled, or a few keys: hash each with its topic prefix (compiled: 3x numpy's batch here)
-            hashes = list(map(index_hash_of_signed, map(java_hash_concat, prefixes, texts)))
-        else:
-            hashes = index_key_hashes([p + k for p, k in zip(prefixes, texts, strict=True)])
         current = self._put_keys(current, hashes, phys, stamps)
         if current.full and last_keyed < len(records) - 1:
             self.current()  # `build` of a later (keyless) record would roll to a new file now
