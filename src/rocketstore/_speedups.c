@@ -1194,7 +1194,7 @@ struct packed {
 /* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
  * index_records, placed) -> (next, records): the write loop of MessageStore._append for the
  * messages prepared[i:stop] that fit in `room` bytes of one commitlog file starting at `phy`, all with
- * store timestamp `store_ts`; rocketstore.store.pack_run_py is its twin and documents the rules. It
+ * store timestamp `store_ts`; rocketstore.append_run.pack_run_py is its twin and documents the rules. It
  * stops before a message it does not take (a delayed one, a value outside its header field): the twin
  * then runs for that message. */
 static PyObject *

@@ -679,7 +679,8 @@ class MessageStore:
                 parts.append(records)
                 phy += len(records)
                 room -= len(records)
-            mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
+            if parts:
+                mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
         self._last_store_timestamp = store_ts
         self._dispatch_appended(per_queue, index_records)
         prefix = self._msg_id_prefix
