@@ -94,14 +94,11 @@ class PendingPut:
         result = self._result
         assert result is not None
         service = self._service
-        if service is None:
-            final = result
-        elif service.wait_flushed(result.phy_offset + result.size,
-                                  max(0.0, (self._deadline - time.monotonic()) * 1000)):
+        if service is None or service.confirm(result.phy_offset + result.size,
+                                              max(0.0, (self._deadline - time.monotonic()) * 1000),
+                                              self._on_flush_error):
             final = result
         else:
-            if service.error is not None:
-                self._on_flush_error(service.error)
             final = with_status(result, PutStatus.FLUSH_DISK_TIMEOUT)
         self._final = final
         return final

@@ -640,10 +640,8 @@ class MessageStore:
             service.wakeup()
             return results
         last = results[-1]
-        if service.wait_flushed(last.phy_offset + last.size, self.config.sync_flush_timeout_ms):
+        if service.confirm(last.phy_offset + last.size, self.config.sync_flush_timeout_ms, self._on_flush_error):
             return results
-        if service.error is not None:
-            self._on_flush_error(service.error)
         return [with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) if p.wait else r
                 for p, r in zip(prepared, results, strict=True)]
 

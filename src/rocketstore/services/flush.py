@@ -99,13 +99,11 @@ class GroupCommitService(Service):
         self.syncs += 1
         if store_ts > 0:
             self.checkpoint.values.physic_msg_timestamp = store_ts
-        with self._cond:
-            self._flushed = max(self._flushed, flushed)
-            self._cond.notify_all()
+        self.flushed_to(flushed)
 
     def flushed_to(self, offset: int) -> None:
-        """Someone else (the store's own flush) put everything up to `offset` on disk: release the puts
-        it covers."""
+        """Everything up to `offset` is on disk (this service's sync, or the store's own flush): release
+        the puts it covers."""
         with self._cond:
             if offset > self._flushed:
                 self._flushed = offset
@@ -116,6 +114,15 @@ class GroupCommitService(Service):
         super().fail(exc)
         with self._cond:
             self._cond.notify_all()
+
+    def confirm(self, offset: int, timeout_ms: float, on_error: Callable[[BaseException], None]) -> bool:
+        """`wait_flushed`, telling `on_error` of a flush error when that is why `offset` is not on disk
+        (the one rule of a put that waits: `put`, `put_batch` and `PendingPut.result`)."""
+        if self.wait_flushed(offset, timeout_ms):
+            return True
+        if self.error is not None:
+            on_error(self.error)
+        return False
 
     def wait_flushed(self, offset: int, timeout_ms: float) -> bool:
         """Block until `offset` is on disk; False on timeout or after a flush error."""
