@@ -6,4 +6,5 @@ module and rocketstore runs its pure-Python twins of the same functions.
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("rocketstore._speedups", ["src/rocketstore/_speedups.c"], optional=True)])
+setup(ext_modules=[Extension("rocketstore._speedups", ["src/rocketstore/_speedups.c", "src/rocketstore/_crc32.c"],
+                             depends=["src/rocketstore/_crc32.h"], optional=True)])

@@ -17,6 +17,10 @@
  *   pack_run(prepared, ...)         rocketstore.append_run.pack_run_py
  *   collect_index_keys(records, e)  rocketstore.log.index_service.collect_index_keys_py
  *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
+ *   crc32(data, value=0)            zlib.crc32 (carry-less multiplication, _crc32.c)
+ *   put_results(cls, descs, ...)    rocketstore.store.put_results_py
+ *   prepare_many(messages, ...)     prepare_plain per message (Preparer.prepare_many)
+ *   pack_following(entries, ...)    rocketstore.log.consume_queue.pack_following_py
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
  * Java's String.hashCode runs over UTF-16 code units: a code point above U+FFFF counts as its two
@@ -31,6 +35,8 @@
 #include <structmember.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "_crc32.h"
 
 static int
 ready(PyObject *text)
@@ -898,28 +904,56 @@ has_separator(PyObject *text)
     return PyUnicode_FindChar(text, 0x01, 0, n, 1) != -1 || PyUnicode_FindChar(text, 0x02, 0, n, 1) != -1;
 }
 
-/* prepare_plain(message, topic_parts, max_body, max_record, store_ip, shape, crc32, prepared_cls):
+/* prepare_plain(message, topic_parts, max_body, max_record, store_ip, shape, prepared_cls):
  * rocketstore.prepare.Preparer.prepare for the common message (no properties mapping, no born host,
  * bytes body, str tags, str keys, int queue id and sys flag, a topic found in topic_parts, the dict of
  * topics that passed checked_topic). Anything else, and anything the Python path would refuse, gives
- * None: Preparer.prepare_py then runs and raises its own error. `shape` is message_shape, `crc32`
- * zlib.crc32, `prepared_cls` Prepared. */
+ * None: Preparer.prepare_py then runs and raises its own error. `shape` is message_shape,
+ * `prepared_cls` Prepared. */
+
+/* The last shape prepare_one asked message_shape for, kept over the messages of one prepare_many
+ * call: message_shape is a pure function of its arguments, so the same sys flag and tags objects (and
+ * the call's one store host) give the same shape. Strong references, or NULL. */
+struct shape_memo {
+    PyObject *sys_flag, *tags, *shape;
+    Py_ssize_t header;
+};
+
+static void
+shape_memo_clear(struct shape_memo *memo)
+{
+    Py_CLEAR(memo->sys_flag);
+    Py_CLEAR(memo->tags);
+    Py_CLEAR(memo->shape);
+}
+
+static PyObject *prepare_one(PyObject *const *args, struct shape_memo *memo);
+
 static PyObject *
 prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "prepare_plain takes eight arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain takes seven arguments");
         return NULL;
     }
+    struct shape_memo memo = {NULL, NULL, NULL, 0};
+    PyObject *result = prepare_one(args, &memo);
+    shape_memo_clear(&memo);
+    return result;
+}
+
+/* prepare_plain for args[0], with `memo` carried from the message before. */
+static PyObject *
+prepare_one(PyObject *const *args, struct shape_memo *memo)
+{
     PyObject *message = args[0], *topic_parts = args[1], *store_ip = args[4], *shape_fn = args[5];
-    PyObject *crc_fn = args[6];
-    PyTypeObject *prepared_cls = (PyTypeObject *)args[7];
+    PyTypeObject *prepared_cls = (PyTypeObject *)args[6];
     Py_ssize_t max_body = PyLong_AsSsize_t(args[2]);
     Py_ssize_t max_record = PyLong_AsSsize_t(args[3]);
     if (PyErr_Occurred()) {
         return NULL;
     }
-    if (!PyDict_Check(topic_parts) || !PyBytes_CheckExact(store_ip) || !PyType_Check(args[7])
+    if (!PyDict_Check(topic_parts) || !PyBytes_CheckExact(store_ip) || !PyType_Check(args[6])
         || !PyType_IsSubtype(prepared_cls, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "prepare_plain: a dict, bytes and a tuple class expected");
         return NULL;
@@ -1059,39 +1093,38 @@ prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         memcpy(out + 5, keys_utf8, (size_t)keys_bytes);
     }
 
-    shape = PyObject_CallFunctionObjArgs(shape_fn, sys_flag, tags, store_ip, store_ip, NULL);
-    if (shape == NULL) {
-        goto fail;
-    }
-    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 5) {
-        PyErr_SetString(PyExc_TypeError, "prepare_plain: shape must return a 5-tuple");
-        goto fail;
+    Py_ssize_t header;
+    if (memo->shape != NULL && memo->sys_flag == sys_flag && memo->tags == tags) {
+        shape = Py_NewRef(memo->shape);
+        header = memo->header;
+    } else {
+        shape = PyObject_CallFunctionObjArgs(shape_fn, sys_flag, tags, store_ip, store_ip, NULL);
+        if (shape == NULL) {
+            goto fail;
+        }
+        if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 5) {
+            PyErr_SetString(PyExc_TypeError, "prepare_plain: shape must return a 5-tuple");
+            goto fail;
+        }
+        head_size = PyObject_GetAttr(PyTuple_GET_ITEM(shape, 0), s_size);
+        if (head_size == NULL) {
+            goto fail;
+        }
+        header = PyLong_AsSsize_t(head_size);
+        if (header == -1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        shape_memo_clear(memo);
+        memo->sys_flag = Py_NewRef(sys_flag);
+        memo->tags = Py_NewRef(tags);
+        memo->shape = Py_NewRef(shape);
+        memo->header = header;
     }
     PyObject *head = PyTuple_GET_ITEM(shape, 0);
-    head_size = PyObject_GetAttr(head, s_size);
-    if (head_size == NULL) {
-        goto fail;
-    }
-    Py_ssize_t header = PyLong_AsSsize_t(head_size);
-    if (header == -1 && PyErr_Occurred()) {
-        goto fail;
-    }
     Py_ssize_t record = header + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(tail);
     DECLINE_UNLESS(record <= max_record);
-    if (PyBytes_GET_SIZE(body) > 0) {
-        PyObject *raw_crc = PyObject_CallOneArg(crc_fn, body);
-        if (raw_crc == NULL) {
-            goto fail;
-        }
-        unsigned long value = PyLong_AsUnsignedLongMask(raw_crc);
-        Py_DECREF(raw_crc);
-        if (value == (unsigned long)-1 && PyErr_Occurred()) {
-            goto fail;
-        }
-        crc = PyLong_FromUnsignedLong(value & 0x7FFFFFFFUL);
-    } else {
-        crc = PyLong_FromLong(0);
-    }
+    uint32_t body_crc = rs_crc32(0, (const unsigned char *)PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+    crc = PyLong_FromUnsignedLong(body_crc & 0x7FFFFFFFUL);
     queue_key = PyTuple_Pack(2, topic, queue_id);
     born_port = PyLong_FromLong(0);
     size = PyLong_FromSsize_t(record);
@@ -1560,6 +1593,244 @@ msync_range(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* pack_following(entries, i, room, expected, end) -> (next, units, end): the consume-queue entries
+ * (phy, size, tags code, queue offset) from `i` that go on a run, as ConsumeQueue.put_many writes them
+ * after the run's first: queue offsets one by one from `expected`, each ending past `end`, at most
+ * `room` of them. `units` holds their 20-byte entries; `end` is where the last one ends. It stops before
+ * an entry whose values do not fit an entry's fields (put() then refuses it, as the twin does). */
+static PyObject *
+pack_following(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !(PyList_Check(args[0]) || PyTuple_Check(args[0]))) {
+        PyErr_SetString(PyExc_TypeError, "pack_following(entries, i, room, expected, end): a list or tuple first");
+        return NULL;
+    }
+    PyObject *entries = args[0];
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t room = PyLong_AsSsize_t(args[2]);
+    long long expected = PyLong_AsLongLong(args[3]);
+    long long end = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(entries);
+    if (i < 0 || i > n) {
+        PyErr_SetString(PyExc_ValueError, "pack_following: start outside the entries");
+        return NULL;
+    }
+    Py_ssize_t most = n - i < room ? n - i : room;
+    PyObject *units = PyBytes_FromStringAndSize(NULL, (most > 0 ? most : 0) * 20);
+    if (units == NULL) {
+        return NULL;
+    }
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(units);
+    Py_ssize_t taken = 0;
+    while (taken < most) {
+        PyObject *entry = PySequence_Fast_GET_ITEM(entries, i);
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4) {
+            break;
+        }
+        int ok = 1;
+        long long phy = int_field(PyTuple_GET_ITEM(entry, 0), LLONG_MIN, LLONG_MAX, &ok);
+        long long size = int_field(PyTuple_GET_ITEM(entry, 1), I32_MIN, I32_MAX, &ok);
+        long long code = int_field(PyTuple_GET_ITEM(entry, 2), LLONG_MIN, LLONG_MAX, &ok);
+        long long queue_offset = int_field(PyTuple_GET_ITEM(entry, 3), LLONG_MIN, LLONG_MAX, &ok);
+        long long stop;
+        if (!ok || queue_offset != expected || __builtin_add_overflow(phy, size, &stop) || stop <= end) {
+            break;
+        }
+        write_be(out, (uint64_t)phy, 8);
+        write_be(out + 8, (uint64_t)size, 4);
+        write_be(out + 12, (uint64_t)code, 8);
+        out += 20;
+        expected++;
+        end = stop;
+        taken++;
+        i++;
+    }
+    if (taken < most && _PyBytes_Resize(&units, taken * 20) < 0) {
+        return NULL;
+    }
+    return Py_BuildValue("(nNL)", i, units, end);
+}
+
+/* put_results(cls, descriptors, status, prefix, prepared, placed): the PutResult of each prepared
+ * message and its (phy, queue offset, store timestamp), as fill_slots(cls, descriptors, status, phy,
+ * queue offset, size, prefix + "%016X" % phy, store timestamp, topic, queue id) makes them one by one
+ * (rocketstore.store.put_results_py). `prefix` is the store host's hex (ASCII). */
+static PyObject *
+put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || !PyUnicode_Check(args[3])
+        || !PyList_Check(args[4]) || !PyList_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "put_results(cls, descriptors, status, prefix, prepared, placed): a class, a tuple, "
+                        "a status, a str and two lists");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *descriptors = args[1], *status = args[2], *prefix = args[3], *prepared = args[4];
+    PyObject *placed = args[5];
+    if (PyTuple_GET_SIZE(descriptors) != 8) {
+        PyErr_SetString(PyExc_TypeError, "put_results: eight descriptors expected");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < 8; k++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, k);
+        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            || !PyType_IsSubtype(cls, ((PyDescrObject *)descriptor)->d_type)) {
+            PyErr_SetString(PyExc_TypeError, "put_results: every descriptor must be a slot of the class");
+            return NULL;
+        }
+    }
+    if (ready(prefix) < 0) {
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(prefix)) {
+        PyErr_SetString(PyExc_ValueError, "put_results: the message id prefix must be ASCII");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(prepared);
+    if (PyList_GET_SIZE(placed) != n) {
+        PyErr_SetString(PyExc_ValueError, "put_results: prepared and placed differ in length");
+        return NULL;
+    }
+    Py_ssize_t prefix_length = PyUnicode_GET_LENGTH(prefix);
+    const char *prefix_chars = (const char *)PyUnicode_DATA(prefix);
+    static const char hex[] = "0123456789ABCDEF";
+    PyObject *results = PyList_New(n);
+    PyObject *empty = PyTuple_New(0);
+    if (results == NULL || empty == NULL) {
+        Py_XDECREF(results);
+        Py_XDECREF(empty);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(prepared, i), *where = PyList_GET_ITEM(placed, i);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) < PREPARED_FIELDS || !PyTuple_Check(where)
+            || PyTuple_GET_SIZE(where) != 3) {
+            PyErr_SetString(PyExc_TypeError, "put_results: a Prepared and a (phy, queue offset, store time) "
+                                             "tuple expected");
+            goto fail;
+        }
+        PyObject *phy = PyTuple_GET_ITEM(where, 0);
+        unsigned long long phy_value = PyLong_AsUnsignedLongLong(phy);
+        if (phy_value == (unsigned long long)-1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        PyObject *msg_id = PyUnicode_New(prefix_length + 16, 127);
+        if (msg_id == NULL) {
+            goto fail;
+        }
+        char *id_chars = (char *)PyUnicode_DATA(msg_id);
+        memcpy(id_chars, prefix_chars, (size_t)prefix_length);
+        for (int k = 15; k >= 0; k--) {
+            id_chars[prefix_length + k] = hex[phy_value & 0xF];
+            phy_value >>= 4;
+        }
+        PyObject *values[8] = {
+            status, phy, PyTuple_GET_ITEM(where, 1), PyTuple_GET_ITEM(p, P_SIZE), msg_id,
+            PyTuple_GET_ITEM(where, 2), PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_QUEUE_ID),
+        };
+        PyObject *result = PyBaseObject_Type.tp_new(cls, empty, NULL);
+        for (int k = 0; result != NULL && k < 8; k++) {
+            PyObject *descriptor = PyTuple_GET_ITEM(descriptors, k);
+            if (Py_TYPE(descriptor)->tp_descr_set(descriptor, result, values[k]) < 0) {
+                Py_CLEAR(result);
+            }
+        }
+        Py_DECREF(msg_id);
+        if (result == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(results, i, result);
+    }
+    Py_DECREF(empty);
+    return results;
+fail:
+    Py_DECREF(empty);
+    Py_DECREF(results);
+    return NULL;
+}
+
+/* prepare_many(messages, topic_parts, max_body, max_record, store_ip, shape, prepared_cls) ->
+ * (prepared, declined): prepare_plain for each message of a list or tuple; `prepared` holds None for
+ * each message it declined, `declined` counts them (Preparer.prepare_py answers for those). */
+static PyObject *
+prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "prepare_many takes seven arguments");
+        return NULL;
+    }
+    if (!PyList_Check(args[0]) && !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "prepare_many: a list or tuple of messages expected");
+        return NULL;
+    }
+    PyObject *messages = args[0];
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(messages);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    PyObject *call[7];
+    memcpy(call, args, sizeof(call));
+    struct shape_memo memo = {NULL, NULL, NULL, 0};
+    Py_ssize_t declined = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        call[0] = PySequence_Fast_GET_ITEM(messages, i);
+        PyObject *one = prepare_one(call, &memo);
+        if (one == NULL) {
+            shape_memo_clear(&memo);
+            Py_DECREF(out);
+            return NULL;
+        }
+        declined += one == Py_None;
+        PyList_SET_ITEM(out, i, one);
+    }
+    shape_memo_clear(&memo);
+    return Py_BuildValue("(Nn)", out, declined);
+}
+
+static PyObject *
+crc32_with(PyObject *const *args, Py_ssize_t nargs, uint32_t (*crc_of)(uint32_t, const unsigned char *, size_t))
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32(data, value=0) takes one or two arguments");
+        return NULL;
+    }
+    uint32_t value = 0;
+    if (nargs == 2) {
+        unsigned long v = PyLong_AsUnsignedLongMask(args[1]);
+        if (v == (unsigned long)-1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        value = (uint32_t)v;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    value = crc_of(value, (const unsigned char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(value);
+}
+
+/* crc32(data, value=0): zlib.crc32 (the gzip CRC-32) of a bytes-like object, carry-less multiplication
+ * where the CPU has it (see _crc32.c). */
+static PyObject *
+crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return crc32_with(args, nargs, rs_crc32);
+}
+
+/* crc32_portable(data, value=0): crc32 through the table code only (what a CPU without PCLMULQDQ runs). */
+static PyObject *
+crc32_portable(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return crc32_with(args, nargs, rs_crc32_portable);
+}
+
 static PyMethodDef methods[] = {
     {"java_hash", (PyCFunction)java_hash, METH_O, "Java String.hashCode of a str, as a signed int32."},
     {"java_hash_concat", (PyCFunction)(void (*)(void))java_hash_concat, METH_FASTCALL,
@@ -1586,6 +1857,16 @@ static PyMethodDef methods[] = {
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
+    {"pack_following", (PyCFunction)(void (*)(void))pack_following, METH_FASTCALL,
+     "The consume-queue entries that go on a run, packed (ConsumeQueue.put_many)."},
+    {"put_results", (PyCFunction)(void (*)(void))put_results, METH_FASTCALL,
+     "The PutResults of a batch, made as fill_slots makes one."},
+    {"prepare_many", (PyCFunction)(void (*)(void))prepare_many, METH_FASTCALL,
+     "prepare_plain for each message of a sequence, with the count of those it declined."},
+    {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL,
+     "zlib.crc32(data, value=0), with carry-less multiplication where the CPU has it."},
+    {"crc32_portable", (PyCFunction)(void (*)(void))crc32_portable, METH_FASTCALL,
+     "crc32 through the portable table code only."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1600,6 +1881,7 @@ PyInit__speedups(void)
     if (PyType_Ready(&MessageBaseType) < 0) {
         return NULL;
     }
+    rs_crc32_init();
     struct { PyObject **slot; const char *name; } names[] = {
         {&s_topic, "topic"}, {&s_body, "body"}, {&s_queue_id, "queue_id"}, {&s_tags, "tags"}, {&s_keys, "keys"},
         {&s_properties, "properties"}, {&s_born_host, "born_host"}, {&s_sys_flag, "sys_flag"}, {&s_flag, "flag"},

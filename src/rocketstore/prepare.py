@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import struct
 import zlib
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -46,6 +47,7 @@ __all__ = [
 ]
 
 _native_prepare = None if speedups is None else speedups.prepare_plain
+_native_prepare_many = None if speedups is None else speedups.prepare_many
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this much (RocketMQ)
@@ -198,10 +200,29 @@ class Preparer:
         """
         if _native_prepare is not None:  # the common message in one compiled call; None: any other
             prepared = _native_prepare(message, _CHECKED_TOPICS, self._max_message_size, self._max_record_size,
-                                       self._store_ip, message_shape, zlib.crc32, Prepared)
+                                       self._store_ip, message_shape, Prepared)
             if prepared is not None:
                 return prepared
         return self.prepare_py(message)
+
+    def prepare_many(self, messages: Iterable[Message]) -> list[Prepared]:
+        """`prepare` for each message, in order (the first refused message raises).
+
+        Raises:
+            InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED).
+        """
+        if not isinstance(messages, (list, tuple)):
+            messages = list(messages)
+        if _native_prepare_many is None:
+            return [self.prepare(m) for m in messages]
+        prepared, declined = _native_prepare_many(messages, _CHECKED_TOPICS, self._max_message_size,
+                                                  self._max_record_size, self._store_ip, message_shape,
+                                                  Prepared)
+        if declined:
+            for i, p in enumerate(prepared):
+                if p is None:
+                    prepared[i] = self.prepare_py(messages[i])
+        return prepared
 
     def prepare_py(self, message: Message) -> Prepared:
         """`prepare` in pure Python (the twin of rocketstore._speedups.prepare_plain, and the only path

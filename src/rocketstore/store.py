@@ -114,6 +114,28 @@ def _put_result_factory() -> Callable[..., PutResult]:
 _put_result = _put_result_factory()
 
 
+def put_results_py(status: PutStatus, prefix: str, prepared: list[Prepared],
+                   placed: list[tuple[int, int, int]]) -> list[PutResult]:
+    """The PutResult of each prepared message at its (phy, queue offset, store timestamp), the message
+    id being `prefix` and the physical offset in 16 hex digits. The twin of the compiled put_results."""
+    return [_put_result(status, phy, queue_offset, p[SIZE_INDEX], f"{prefix}{phy:016X}", store_ts, p[TOPIC_INDEX],
+                        p[QUEUE_ID_INDEX])
+            for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True)]
+
+
+def _put_results_factory() -> Callable[[PutStatus, str, list[Prepared], list[tuple[int, int, int]]],
+                                       list[PutResult]]:
+    """The compiled put_results bound to PutResult's slots, or the twin (no compiled module, or the
+    fields changed: `_put_result_factory` then falls back to the class too)."""
+    if speedups is None or _put_result is PutResult:
+        return put_results_py
+    descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
+    return partial(speedups.put_results, PutResult, descriptors)
+
+
+_put_results = _put_results_factory()
+
+
 class MessageStore:
     """A RocketMQ broker store directory, opened for reading and (unless read-only) writing.
 
@@ -601,8 +623,7 @@ class MessageStore:
             StoreClosedError: the store was closed.
         """
         self._check_writable()
-        prepare = self._preparer.prepare
-        prepared = [prepare(m) for m in messages]
+        prepared = self._preparer.prepare_many(messages)
         if not prepared:
             return []
         return self._write(prepared)
@@ -681,11 +702,7 @@ class MessageStore:
                 mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
         self._last_store_timestamp = store_ts
         self._dispatch_appended(per_queue, index_records)
-        prefix = self._msg_id_prefix
-        ok = PutStatus.PUT_OK
-        return [_put_result(ok, phy, queue_offset, p[SIZE_INDEX], f"{prefix}{phy:016X}", store_ts, p[TOPIC_INDEX],
-                            p[QUEUE_ID_INDEX])
-                for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True)]
+        return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, placed)
 
     def _append_one(self, p: Prepared) -> PutResult:
         """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,

@@ -47,8 +47,8 @@ class DiskFaults:
                 if n == self.target[1]:
                     self.fired = True
                     if name == "write_mapped" and self.torn_keep is not None:
-                        mm, pos, data = args
-                        real(mm, pos, data[:self.torn_keep])
+                        mm, pos, data, *fd = args
+                        real(mm, pos, data[:self.torn_keep], *fd)
                     raise OSError(self.code, os.strerror(self.code))
             return real(*args)
         return seam

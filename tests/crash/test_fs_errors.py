@@ -9,6 +9,7 @@ StoreReadOnlyError, nothing it acknowledged is lost after a reopen, and recovery
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from rocketstore import FlushMode, MessageStore, PutStatus, RecoveryMode, StoreReadOnlyError
+from rocketstore._types import Buffer
+from rocketstore.storage import fs
 
 from .faults import DiskFaults
 from .workload import Ack, check_store, crash_config, message_for
@@ -129,3 +132,51 @@ def test_a_failed_file_allocation_leaves_no_empty_file_behind(tmp_path, monkeypa
     faults.target = None
     with MessageStore.open(tmp_path, CONFIG) as reopened:
         check_store(reopened, acked)
+
+
+# Files large enough for a batch run of more than fs.PWRITE_MIN bytes: written through the file, not the mapping.
+BATCH_CONFIG = crash_config(FlushMode.SYNC, commitlog_file_size=256 * 1024, consume_queue_file_entries=400,
+                            index_max_entries=1024, flush_consume_queue_interval_ms=3_600_000,
+                            clean_interval_ms=3_600_000)
+
+
+@pytest.mark.parametrize(("code", "torn_keep"), [(errno.EIO, None), (errno.ENOSPC, None), (errno.EIO, 8),
+                                                 (errno.EIO, 20_000), (errno.EIO, -1)])
+def test_a_failed_batch_write_through_the_file_keeps_what_was_acknowledged(tmp_path, monkeypatch, code, torn_keep):
+    acked: dict[int, Ack] = {}
+    with MessageStore.open(tmp_path, BATCH_CONFIG) as store:
+        for seq in range(20):
+            r = store.put(message_for(seq))
+            acked[seq] = Ack(seq, r.phy_offset, r.queue_offset, r.size)
+    pwrites: list[int] = []
+    real_pwrite = os.pwrite
+
+    def counted_pwrite(fd: int, data: Buffer, pos: int) -> int:
+        if "/commitlog/" in os.readlink(f"/proc/self/fd/{fd}"):
+            pwrites.append(len(memoryview(data)))
+        return real_pwrite(fd, data, pos)
+
+    monkeypatch.setattr(os, "pwrite", counted_pwrite)
+    faults = DiskFaults(monkeypatch)
+    batch = [message_for(seq) for seq in range(20, 220)]
+    store = MessageStore.open(tmp_path, BATCH_CONFIG)
+    faults.fail("write_mapped", 0, code, torn_keep=torn_keep)
+    with pytest.raises(StoreReadOnlyError):
+        store.put_batch(batch)
+    assert faults.fired
+    store.close()
+    faults.target = None
+    if torn_keep is not None and (torn_keep < 0 or torn_keep >= fs.PWRITE_MIN):
+        assert len(pwrites) == 1 and pwrites[0] >= fs.PWRITE_MIN, pwrites  # the torn part went in by pwrite
+    with MessageStore.open(tmp_path, BATCH_CONFIG) as reopened:
+        assert reopened.recovery.mode is RecoveryMode.ABNORMAL
+        kept = check_store(reopened, acked)  # whole records of the batch may stay; a torn one never
+        assert len(kept) >= len(acked)
+        pwrites.clear()
+        more = [message_for(seq) for seq in range(300, 400)]
+        results = reopened.put_batch(more)
+        assert len(pwrites) == 1 and pwrites[0] >= fs.PWRITE_MIN, pwrites  # one run, by pwrite
+        assert reopened.message_at(results[-1].phy_offset).body == more[-1].body  # the mapping shows it at once
+    with MessageStore.open(tmp_path, BATCH_CONFIG) as reopened:
+        acked.update((300 + i, Ack(300 + i, r.phy_offset, r.queue_offset, r.size)) for i, r in enumerate(results))
+        assert check_store(reopened, acked)[-1].body == more[-1].body  # read back through the mapping

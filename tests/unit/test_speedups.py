@@ -4,6 +4,7 @@ pure-Python twin gives, on generated inputs, garbage included."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import struct
 import subprocess
@@ -18,13 +19,15 @@ from hypothesis import strategies as st
 
 from rocketstore import Message, StoreConfig, append_run, native
 from rocketstore import prepare as prepare_module
+from rocketstore import store as store_module
 from rocketstore.format import javahash
 from rocketstore.format import message as fm
 from rocketstore.format.index import IndexHeader
 from rocketstore.format.properties import _decode_properties_reference, decode_properties_py
-from rocketstore.log import entry_run, index_service
+from rocketstore.log import consume_queue, entry_run, index_service
 from rocketstore.log.index_file import IndexFile
 from rocketstore.prepare import Prepared, Preparer, checked_topic
+from rocketstore.results import PutResult, PutStatus
 
 # The install (pip install -e . / ./dev) builds the module wherever a C compiler is found, as on every
 # machine the suite runs on; without it this import fails and so does every test here.
@@ -377,7 +380,7 @@ def test_prepare_plain_twins(message):
         checked_topic(topic)  # what the store has seen and checked (checked_topic fills the table)
     expected = _prepared_or_error(message)
     native = _speedups.prepare_plain(message, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
-                                     PREPARER._store_ip, prepare_module.message_shape, zlib.crc32, Prepared)
+                                     PREPARER._store_ip, prepare_module.message_shape, Prepared)
     if native is not None:  # it took the message: exactly what the Python path gives
         assert type(native) is Prepared and native == expected
     assert _prepared_or_error(message) == expected
@@ -390,12 +393,12 @@ def test_prepare_plain_takes_the_common_message():
     checked_topic("TopicTest")
     message = Message("TopicTest", b"body", queue_id=3, tags="TagA", keys=("k1", "k2"))
     native = _speedups.prepare_plain(message, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
-                                     PREPARER._store_ip, prepare_module.message_shape, zlib.crc32, Prepared)
+                                     PREPARER._store_ip, prepare_module.message_shape, Prepared)
     assert native is not None and native == PREPARER.prepare_py(message)
     assert native.keys == ("k1", "k2") and native.tail.endswith(b"TAGS\x01TagA\x02KEYS\x01k1 k2")
     unseen = Message("NeverChecked", b"body")
     assert _speedups.prepare_plain(unseen, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
-                                   PREPARER._store_ip, prepare_module.message_shape, zlib.crc32, Prepared) is None
+                                   PREPARER._store_ip, prepare_module.message_shape, Prepared) is None
 
 
 def _state() -> tuple[dict, dict, list, list]:
@@ -472,3 +475,125 @@ def test_collect_index_keys_declines_what_it_cannot_read():
     assert _speedups.collect_index_keys([("T", 1, 2, ("k", 3), None)], 0) is None
     assert _speedups.collect_index_keys([("T", 1, 2, ("k",), None)], 0) == ([javahash.index_hash_of_signed(
         javahash.java_hash_py("T#k"))], [1], [2], 0)
+
+
+queue_entries = st.lists(st.tuples(
+    st.integers(0, 3000), st.integers(1, 300), st.integers(-2**63, 2**63 - 1), st.integers(0, 12)), max_size=12)
+
+
+@settings(deadline=None, max_examples=500)
+@given(queue_entries, st.integers(0, 12), st.integers(0, 14), st.integers(0, 12), st.integers(-1, 3000))
+def test_pack_following_twins(entries, i, room, expected, end):
+    i = min(i, len(entries))
+    # a run as the store hands it over: queue offsets one by one, each record past the one before
+    if entries and expected % 3 == 0:
+        entries = [(i * 100 + 1, 50, code, expected + i) for i, (_, _, code, _) in enumerate(entries)]
+    native = _speedups.pack_following(entries, i, room, expected, end)
+    assert native == consume_queue.pack_following_py(entries, i, room, expected, end)
+    assert native == _speedups.pack_following(tuple(entries), i, room, expected, end)
+
+
+def test_pack_following_packs_entries_and_stops_at_a_break():
+    entries = [(100, 10, 7, 5), (110, 20, -1, 6), (130, 5, 0, 8), (135, 5, 0, 9)]
+    nxt, units, end = _speedups.pack_following(entries, 0, 10, 5, 99)
+    assert (nxt, end) == (2, 130)  # queue offset 8 does not follow 6
+    assert units == struct.pack(">qiq", 100, 10, 7) + struct.pack(">qiq", 110, 20, -1)
+    assert _speedups.pack_following(entries, 0, 1, 5, 99)[0] == 1  # room for one
+    assert _speedups.pack_following(entries, 0, 10, 5, 110) == (0, b"", 110)  # ends before `end`
+    # a value no entry field holds: it stops before it (put() then refuses the entry)
+    assert _speedups.pack_following([(100, 2**31, 0, 5)], 0, 10, 5, 0) == (0, b"", 0)
+    assert _speedups.pack_following([(2**63 - 1, 5, 0, 5)], 0, 10, 5, 0) == (0, b"", 0)
+    with pytest.raises(ValueError, match="start outside"):
+        _speedups.pack_following(entries, 5, 10, 5, 0)
+    with pytest.raises(TypeError):
+        _speedups.pack_following(iter(entries), 0, 10, 5, 0)
+
+
+RESULT_SLOTS = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**40), st.integers(0, 2**41)), max_size=6),
+       st.sampled_from(["", "0A00000100002A9F", "FE8000000000000000000000000000010000270F"]),
+       st.sampled_from(list(PutStatus)))
+def test_put_results_twins(places, prefix, status):
+    message = Message("T", b"body", queue_id=1, tags="TagA", keys=("k",))
+    prepared = [PREPARER.prepare_py(message)._replace(size=17 + n, queue_id=n) for n in range(len(places))]
+    native = _speedups.put_results(PutResult, RESULT_SLOTS, status, prefix, prepared, places)
+    assert native == store_module.put_results_py(status, prefix, prepared, places)
+    assert all(type(r) is PutResult for r in native)
+
+
+def test_put_results_refuses_what_it_cannot_make():
+    prepared = [PREPARER.prepare_py(Message("T", b"body"))]
+
+    def make(*args):
+        return _speedups.put_results(PutResult, RESULT_SLOTS, *args)
+    with pytest.raises(ValueError, match="differ in length"):
+        make(PutStatus.PUT_OK, "AB", prepared, [])
+    with pytest.raises(ValueError, match="ASCII"):
+        make(PutStatus.PUT_OK, "é", prepared, [(1, 2, 3)])
+    with pytest.raises(TypeError, match="expected"):
+        make(PutStatus.PUT_OK, "AB", prepared, [(1, 2)])
+    with pytest.raises(OverflowError):
+        make(PutStatus.PUT_OK, "AB", prepared, [(-1, 2, 3)])
+    with pytest.raises(TypeError, match="slot"):
+        _speedups.put_results(PutResult, (PutResult.status,) * 7 + (len,), PutStatus.PUT_OK, "AB", prepared,
+                              [(1, 2, 3)])
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(messages, max_size=6))
+def test_prepare_many_twins(batch):
+    for topic in ("T", "TopicTest", "%RETRY%g"):
+        checked_topic(topic)
+    expected = [_prepared_or_error(m) for m in batch]
+    args = (prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size, PREPARER._store_ip,
+            prepare_module.message_shape, Prepared)
+    native, declined = _speedups.prepare_many(batch, *args)
+    assert declined == native.count(None)
+    assert native == [None if n is None else e for n, e in zip(native, expected, strict=True)]
+    assert native == [_speedups.prepare_plain(m, *args) for m in batch]
+    # the Preparer's batch: what prepare gives one by one, the first refusal raised
+    refused = [e for e in expected if not isinstance(e, Prepared)]
+    if refused:
+        with pytest.raises(Exception) as caught:
+            PREPARER.prepare_many(iter(batch))
+        assert (type(caught.value).__name__, str(caught.value)) == refused[0]
+    else:
+        assert PREPARER.prepare_many(iter(batch)) == expected
+
+
+@settings(deadline=None, max_examples=400)
+@given(st.one_of(st.binary(max_size=300), st.binary(min_size=1000, max_size=5000)), st.integers(0, 31),
+       st.integers(0, 2**32 - 1))
+def test_crc32_twins(data, skip, value):
+    view = memoryview(data)[min(skip, len(data)):]  # any start: the folds read unaligned
+    assert _speedups.crc32(view) == zlib.crc32(view)
+    assert _speedups.crc32(view, value) == zlib.crc32(view, value)
+    assert _speedups.crc32_portable(view, value) == zlib.crc32(view, value)
+    half = len(view) // 2
+    assert _speedups.crc32(view[half:], _speedups.crc32(view[:half])) == zlib.crc32(view)
+
+
+def test_crc32_every_length_around_the_fold_sizes():
+    data = bytes((i * 131 + 7) % 256 for i in range(1 << 12))
+    for n in list(range(0, 300)) + [1023, 1024, 1025, 4095, 4096]:
+        assert _speedups.crc32(data[:n]) == zlib.crc32(data[:n]), n
+        assert _speedups.crc32(b"\xff" * n) == zlib.crc32(b"\xff" * n), n
+    assert _speedups.crc32(b"123456789") == 0xCBF43926  # the CRC-32 check value
+    with pytest.raises(TypeError):
+        _speedups.crc32("text")
+
+
+def test_prepare_many_asks_for_the_shape_again_when_the_flag_or_the_tags_change():
+    checked_topic("T")
+    tags = "TagA"
+    batch = [Message("T", b"b", tags=tags, sys_flag=flag) for flag in (0, 0, 8, 8, 0, 4, 12)]
+    batch += [Message("T", b"b", tags="TagB"), Message("T", b"b"), Message("T", b"b", tags=tags)]
+    args = (prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size, PREPARER._store_ip,
+            prepare_module.message_shape, Prepared)
+    native, declined = _speedups.prepare_many(batch, *args)
+    assert declined == 0
+    assert native == [PREPARER.prepare_py(m) for m in batch]
+    assert len({(p.in_queue, p.tags_code) for p in native}) >= 4

@@ -90,7 +90,7 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos}")
-        fs.write_mapped(self.mm, pos, data)
+        fs.write_mapped(self.mm, pos, data, self._fd)
         self.wrote_position = end
         return pos
 
