@@ -904,12 +904,78 @@ has_separator(PyObject *text)
     return PyUnicode_FindChar(text, 0x01, 0, n, 1) != -1 || PyUnicode_FindChar(text, 0x02, 0, n, 1) != -1;
 }
 
-/* prepare_plain(message, topic_parts, max_body, max_record, store_ip, shape, prepared_cls):
+/* prepare_plain(message, topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots):
  * rocketstore.prepare.Preparer.prepare for the common message (no properties mapping, no born host,
  * bytes body, str tags, str keys, int queue id and sys flag, a topic found in topic_parts, the dict of
  * topics that passed checked_topic). Anything else, and anything the Python path would refuse, gives
  * None: Preparer.prepare_py then runs and raises its own error. `shape` is message_shape,
- * `prepared_cls` Prepared. */
+ * `prepared_cls` Prepared, `slots` Message's slot descriptors for MESSAGE_FIELDS (read straight from a
+ * Message; a subclass goes through getattr) or None. */
+
+/* The Message fields prepare_one reads, in the order of the `slots` argument of prepare_plain and
+ * prepare_many (rocketstore.prepare.MESSAGE_FIELDS). */
+enum message_attribute {
+    M_TOPIC, M_BODY, M_QUEUE_ID, M_TAGS, M_KEYS, M_PROPERTIES, M_BORN_HOST, M_SYS_FLAG, M_FLAG,
+    M_BORN_TIMESTAMP, M_RECONSUME_TIMES, M_PREPARED_OFFSET, MESSAGE_FIELDS
+};
+
+static PyObject **const message_field_names[MESSAGE_FIELDS] = {
+    &s_topic, &s_body, &s_queue_id, &s_tags, &s_keys, &s_properties, &s_born_host, &s_sys_flag, &s_flag,
+    &s_born_timestamp, &s_reconsume_times, &s_prepared_transaction_offset,
+};
+
+/* Where a message's fields sit: the slot offsets of the class (`type`) whose member descriptors were
+ * given, or no class (every field through getattr). */
+struct message_layout {
+    PyTypeObject *type;
+    Py_ssize_t offset[MESSAGE_FIELDS];
+};
+
+/* The layout of `slots`: None, or the member descriptors of one class for MESSAGE_FIELDS in order. */
+static int
+message_layout_of(PyObject *slots, struct message_layout *layout)
+{
+    layout->type = NULL;
+    if (slots == Py_None) {
+        return 0;
+    }
+    if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != MESSAGE_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "prepare: slots must be None or a tuple of the message's slots");
+        return -1;
+    }
+    PyTypeObject *type = NULL;
+    for (int i = 0; i < MESSAGE_FIELDS; i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(slots, i);
+        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            || ((PyMemberDescrObject *)descriptor)->d_member->type != T_OBJECT_EX
+            || PyUnicode_Compare(((PyDescrObject *)descriptor)->d_name, *message_field_names[i]) != 0
+            || (type != NULL && ((PyDescrObject *)descriptor)->d_type != type)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "prepare: slots must be one class's object slots, in "
+                                                 "the order of rocketstore.prepare.MESSAGE_FIELDS");
+            }
+            return -1;
+        }
+        type = ((PyDescrObject *)descriptor)->d_type;
+        layout->offset[i] = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+    }
+    layout->type = type;
+    return 0;
+}
+
+/* A new reference to field `field` of `message`: straight from its slot when the message is exactly
+ * of the layout's class (a subclass may override a field), else through getattr. */
+static PyObject *
+message_field(PyObject *message, const struct message_layout *layout, int field)
+{
+    if (Py_TYPE(message) == layout->type) {
+        PyObject *value = *(PyObject **)((char *)message + layout->offset[field]);
+        if (value != NULL) {
+            return Py_NewRef(value);
+        }
+    }
+    return PyObject_GetAttr(message, *message_field_names[field]);
+}
 
 /* The last shape prepare_one asked message_shape for, kept over the messages of one prepare_many
  * call: message_shape is a pure function of its arguments, so the same sys flag and tags objects (and
@@ -927,24 +993,29 @@ shape_memo_clear(struct shape_memo *memo)
     Py_CLEAR(memo->shape);
 }
 
-static PyObject *prepare_one(PyObject *const *args, struct shape_memo *memo);
+static PyObject *prepare_one(PyObject *const *args, const struct message_layout *layout,
+                             struct shape_memo *memo);
 
 static PyObject *
 prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "prepare_plain takes seven arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain takes eight arguments");
+        return NULL;
+    }
+    struct message_layout layout;
+    if (message_layout_of(args[7], &layout) < 0) {
         return NULL;
     }
     struct shape_memo memo = {NULL, NULL, NULL, 0};
-    PyObject *result = prepare_one(args, &memo);
+    PyObject *result = prepare_one(args, &layout, &memo);
     shape_memo_clear(&memo);
     return result;
 }
 
-/* prepare_plain for args[0], with `memo` carried from the message before. */
+/* prepare_plain for args[0], its fields read by `layout`, with `memo` carried from the message before. */
 static PyObject *
-prepare_one(PyObject *const *args, struct shape_memo *memo)
+prepare_one(PyObject *const *args, const struct message_layout *layout, struct shape_memo *memo)
 {
     PyObject *message = args[0], *topic_parts = args[1], *store_ip = args[4], *shape_fn = args[5];
     PyTypeObject *prepared_cls = (PyTypeObject *)args[6];
@@ -963,27 +1034,27 @@ prepare_one(PyObject *const *args, struct shape_memo *memo)
     PyObject *head_size = NULL, *crc = NULL, *queue_key = NULL, *born_port = NULL, *size = NULL;
     PyObject *result = NULL;
     PyObject *declined = Py_None;
-#define GET(var, name) \
-    if ((var = PyObject_GetAttr(message, name)) == NULL) { goto fail; }
+#define GET(var, field) \
+    if ((var = message_field(message, layout, field)) == NULL) { goto fail; }
 #define DECLINE_UNLESS(cond) \
     if (!(cond)) { result = Py_NewRef(declined); goto done; }
 
-    GET(other, s_properties);
+    GET(other, M_PROPERTIES);
     DECLINE_UNLESS(other == Py_None);
     Py_CLEAR(other);
-    GET(other, s_born_host);
+    GET(other, M_BORN_HOST);
     DECLINE_UNLESS(other == Py_None);
     Py_CLEAR(other);
-    GET(topic, s_topic);
+    GET(topic, M_TOPIC);
     DECLINE_UNLESS(PyUnicode_CheckExact(topic));
     PyObject *topic_part = PyDict_GetItemWithError(topic_parts, topic); /* borrowed */
     if (topic_part == NULL && PyErr_Occurred()) {
         goto fail;
     }
     DECLINE_UNLESS(topic_part != NULL && PyBytes_CheckExact(topic_part));
-    GET(body, s_body);
+    GET(body, M_BODY);
     DECLINE_UNLESS(PyBytes_CheckExact(body) && PyBytes_GET_SIZE(body) <= max_body);
-    GET(queue_id, s_queue_id);
+    GET(queue_id, M_QUEUE_ID);
     DECLINE_UNLESS(PyLong_CheckExact(queue_id));
     long long qid = PyLong_AsLongLong(queue_id);
     if (qid == -1 && PyErr_Occurred()) {
@@ -991,12 +1062,12 @@ prepare_one(PyObject *const *args, struct shape_memo *memo)
         qid = -1;
     }
     DECLINE_UNLESS(qid >= 0 && qid <= 0x7FFFFFFF);
-    GET(sys_flag, s_sys_flag);
+    GET(sys_flag, M_SYS_FLAG);
     DECLINE_UNLESS(PyLong_CheckExact(sys_flag));
-    GET(tags, s_tags);
+    GET(tags, M_TAGS);
     DECLINE_UNLESS(tags == Py_None || (PyUnicode_CheckExact(tags) && PyUnicode_GET_LENGTH(tags) > 0
                                        && !has_separator(tags)));
-    GET(keys, s_keys);
+    GET(keys, M_KEYS);
     DECLINE_UNLESS(PyTuple_CheckExact(keys));
     Py_ssize_t key_count = PyTuple_GET_SIZE(keys);
     for (Py_ssize_t i = 0; i < key_count; i++) {
@@ -1132,10 +1203,10 @@ prepare_one(PyObject *const *args, struct shape_memo *memo)
         goto fail;
     }
     PyObject *flag = NULL, *born_timestamp = NULL, *reconsume = NULL, *prepared_offset = NULL;
-    GET(flag, s_flag);
-    if ((born_timestamp = PyObject_GetAttr(message, s_born_timestamp)) == NULL
-        || (reconsume = PyObject_GetAttr(message, s_reconsume_times)) == NULL
-        || (prepared_offset = PyObject_GetAttr(message, s_prepared_transaction_offset)) == NULL) {
+    GET(flag, M_FLAG);
+    if ((born_timestamp = message_field(message, layout, M_BORN_TIMESTAMP)) == NULL
+        || (reconsume = message_field(message, layout, M_RECONSUME_TIMES)) == NULL
+        || (prepared_offset = message_field(message, layout, M_PREPARED_OFFSET)) == NULL) {
         Py_DECREF(flag);
         Py_XDECREF(born_timestamp);
         Py_XDECREF(reconsume);
@@ -1753,14 +1824,14 @@ fail:
     return NULL;
 }
 
-/* prepare_many(messages, topic_parts, max_body, max_record, store_ip, shape, prepared_cls) ->
+/* prepare_many(messages, topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots) ->
  * (prepared, declined): prepare_plain for each message of a list or tuple; `prepared` holds None for
  * each message it declined, `declined` counts them (Preparer.prepare_py answers for those). */
 static PyObject *
 prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "prepare_many takes seven arguments");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "prepare_many takes eight arguments");
         return NULL;
     }
     if (!PyList_Check(args[0]) && !PyTuple_Check(args[0])) {
@@ -1768,18 +1839,22 @@ prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *messages = args[0];
+    struct message_layout layout;
+    if (message_layout_of(args[7], &layout) < 0) {
+        return NULL;
+    }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(messages);
     PyObject *out = PyList_New(n);
     if (out == NULL) {
         return NULL;
     }
-    PyObject *call[7];
+    PyObject *call[8];
     memcpy(call, args, sizeof(call));
     struct shape_memo memo = {NULL, NULL, NULL, 0};
     Py_ssize_t declined = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         call[0] = PySequence_Fast_GET_ITEM(messages, i);
-        PyObject *one = prepare_one(call, &memo);
+        PyObject *one = prepare_one(call, &layout, &memo);
         if (one == NULL) {
             shape_memo_clear(&memo);
             Py_DECREF(out);

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Message:
-    """A message to store.
+    """A message to store (slotted: the compiled prepare reads its fields straight from the slots).
 
     Args:
         topic: RocketMQ topic (letters, digits, `%`, `-`, `_`, `|`; at most 127 characters).

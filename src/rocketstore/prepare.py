@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import struct
+import types
 import zlib
 from collections.abc import Iterable
 from functools import lru_cache
@@ -48,6 +49,20 @@ __all__ = [
 
 _native_prepare = None if speedups is None else speedups.prepare_plain
 _native_prepare_many = None if speedups is None else speedups.prepare_many
+
+MESSAGE_FIELDS = ("topic", "body", "queue_id", "tags", "keys", "properties", "born_host", "sys_flag", "flag",
+                  "born_timestamp", "reconsume_times", "prepared_transaction_offset")
+"""The Message fields the compiled prepare reads, in the order it takes their slots."""
+
+
+def message_slots() -> tuple[Any, ...] | None:
+    """Message's slot descriptors for MESSAGE_FIELDS, in order (the compiled prepare reads a Message's
+    fields straight from them), or None when Message has no such slots (it then reads by getattr)."""
+    slots = tuple(vars(Message).get(name) for name in MESSAGE_FIELDS)
+    return slots if all(isinstance(slot, types.MemberDescriptorType) for slot in slots) else None
+
+
+_MESSAGE_SLOTS = message_slots()
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this much (RocketMQ)
@@ -200,7 +215,7 @@ class Preparer:
         """
         if _native_prepare is not None:  # the common message in one compiled call; None: any other
             prepared = _native_prepare(message, _CHECKED_TOPICS, self._max_message_size, self._max_record_size,
-                                       self._store_ip, message_shape, Prepared)
+                                       self._store_ip, message_shape, Prepared, _MESSAGE_SLOTS)
             if prepared is not None:
                 return prepared
         return self.prepare_py(message)
@@ -217,7 +232,7 @@ class Preparer:
             return [self.prepare(m) for m in messages]
         prepared, declined = _native_prepare_many(messages, _CHECKED_TOPICS, self._max_message_size,
                                                   self._max_record_size, self._store_ip, message_shape,
-                                                  Prepared)
+                                                  Prepared, _MESSAGE_SLOTS)
         if declined:
             for i, p in enumerate(prepared):
                 if p is None:

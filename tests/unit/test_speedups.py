@@ -364,6 +364,9 @@ messages = st.builds(
     flag=st.integers(-2, 2),
     born_timestamp=st.sampled_from([None, 1, 1_700_000_000_000]),
 )
+PREPARE_ARGS = (prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size, PREPARER._store_ip,
+                prepare_module.message_shape, Prepared, prepare_module.message_slots())
+"""What the compiled prepare takes after the message (the Preparer's own arguments)."""
 
 
 def _prepared_or_error(message: Message):
@@ -379,8 +382,7 @@ def test_prepare_plain_twins(message):
     for topic in ("T", "TopicTest", "%RETRY%g"):
         checked_topic(topic)  # what the store has seen and checked (checked_topic fills the table)
     expected = _prepared_or_error(message)
-    native = _speedups.prepare_plain(message, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
-                                     PREPARER._store_ip, prepare_module.message_shape, Prepared)
+    native = _speedups.prepare_plain(message, *PREPARE_ARGS)
     if native is not None:  # it took the message: exactly what the Python path gives
         assert type(native) is Prepared and native == expected
     assert _prepared_or_error(message) == expected
@@ -392,13 +394,11 @@ def test_prepare_plain_twins(message):
 def test_prepare_plain_takes_the_common_message():
     checked_topic("TopicTest")
     message = Message("TopicTest", b"body", queue_id=3, tags="TagA", keys=("k1", "k2"))
-    native = _speedups.prepare_plain(message, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
-                                     PREPARER._store_ip, prepare_module.message_shape, Prepared)
+    native = _speedups.prepare_plain(message, *PREPARE_ARGS)
     assert native is not None and native == PREPARER.prepare_py(message)
     assert native.keys == ("k1", "k2") and native.tail.endswith(b"TAGS\x01TagA\x02KEYS\x01k1 k2")
     unseen = Message("NeverChecked", b"body")
-    assert _speedups.prepare_plain(unseen, prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size,
-                                   PREPARER._store_ip, prepare_module.message_shape, Prepared) is None
+    assert _speedups.prepare_plain(unseen, *PREPARE_ARGS) is None
 
 
 def _state() -> tuple[dict, dict, list, list]:
@@ -548,8 +548,7 @@ def test_prepare_many_twins(batch):
     for topic in ("T", "TopicTest", "%RETRY%g"):
         checked_topic(topic)
     expected = [_prepared_or_error(m) for m in batch]
-    args = (prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size, PREPARER._store_ip,
-            prepare_module.message_shape, Prepared)
+    args = PREPARE_ARGS
     native, declined = _speedups.prepare_many(batch, *args)
     assert declined == native.count(None)
     assert native == [None if n is None else e for n, e in zip(native, expected, strict=True)]
@@ -591,9 +590,29 @@ def test_prepare_many_asks_for_the_shape_again_when_the_flag_or_the_tags_change(
     tags = "TagA"
     batch = [Message("T", b"b", tags=tags, sys_flag=flag) for flag in (0, 0, 8, 8, 0, 4, 12)]
     batch += [Message("T", b"b", tags="TagB"), Message("T", b"b"), Message("T", b"b", tags=tags)]
-    args = (prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size, PREPARER._store_ip,
-            prepare_module.message_shape, Prepared)
+    args = PREPARE_ARGS
     native, declined = _speedups.prepare_many(batch, *args)
     assert declined == 0
     assert native == [PREPARER.prepare_py(m) for m in batch]
     assert len({(p.in_queue, p.tags_code) for p in native}) >= 4
+
+
+class _SubMessage(Message):
+    """A Message subclass: the compiled prepare reads its fields by getattr, not from Message's slots."""
+
+
+def test_prepare_reads_slots_of_a_message_and_getattr_of_anything_else():
+    checked_topic("T")
+    slots = prepare_module.message_slots()
+    assert slots is not None and [s.__name__ for s in slots] == list(prepare_module.MESSAGE_FIELDS)
+    message = Message("T", b"body", queue_id=2, tags="TagA", keys=("k",), flag=7, born_timestamp=5)
+    sub = _SubMessage("T", b"body", queue_id=2, tags="TagA", keys=("k",), flag=7, born_timestamp=5)
+    expected = PREPARER.prepare_py(message)
+    assert _speedups.prepare_plain(message, *PREPARE_ARGS) == expected
+    assert _speedups.prepare_plain(sub, *PREPARE_ARGS) == expected
+    no_slots = PREPARE_ARGS[:-1] + (None,)
+    assert _speedups.prepare_plain(message, *no_slots) == expected
+    assert _speedups.prepare_many([sub, message], *no_slots) == ([expected, expected], 0)
+    for bad in (slots[:-1], slots[1:] + slots[:1], (PutResult.status,) + slots[1:], "slots"):
+        with pytest.raises(TypeError, match="slots"):
+            _speedups.prepare_plain(message, *PREPARE_ARGS[:-1], bad)
