@@ -869,6 +869,23 @@ fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return obj;
 }
 
+/* Take a new tuple out of the cycle collector's tracking when nothing in it can be tracked (ints,
+ * strings, bytes, None, untracked tuples): such a tuple can be part of no cycle, and CPython untracks
+ * it anyway at the first collection that visits it. A batch makes several per message; left tracked,
+ * those alive while the batch runs are moved to the older generations by the collections the batch
+ * sets off, and a large batch then pays for full collections of the whole heap. */
+static void
+untrack_if_atomic(PyObject *tuple)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (PyType_IS_GC(Py_TYPE(item)) && (!PyTuple_CheckExact(item) || PyObject_GC_IsTracked(item))) {
+            return;
+        }
+    }
+    PyObject_GC_UnTrack(tuple); /* a no-op for a tuple not tracked */
+}
+
 /* An int field as int64 within [lo, hi]; 0 with *ok cleared when it is not an int or out of range. */
 static long long
 int_field(PyObject *value, long long lo, long long hi, int *ok)
@@ -1202,6 +1219,8 @@ prepare_one(PyObject *const *args, const struct message_layout *layout, struct s
     if (crc == NULL || queue_key == NULL || born_port == NULL || size == NULL) {
         goto fail;
     }
+    untrack_if_atomic(queue_key);
+    untrack_if_atomic(split);
     PyObject *flag = NULL, *born_timestamp = NULL, *reconsume = NULL, *prepared_offset = NULL;
     GET(flag, M_FLAG);
     if ((born_timestamp = message_field(message, layout, M_BORN_TIMESTAMP)) == NULL
@@ -1254,6 +1273,10 @@ prepare_one(PyObject *const *args, const struct message_layout *layout, struct s
         Py_DECREF(prepared);
         goto fail;
     }
+    /* Its items are ints, strings, bytes, None, two untracked tuples and the header Struct shared
+     * through message_shape's cache: none can refer back to it, so it is part of no cycle (see
+     * untrack_if_atomic for why that matters to a batch). */
+    PyObject_GC_UnTrack(prepared);
     result = prepared;
     goto done;
 fail:
@@ -1441,6 +1464,9 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             if (!failed) {
                 PyObject *entry = Py_BuildValue("(OLOO)", phy_obj, r->size, PyTuple_GET_ITEM(p, P_TAGS_CODE), qo_obj);
+                if (entry != NULL) {
+                    untrack_if_atomic(entry);
+                }
                 failed = entry == NULL || PyList_Append(PyTuple_GET_ITEM(lists, 0), entry) < 0
                          || PyList_Append(PyTuple_GET_ITEM(lists, 1), stamp) < 0;
                 Py_XDECREF(entry);
@@ -1456,6 +1482,9 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (r->indexed) {
             PyObject *record = PyTuple_Pack(5, PyTuple_GET_ITEM(p, P_TOPIC), phy_obj, stamp, PyTuple_GET_ITEM(p, P_KEYS),
                                             PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+            if (record != NULL) {
+                untrack_if_atomic(record);
+            }
             int failed = record == NULL || PyList_Append(index_records, record) < 0;
             Py_XDECREF(record);
             if (failed) {
@@ -1465,6 +1494,9 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
         }
         PyObject *place = qo_obj == NULL ? NULL : PyTuple_Pack(3, phy_obj, qo_obj, stamp);
+        if (place != NULL) {
+            untrack_if_atomic(place);
+        }
         int failed = place == NULL || PyList_Append(placed, place) < 0;
         Py_XDECREF(place);
         Py_DECREF(phy_obj);

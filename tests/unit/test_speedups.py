@@ -5,6 +5,7 @@ pure-Python twin gives, on generated inputs, garbage included."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import struct
 import subprocess
@@ -616,3 +617,21 @@ def test_prepare_reads_slots_of_a_message_and_getattr_of_anything_else():
     for bad in (slots[:-1], slots[1:] + slots[:1], (PutResult.status,) + slots[1:], "slots"):
         with pytest.raises(TypeError, match="slots"):
             _speedups.prepare_plain(message, *PREPARE_ARGS[:-1], bad)
+
+
+class _TrackedTopic(str):
+    """A str subclass with a __dict__: the cycle collector tracks its instances."""
+
+
+def test_batch_tuples_that_can_hold_no_cycle_are_left_out_of_the_cycle_collector():
+    checked_topic("T")
+    prepared = _speedups.prepare_plain(Message("T", b"body", queue_id=1, tags="TagA", keys=("k", "l")), *PREPARE_ARGS)
+    assert not gc.is_tracked(prepared) and not gc.is_tracked(prepared.queue_key) and not gc.is_tracked(prepared.keys)
+    odd = PREPARER.prepare_py(Message("T", b"body", queue_id=1, keys=("k",)))._replace(topic=_TrackedTopic("T"))
+    table, queues, index, placed = _state()
+    _speedups.pack_run([prepared, odd], 0, 2, 4096, 10_000, 99, table, bytes([10, 0, 0, 1]), 10911, queues, index,
+                       placed)
+    assert [gc.is_tracked(p) for p in placed] == [False, False]
+    assert [gc.is_tracked(e) for e in queues[("T", 1)][0]] == [False, False]
+    assert [gc.is_tracked(r) for r in index] == [False, True]  # the second holds a tracked topic
+    assert gc.collect() >= 0 and index[1][0] == "T"
