@@ -1463,7 +1463,8 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 }
             }
             if (!failed) {
-                PyObject *entry = Py_BuildValue("(OLOO)", phy_obj, r->size, PyTuple_GET_ITEM(p, P_TAGS_CODE), qo_obj);
+                PyObject *entry = PyTuple_Pack(4, phy_obj, PyTuple_GET_ITEM(p, P_SIZE), PyTuple_GET_ITEM(p, P_TAGS_CODE),
+                                               qo_obj);
                 if (entry != NULL) {
                     untrack_if_atomic(entry);
                 }
