@@ -1315,8 +1315,53 @@ enum prepared_field {
 struct packed {
     PyObject *p; /* borrowed */
     long long size, crc, queue_id, flag, record_flag, born_ts, born_port, reconsume, prepared_offset, code;
-    int in_queue, indexed, born_has_ts;
+    int in_queue, indexed, born_has_ts, queue; /* queue: its slot in the run's queues */
 };
+
+/* The queues of one pack_run call, so that each message costs no dictionary lookups: a queue's key
+ * (the first key object met for it, borrowed from its Prepared), the next queue offset (written back to
+ * queue_table at the end) and its per_queue lists (borrowed from per_queue; NULL until pass 2 needs
+ * them). A run stops before a message of a queue beyond RUN_QUEUES: the next call takes it. */
+#define RUN_QUEUES 16
+
+struct run_queue {
+    PyObject *key, *lists;
+    long long next;
+};
+
+/* The slot of `key` (a (topic, queue id) tuple) among the run's `n` queues: -1 when it is not there,
+ * -2 after an error. Two keys match as the dict matches them, by equality. */
+static int
+run_queue_of(struct run_queue *queues, int n, PyObject *key)
+{
+    for (int q = 0; q < n; q++) {
+        if (queues[q].key == key) {
+            return q;
+        }
+    }
+    for (int q = 0; q < n; q++) {
+        int equal = PyObject_RichCompareBool(queues[q].key, key, Py_EQ);
+        if (equal != 0) {
+            return equal < 0 ? -2 : q;
+        }
+    }
+    return -1;
+}
+
+/* Each queue's next queue offset into queue_table (under the key object met first). */
+static int
+write_back_queues(PyObject *queue_table, const struct run_queue *queues, int n)
+{
+    for (int q = 0; q < n; q++) {
+        PyObject *next = PyLong_FromLongLong(queues[q].next);
+        int failed = next == NULL || PyDict_SetItem(queue_table, queues[q].key, next) < 0;
+        Py_XDECREF(next);
+        if (failed) {
+            return -1;
+        }
+    }
+    return 0;
+}
 
 /* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
  * index_records, placed) -> (next, records): the write loop of MessageStore._append for the
@@ -1361,6 +1406,8 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_ssize_t taken = 0;
     long long total = 0;
+    struct run_queue queues[RUN_QUEUES];
+    int queue_count = 0;
     for (Py_ssize_t j = i; j < stop; j++) {
         PyObject *p = PyList_GET_ITEM(prepared, j);
         if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != PREPARED_FIELDS) {
@@ -1401,19 +1448,36 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         }
         if (in_queue) {
-            PyObject *known = PyDict_GetItemWithError(queue_table, PyTuple_GET_ITEM(p, P_QUEUE_KEY));
-            if (known == NULL && PyErr_Occurred()) {
+            PyObject *key = PyTuple_GET_ITEM(p, P_QUEUE_KEY);
+            int q = run_queue_of(queues, queue_count, key);
+            if (q == -2) {
                 PyMem_Free(runs);
                 return NULL;
             }
-            int fits = 1;
-            if (known != NULL) {
-                /* a queue offset must stay an int64 after this run's messages: leave the edge to the twin */
-                (void)int_field(known, 0, LLONG_MAX / 2, &fits);
+            if (q == -1) {
+                if (queue_count == RUN_QUEUES) {
+                    break;
+                }
+                PyObject *known = PyDict_GetItemWithError(queue_table, key);
+                if (known == NULL && PyErr_Occurred()) {
+                    PyMem_Free(runs);
+                    return NULL;
+                }
+                int fits = 1;
+                long long next = 0;
+                if (known != NULL) {
+                    /* a queue offset must stay an int64 after this run's messages: leave the edge to the twin */
+                    next = int_field(known, 0, LLONG_MAX / 2, &fits);
+                }
+                if (!fits) {
+                    break;
+                }
+                q = queue_count++;
+                queues[q].key = key;
+                queues[q].lists = NULL;
+                queues[q].next = next;
             }
-            if (!fits) {
-                break;
-            }
+            r->queue = q;
         }
         r->in_queue = in_queue;
         r->indexed = indexed;
@@ -1437,30 +1501,24 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
         if (r->in_queue) {
-            PyObject *key = PyTuple_GET_ITEM(p, P_QUEUE_KEY);
-            PyObject *known = PyDict_GetItemWithError(queue_table, key);
-            if (known != NULL) {
-                queue_offset = PyLong_AsLongLong(known);
-            } else if (PyErr_Occurred()) {
-                Py_DECREF(phy_obj);
-                goto error;
-            }
+            struct run_queue *queue = &queues[r->queue];
+            queue_offset = queue->next++;
             qo_obj = PyLong_FromLongLong(queue_offset);
-            PyObject *next = PyLong_FromLongLong(queue_offset + 1);
-            int failed = qo_obj == NULL || next == NULL || PyDict_SetItem(queue_table, key, next) < 0;
-            Py_XDECREF(next);
-            PyObject *lists = failed ? NULL : PyDict_GetItemWithError(per_queue, key);
+            int failed = qo_obj == NULL;
+            PyObject *lists = queue->lists;
             if (!failed && lists == NULL) {
-                if (PyErr_Occurred()) {
+                lists = PyDict_GetItemWithError(per_queue, queue->key);
+                if (lists == NULL && PyErr_Occurred()) {
                     failed = 1;
-                } else {
+                } else if (lists == NULL) {
                     PyObject *entries = PyList_New(0), *stamps = PyList_New(0);
                     lists = entries == NULL || stamps == NULL ? NULL : PyTuple_Pack(2, entries, stamps);
                     Py_XDECREF(entries);
                     Py_XDECREF(stamps);
-                    failed = lists == NULL || PyDict_SetItem(per_queue, key, lists) < 0;
+                    failed = lists == NULL || PyDict_SetItem(per_queue, queue->key, lists) < 0;
                     Py_XDECREF(lists); /* the dict holds it */
                 }
+                queue->lists = failed ? NULL : lists;
             }
             if (!failed) {
                 PyObject *entry = PyTuple_Pack(4, phy_obj, PyTuple_GET_ITEM(p, P_SIZE), PyTuple_GET_ITEM(p, P_TAGS_CODE),
@@ -1535,6 +1593,9 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         memcpy(at, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
         out += r->size;
         phy += r->size;
+    }
+    if (write_back_queues(queue_table, queues, queue_count) < 0) {
+        goto error;
     }
     PyMem_Free(runs);
     Py_DECREF(stamp);

@@ -635,3 +635,25 @@ def test_batch_tuples_that_can_hold_no_cycle_are_left_out_of_the_cycle_collector
     assert [gc.is_tracked(e) for e in queues[("T", 1)][0]] == [False, False]
     assert [gc.is_tracked(r) for r in index] == [False, True]  # the second holds a tracked topic
     assert gc.collect() >= 0 and index[1][0] == "T"
+
+
+def test_pack_run_takes_sixteen_queues_a_run_and_the_next_call_the_rest():
+    checked_topic("T")
+    prepared = [PREPARER.prepare_py(Message("T", b"body", queue_id=q % 20, keys=("k",))) for q in range(45)]
+    prepared += [PREPARER.prepare_py(Message("T", b"body", queue_id=3))._replace(queue_key=("T", True))]  # == ("T", 1)
+    store_ip = bytes([10, 0, 0, 1])
+    c_table, c_queues, c_index, c_placed = _state()
+    nxt, first = _speedups.pack_run(prepared, 0, len(prepared), 0, 100_000, 7, c_table, store_ip, 1, c_queues,
+                                    c_index, c_placed)
+    assert nxt == 16 and len(c_queues) == 16  # message 16 is of a seventeenth queue
+    records = [first]
+    while nxt < len(prepared):
+        nxt, more = _speedups.pack_run(prepared, nxt, len(prepared), sum(map(len, records)), 100_000, 7, c_table,
+                                       store_ip, 1, c_queues, c_index, c_placed)
+        records.append(more)
+    p_table, p_queues, p_index, p_placed = _state()
+    p_next, p_records = append_run.pack_run_py(prepared, 0, len(prepared), 0, 100_000, 7, p_table, store_ip, 1,
+                                               p_queues, p_index, p_placed)
+    assert (b"".join(records), c_table, c_queues, c_index, c_placed) == (p_records, p_table, p_queues, p_index,
+                                                                         p_placed)
+    assert c_table[("T", 1)] == 7 + 3 + 1 and c_table[("T", 19)] == 2  # the table's queue ("T", 1) came first
