@@ -1122,7 +1122,8 @@ prepare_one(PyObject *const *args, const struct message_layout *layout, struct s
         }
         text_length += (tags != Py_None ? 1 : 0) + 5 + joined_length;
         if (PyUnicode_FindChar(joined, ' ', 0, joined_length, 1) == -1) {
-            split = PyTuple_Pack(1, joined);
+            /* one key without a space: the message's own keys tuple is (joined,) already */
+            split = key_count == 1 ? Py_NewRef(keys) : PyTuple_Pack(1, joined);
         } else {
             PyObject *sep = PyUnicode_FromOrdinal(' ');
             PyObject *all = sep == NULL ? NULL : PyUnicode_Split(joined, sep, -1);

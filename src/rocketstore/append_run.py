@@ -17,7 +17,9 @@ RocketMQ's putMessages gives a batch one). For each message it:
 It returns `(next, records)`: the index of the first message not taken and the records' bytes. The
 compiled `rocketstore._speedups.pack_run` runs the same loop; it stops before a message it does not
 take (a delayed message, whose tags code is its delivery time, or a value outside its header field),
-and then this twin runs for that message (and raises the encoder's error for a value out of range).
+and then this twin runs for that message (and raises the encoder's error for a value out of range). It
+also stops before the first message of a seventeenth queue (it keeps the queues of a call in a small
+table and writes their next offsets back at the end); the next call goes on from there.
 """
 
 from __future__ import annotations
