@@ -1330,18 +1330,41 @@ struct run_queue {
     long long next;
 };
 
+/* 1 when two queue keys are equal, 0 when not, -1 after an error: the common keys, (str, int) tuples,
+ * compared item by item without a rich comparison; any other pair by ==. */
+static int
+same_queue_key(PyObject *a, PyObject *b)
+{
+    if (a == b) {
+        return 1;
+    }
+    if (PyTuple_CheckExact(a) && PyTuple_CheckExact(b) && PyTuple_GET_SIZE(a) == 2 && PyTuple_GET_SIZE(b) == 2) {
+        PyObject *topic_a = PyTuple_GET_ITEM(a, 0), *topic_b = PyTuple_GET_ITEM(b, 0);
+        PyObject *queue_a = PyTuple_GET_ITEM(a, 1), *queue_b = PyTuple_GET_ITEM(b, 1);
+        if (PyUnicode_CheckExact(topic_a) && PyUnicode_CheckExact(topic_b) && PyLong_CheckExact(queue_a)
+            && PyLong_CheckExact(queue_b)) {
+            int overflow_a = 0, overflow_b = 0;
+            long long id_a = PyLong_AsLongLongAndOverflow(queue_a, &overflow_a);
+            long long id_b = PyLong_AsLongLongAndOverflow(queue_b, &overflow_b);
+            if (!overflow_a && !overflow_b && !PyErr_Occurred()) {
+                if (id_a != id_b) {
+                    return 0;
+                }
+                return topic_a == topic_b || PyUnicode_Compare(topic_a, topic_b) == 0;
+            }
+            PyErr_Clear();
+        }
+    }
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
 /* The slot of `key` (a (topic, queue id) tuple) among the run's `n` queues: -1 when it is not there,
  * -2 after an error. Two keys match as the dict matches them, by equality. */
 static int
 run_queue_of(struct run_queue *queues, int n, PyObject *key)
 {
     for (int q = 0; q < n; q++) {
-        if (queues[q].key == key) {
-            return q;
-        }
-    }
-    for (int q = 0; q < n; q++) {
-        int equal = PyObject_RichCompareBool(queues[q].key, key, Py_EQ);
+        int equal = same_queue_key(queues[q].key, key);
         if (equal != 0) {
             return equal < 0 ? -2 : q;
         }

@@ -641,6 +641,11 @@ def test_pack_run_takes_sixteen_queues_a_run_and_the_next_call_the_rest():
     checked_topic("T")
     prepared = [PREPARER.prepare_py(Message("T", b"body", queue_id=q % 20, keys=("k",))) for q in range(45)]
     prepared += [PREPARER.prepare_py(Message("T", b"body", queue_id=3))._replace(queue_key=("T", True))]  # == ("T", 1)
+    checked_topic("TopicX")
+    twin_topic = "".join(["Topic", "X"])  # equal to "TopicX", another object
+    assert twin_topic is not "TopicX"  # noqa: F632
+    prepared += [PREPARER.prepare_py(Message("TopicX", b"body", queue_id=2)),
+                 PREPARER.prepare_py(Message("TopicX", b"body", queue_id=2))._replace(queue_key=(twin_topic, 2))]
     store_ip = bytes([10, 0, 0, 1])
     c_table, c_queues, c_index, c_placed = _state()
     nxt, first = _speedups.pack_run(prepared, 0, len(prepared), 0, 100_000, 7, c_table, store_ip, 1, c_queues,
@@ -657,3 +662,4 @@ def test_pack_run_takes_sixteen_queues_a_run_and_the_next_call_the_rest():
     assert (b"".join(records), c_table, c_queues, c_index, c_placed) == (p_records, p_table, p_queues, p_index,
                                                                          p_placed)
     assert c_table[("T", 1)] == 7 + 3 + 1 and c_table[("T", 19)] == 2  # the table's queue ("T", 1) came first
+    assert c_table[("TopicX", 2)] == 2 and len(c_queues[("TopicX", 2)][0]) == 2
