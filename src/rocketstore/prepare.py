@@ -63,6 +63,7 @@ def message_slots() -> tuple[Any, ...] | None:
 
 
 _MESSAGE_SLOTS = message_slots()
+
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 RECORD_SIZE_SLACK = 64 * 1024  # a record may exceed max_message_size by this much (RocketMQ)
