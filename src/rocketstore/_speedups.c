@@ -948,12 +948,20 @@ struct message_layout {
     Py_ssize_t offset[MESSAGE_FIELDS];
 };
 
+/* The last `slots` tuple checked and its layout (a put passes the same tuple every time). */
+static PyObject *checked_slots;
+static struct message_layout checked_layout;
+
 /* The layout of `slots`: None, or the member descriptors of one class for MESSAGE_FIELDS in order. */
 static int
 message_layout_of(PyObject *slots, struct message_layout *layout)
 {
     layout->type = NULL;
     if (slots == Py_None) {
+        return 0;
+    }
+    if (slots == checked_slots) {
+        *layout = checked_layout;
         return 0;
     }
     if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != MESSAGE_FIELDS) {
@@ -977,6 +985,8 @@ message_layout_of(PyObject *slots, struct message_layout *layout)
         layout->offset[i] = ((PyMemberDescrObject *)descriptor)->d_member->offset;
     }
     layout->type = type;
+    Py_XSETREF(checked_slots, Py_NewRef(slots)); /* it keeps the descriptors, and they the class */
+    checked_layout = *layout;
     return 0;
 }
 
