@@ -825,9 +825,39 @@ decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nLi)", i, total_bytes, (int)state);
 }
 
-/* fill_slots(cls, descriptors, *values): a new `cls` (object.__new__) with each value stored through
- * its slot's member descriptor, as `descriptor.__set__(obj, value)` does (also for a frozen dataclass,
- * whose __setattr__ it passes by, like object.__setattr__). */
+/* 0 when every item of `descriptors` is a slot (member descriptor) of `cls`, else -1 with a TypeError
+ * naming `caller`. */
+static int
+check_slots(PyTypeObject *cls, PyObject *descriptors, const char *caller)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(descriptors); i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
+        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            || !PyType_IsSubtype(cls, ((PyDescrObject *)descriptor)->d_type)) {
+            PyErr_Format(PyExc_TypeError, "%s: every descriptor must be a slot of the class", caller);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A new `cls` (object.__new__; `empty` is the empty tuple) with values[i] stored through slot
+ * descriptors[i], as `descriptor.__set__(obj, value)` does (also for a frozen dataclass, whose
+ * __setattr__ it passes by, like object.__setattr__). The descriptors were checked by check_slots. */
+static PyObject *
+new_with_slots(PyTypeObject *cls, PyObject *descriptors, PyObject *const *values, PyObject *empty)
+{
+    PyObject *obj = PyBaseObject_Type.tp_new(cls, empty, NULL);
+    for (Py_ssize_t i = 0; obj != NULL && i < PyTuple_GET_SIZE(descriptors); i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
+        if (Py_TYPE(descriptor)->tp_descr_set(descriptor, obj, values[i]) < 0) {
+            Py_CLEAR(obj);
+        }
+    }
+    return obj;
+}
+
+/* fill_slots(cls, descriptors, *values): new_with_slots for one object. */
 static PyObject *
 fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -842,30 +872,15 @@ fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "fill_slots: %zd descriptors but %zd values", count, nargs - 2);
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
-        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-            || !PyType_IsSubtype(cls, ((PyDescrObject *)descriptor)->d_type)) {
-            PyErr_SetString(PyExc_TypeError, "fill_slots: every descriptor must be a slot of the class");
-            return NULL;
-        }
+    if (check_slots(cls, descriptors, "fill_slots") < 0) {
+        return NULL;
     }
     PyObject *empty = PyTuple_New(0);
     if (empty == NULL) {
         return NULL;
     }
-    PyObject *obj = PyBaseObject_Type.tp_new(cls, empty, NULL);
+    PyObject *obj = new_with_slots(cls, descriptors, args + 2, empty);
     Py_DECREF(empty);
-    if (obj == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
-        if (Py_TYPE(descriptor)->tp_descr_set(descriptor, obj, args[2 + i]) < 0) {
-            Py_DECREF(obj);
-            return NULL;
-        }
-    }
     return obj;
 }
 
@@ -1020,8 +1035,36 @@ shape_memo_clear(struct shape_memo *memo)
     Py_CLEAR(memo->shape);
 }
 
-static PyObject *prepare_one(PyObject *const *args, const struct message_layout *layout,
-                             struct shape_memo *memo);
+/* What prepare_plain and prepare_many take after the messages, checked once per call. */
+struct prepare_call {
+    PyObject *topic_parts, *store_ip, *shape_fn;
+    PyTypeObject *prepared_cls;
+    Py_ssize_t max_body, max_record;
+    struct message_layout layout;
+};
+
+/* `call` from args[1..7] (topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots). */
+static int
+prepare_call_of(PyObject *const *args, struct prepare_call *call)
+{
+    call->topic_parts = args[1];
+    call->store_ip = args[4];
+    call->shape_fn = args[5];
+    call->prepared_cls = (PyTypeObject *)args[6];
+    call->max_body = PyLong_AsSsize_t(args[2]);
+    call->max_record = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (!PyDict_Check(call->topic_parts) || !PyBytes_CheckExact(call->store_ip) || !PyType_Check(args[6])
+        || !PyType_IsSubtype(call->prepared_cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain: a dict, bytes and a tuple class expected");
+        return -1;
+    }
+    return message_layout_of(args[7], &call->layout);
+}
+
+static PyObject *prepare_one(PyObject *message, const struct prepare_call *call, struct shape_memo *memo);
 
 static PyObject *
 prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1030,32 +1073,24 @@ prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "prepare_plain takes eight arguments");
         return NULL;
     }
-    struct message_layout layout;
-    if (message_layout_of(args[7], &layout) < 0) {
+    struct prepare_call call;
+    if (prepare_call_of(args, &call) < 0) {
         return NULL;
     }
     struct shape_memo memo = {NULL, NULL, NULL, 0};
-    PyObject *result = prepare_one(args, &layout, &memo);
+    PyObject *result = prepare_one(args[0], &call, &memo);
     shape_memo_clear(&memo);
     return result;
 }
 
-/* prepare_plain for args[0], its fields read by `layout`, with `memo` carried from the message before. */
+/* prepare_plain for `message`, with `memo` carried from the message before. */
 static PyObject *
-prepare_one(PyObject *const *args, const struct message_layout *layout, struct shape_memo *memo)
+prepare_one(PyObject *message, const struct prepare_call *call, struct shape_memo *memo)
 {
-    PyObject *message = args[0], *topic_parts = args[1], *store_ip = args[4], *shape_fn = args[5];
-    PyTypeObject *prepared_cls = (PyTypeObject *)args[6];
-    Py_ssize_t max_body = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t max_record = PyLong_AsSsize_t(args[3]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    if (!PyDict_Check(topic_parts) || !PyBytes_CheckExact(store_ip) || !PyType_Check(args[6])
-        || !PyType_IsSubtype(prepared_cls, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "prepare_plain: a dict, bytes and a tuple class expected");
-        return NULL;
-    }
+    PyObject *topic_parts = call->topic_parts, *store_ip = call->store_ip, *shape_fn = call->shape_fn;
+    PyTypeObject *prepared_cls = call->prepared_cls;
+    Py_ssize_t max_body = call->max_body, max_record = call->max_record;
+    const struct message_layout *layout = &call->layout;
     PyObject *topic = NULL, *body = NULL, *queue_id = NULL, *tags = NULL, *keys = NULL, *other = NULL;
     PyObject *sys_flag = NULL, *joined = NULL, *split = NULL, *tail = NULL, *shape = NULL;
     PyObject *head_size = NULL, *crc = NULL, *queue_key = NULL, *born_port = NULL, *size = NULL;
@@ -1874,13 +1909,8 @@ put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "put_results: eight descriptors expected");
         return NULL;
     }
-    for (Py_ssize_t k = 0; k < 8; k++) {
-        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, k);
-        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
-            || !PyType_IsSubtype(cls, ((PyDescrObject *)descriptor)->d_type)) {
-            PyErr_SetString(PyExc_TypeError, "put_results: every descriptor must be a slot of the class");
-            return NULL;
-        }
+    if (check_slots(cls, descriptors, "put_results") < 0) {
+        return NULL;
     }
     if (ready(prefix) < 0) {
         return NULL;
@@ -1931,13 +1961,7 @@ put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             status, phy, PyTuple_GET_ITEM(where, 1), PyTuple_GET_ITEM(p, P_SIZE), msg_id,
             PyTuple_GET_ITEM(where, 2), PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_QUEUE_ID),
         };
-        PyObject *result = PyBaseObject_Type.tp_new(cls, empty, NULL);
-        for (int k = 0; result != NULL && k < 8; k++) {
-            PyObject *descriptor = PyTuple_GET_ITEM(descriptors, k);
-            if (Py_TYPE(descriptor)->tp_descr_set(descriptor, result, values[k]) < 0) {
-                Py_CLEAR(result);
-            }
-        }
+        PyObject *result = new_with_slots(cls, descriptors, values, empty);
         Py_DECREF(msg_id);
         if (result == NULL) {
             goto fail;
@@ -1967,8 +1991,8 @@ prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *messages = args[0];
-    struct message_layout layout;
-    if (message_layout_of(args[7], &layout) < 0) {
+    struct prepare_call call;
+    if (prepare_call_of(args, &call) < 0) {
         return NULL;
     }
     Py_ssize_t n = PySequence_Fast_GET_SIZE(messages);
@@ -1976,13 +2000,10 @@ prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (out == NULL) {
         return NULL;
     }
-    PyObject *call[8];
-    memcpy(call, args, sizeof(call));
     struct shape_memo memo = {NULL, NULL, NULL, 0};
     Py_ssize_t declined = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        call[0] = PySequence_Fast_GET_ITEM(messages, i);
-        PyObject *one = prepare_one(call, &layout, &memo);
+        PyObject *one = prepare_one(PySequence_Fast_GET_ITEM(messages, i), &call, &memo);
         if (one == NULL) {
             shape_memo_clear(&memo);
             Py_DECREF(out);
