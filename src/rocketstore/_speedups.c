@@ -20,7 +20,6 @@
  *   crc32(data, value=0)            zlib.crc32 (carry-less multiplication, _crc32.c)
  *   put_results(cls, descs, ...)    rocketstore.store.put_results_py
  *   prepare_many(messages, ...)     prepare_plain per message (Preparer.prepare_many)
- *   pack_following(entries, ...)    rocketstore.log.consume_queue.pack_following_py
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
  * Java's String.hashCode runs over UTF-16 code units: a code point above U+FFFF counts as its two
@@ -1366,13 +1365,16 @@ struct packed {
 
 /* The queues of one pack_run call, so that each message costs no dictionary lookups: a queue's key
  * (the first key object met for it, borrowed from its Prepared), the next queue offset (written back to
- * queue_table at the end) and its per_queue lists (borrowed from per_queue; NULL until pass 2 needs
- * them). A run stops before a message of a queue beyond RUN_QUEUES: the next call takes it. */
+ * queue_table at the end), how many of the call's messages it takes and, in pass 2, where the next of
+ * their 20-byte units goes in its per_queue bytearray. A run stops before a message of a queue beyond
+ * RUN_QUEUES: the next call takes it. */
 #define RUN_QUEUES 16
 
 struct run_queue {
-    PyObject *key, *lists;
+    PyObject *key;
     long long next;
+    Py_ssize_t count;   /* this call's entries of the queue (pass 1) */
+    unsigned char *out; /* where the next of them goes in the queue's units (pass 2) */
 };
 
 /* 1 when two queue keys are equal, 0 when not, -1 after an error: the common keys, (str, int) tuples,
@@ -1430,6 +1432,42 @@ write_back_queues(PyObject *queue_table, const struct run_queue *queues, int n)
         }
     }
     return 0;
+}
+
+/* The 20-byte units of the queue `key` in per_queue, (first queue offset, bytearray), grown by `count`
+ * units: where the first of them goes. A queue met for the first time in the batch gets
+ * (first_offset, bytearray()). NULL after an error (TypeError for a per_queue value of another shape). */
+static unsigned char *
+grow_queue_units(PyObject *per_queue, PyObject *key, long long first_offset, Py_ssize_t count)
+{
+    PyObject *run = PyDict_GetItemWithError(per_queue, key); /* borrowed */
+    if (run == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        PyObject *units = PyByteArray_FromStringAndSize(NULL, 0);
+        PyObject *first = units == NULL ? NULL : PyLong_FromLongLong(first_offset);
+        run = first == NULL ? NULL : PyTuple_Pack(2, first, units);
+        Py_XDECREF(units);
+        Py_XDECREF(first);
+        if (run == NULL || PyDict_SetItem(per_queue, key, run) < 0) {
+            Py_XDECREF(run);
+            return NULL;
+        }
+        Py_DECREF(run); /* the dict holds it */
+    }
+    if (!PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 2 || !PyByteArray_Check(PyTuple_GET_ITEM(run, 1))) {
+        PyErr_SetString(PyExc_TypeError, "pack_run: a per_queue value must be (first queue offset, bytearray)");
+        return NULL;
+    }
+    PyObject *units = PyTuple_GET_ITEM(run, 1);
+    Py_ssize_t had = PyByteArray_GET_SIZE(units);
+    if (PyByteArray_Resize(units, had + count * 20) < 0) {
+        return NULL;
+    }
+    unsigned char *at = (unsigned char *)PyByteArray_AS_STRING(units) + had;
+    memset(at, 0, (size_t)(count * 20)); /* written in pass 2; zeros if it stops on an error */
+    return at;
 }
 
 /* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
@@ -1543,9 +1581,11 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 }
                 q = queue_count++;
                 queues[q].key = key;
-                queues[q].lists = NULL;
                 queues[q].next = next;
+                queues[q].count = 0;
+                queues[q].out = NULL;
             }
+            queues[q].count++;
             r->queue = q;
         }
         r->in_queue = in_queue;
@@ -1558,7 +1598,14 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (records == NULL || stamp == NULL) {
         goto error;
     }
-    /* pass 2: queue offsets, dispatch lists, placements and the bytes */
+    /* each queue's units grow once by its entries of this call */
+    for (int q = 0; q < queue_count; q++) {
+        queues[q].out = grow_queue_units(per_queue, queues[q].key, queues[q].next, queues[q].count);
+        if (queues[q].out == NULL) {
+            goto error;
+        }
+    }
+    /* pass 2: queue offsets, queue units, index records, placements and the bytes */
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
     for (Py_ssize_t k = 0; k < taken; k++) {
         struct packed *r = &runs[k];
@@ -1573,37 +1620,14 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             struct run_queue *queue = &queues[r->queue];
             queue_offset = queue->next++;
             qo_obj = PyLong_FromLongLong(queue_offset);
-            int failed = qo_obj == NULL;
-            PyObject *lists = queue->lists;
-            if (!failed && lists == NULL) {
-                lists = PyDict_GetItemWithError(per_queue, queue->key);
-                if (lists == NULL && PyErr_Occurred()) {
-                    failed = 1;
-                } else if (lists == NULL) {
-                    PyObject *entries = PyList_New(0), *stamps = PyList_New(0);
-                    lists = entries == NULL || stamps == NULL ? NULL : PyTuple_Pack(2, entries, stamps);
-                    Py_XDECREF(entries);
-                    Py_XDECREF(stamps);
-                    failed = lists == NULL || PyDict_SetItem(per_queue, queue->key, lists) < 0;
-                    Py_XDECREF(lists); /* the dict holds it */
-                }
-                queue->lists = failed ? NULL : lists;
-            }
-            if (!failed) {
-                PyObject *entry = PyTuple_Pack(4, phy_obj, PyTuple_GET_ITEM(p, P_SIZE), PyTuple_GET_ITEM(p, P_TAGS_CODE),
-                                               qo_obj);
-                if (entry != NULL) {
-                    untrack_if_atomic(entry);
-                }
-                failed = entry == NULL || PyList_Append(PyTuple_GET_ITEM(lists, 0), entry) < 0
-                         || PyList_Append(PyTuple_GET_ITEM(lists, 1), stamp) < 0;
-                Py_XDECREF(entry);
-            }
-            if (failed) {
+            if (qo_obj == NULL) {
                 Py_DECREF(phy_obj);
-                Py_XDECREF(qo_obj);
                 goto error;
             }
+            write_be(queue->out, (uint64_t)phy, 8);
+            write_be(queue->out + 8, (uint64_t)r->size, 4);
+            write_be(queue->out + 12, (uint64_t)r->code, 8);
+            queue->out += 20;
         } else {
             qo_obj = PyLong_FromLong(0);
         }
@@ -1827,67 +1851,6 @@ msync_range(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* pack_following(entries, i, room, expected, end) -> (next, units, end): the consume-queue entries
- * (phy, size, tags code, queue offset) from `i` that go on a run, as ConsumeQueue.put_many writes them
- * after the run's first: queue offsets one by one from `expected`, each ending past `end`, at most
- * `room` of them. `units` holds their 20-byte entries; `end` is where the last one ends. It stops before
- * an entry whose values do not fit an entry's fields (put() then refuses it, as the twin does). */
-static PyObject *
-pack_following(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 5 || !(PyList_Check(args[0]) || PyTuple_Check(args[0]))) {
-        PyErr_SetString(PyExc_TypeError, "pack_following(entries, i, room, expected, end): a list or tuple first");
-        return NULL;
-    }
-    PyObject *entries = args[0];
-    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t room = PyLong_AsSsize_t(args[2]);
-    long long expected = PyLong_AsLongLong(args[3]);
-    long long end = PyLong_AsLongLong(args[4]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(entries);
-    if (i < 0 || i > n) {
-        PyErr_SetString(PyExc_ValueError, "pack_following: start outside the entries");
-        return NULL;
-    }
-    Py_ssize_t most = n - i < room ? n - i : room;
-    PyObject *units = PyBytes_FromStringAndSize(NULL, (most > 0 ? most : 0) * 20);
-    if (units == NULL) {
-        return NULL;
-    }
-    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(units);
-    Py_ssize_t taken = 0;
-    while (taken < most) {
-        PyObject *entry = PySequence_Fast_GET_ITEM(entries, i);
-        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 4) {
-            break;
-        }
-        int ok = 1;
-        long long phy = int_field(PyTuple_GET_ITEM(entry, 0), LLONG_MIN, LLONG_MAX, &ok);
-        long long size = int_field(PyTuple_GET_ITEM(entry, 1), I32_MIN, I32_MAX, &ok);
-        long long code = int_field(PyTuple_GET_ITEM(entry, 2), LLONG_MIN, LLONG_MAX, &ok);
-        long long queue_offset = int_field(PyTuple_GET_ITEM(entry, 3), LLONG_MIN, LLONG_MAX, &ok);
-        long long stop;
-        if (!ok || queue_offset != expected || __builtin_add_overflow(phy, size, &stop) || stop <= end) {
-            break;
-        }
-        write_be(out, (uint64_t)phy, 8);
-        write_be(out + 8, (uint64_t)size, 4);
-        write_be(out + 12, (uint64_t)code, 8);
-        out += 20;
-        expected++;
-        end = stop;
-        taken++;
-        i++;
-    }
-    if (taken < most && _PyBytes_Resize(&units, taken * 20) < 0) {
-        return NULL;
-    }
-    return Py_BuildValue("(nNL)", i, units, end);
-}
-
 /* put_results(cls, descriptors, status, prefix, prepared, placed): the PutResult of each prepared
  * message and its (phy, queue offset, store timestamp), as fill_slots(cls, descriptors, status, phy,
  * queue offset, size, prefix + "%016X" % phy, store timestamp, topic, queue id) makes them one by one
@@ -2081,8 +2044,6 @@ static PyMethodDef methods[] = {
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
-    {"pack_following", (PyCFunction)(void (*)(void))pack_following, METH_FASTCALL,
-     "The consume-queue entries that go on a run, packed (ConsumeQueue.put_many)."},
     {"put_results", (PyCFunction)(void (*)(void))put_results, METH_FASTCALL,
      "The PutResults of a batch, made as fill_slots makes one."},
     {"prepare_many", (PyCFunction)(void (*)(void))prepare_many, METH_FASTCALL,

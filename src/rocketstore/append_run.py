@@ -7,8 +7,10 @@ first starting at physical offset `phy`, all with store timestamp `store_ts` (a 
 RocketMQ's putMessages gives a batch one). For each message it:
 
 - takes the next queue offset of its (topic, queue id) from `queue_table` when it gets a queue entry,
-  and appends (phy, size, tags code, queue offset) to `per_queue[queue_key][0]` and the store
-  timestamp to `per_queue[queue_key][1]`;
+  and appends the entry's 20-byte unit (phy, size, tags code) to `per_queue[queue_key]`, a pair
+  (the queue offset of the queue's first entry in the batch, bytearray of units) started when the
+  batch meets the queue: the batch's entries of a queue have consecutive queue offsets and records
+  that follow one another in the log, which `ConsumeQueue.put_units` takes in one write per file;
 - appends (topic, phy, store_ts, keys, uniq_key) to `index_records` when it gets index entries;
 - appends (phy, queue offset, store_ts) to `placed`;
 - encodes its record: the header (MAGIC_V1, the born timestamp or else `store_ts`, the store host),
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.message import MAGIC_V1
 from rocketstore.native import speedups
 from rocketstore.prepare import Prepared
@@ -33,7 +36,8 @@ from rocketstore.services.dispatch import delivery_tags_code
 
 __all__ = ["PerQueue", "pack_run", "pack_run_py"]
 
-PerQueue = dict[tuple[str, int], tuple[list[tuple[int, int, int, int]], list[int]]]
+PerQueue = dict[tuple[str, int], tuple[int, bytearray]]
+"""Each queue's entries of a batch: the queue offset of the first, their 20-byte units."""
 
 
 def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int, store_ts: int,
@@ -55,11 +59,10 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
             if delay_level:
                 assert delay_millis is not None, "a delayed message needs the delay levels"
                 code = delivery_tags_code(store_ts, delay_level, delay_millis)
-            lists = per_queue.get(queue_key)
-            if lists is None:
-                lists = per_queue[queue_key] = ([], [])
-            lists[0].append((phy, size, code, queue_offset))
-            lists[1].append(store_ts)
+            run = per_queue.get(queue_key)
+            if run is None:
+                run = per_queue[queue_key] = (queue_offset, bytearray())
+            run[1].extend(pack_unit(phy, size, code))
         else:
             queue_offset = 0
         if indexed:

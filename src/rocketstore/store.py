@@ -23,7 +23,7 @@ from rocketstore.errors import (
     StoreReadOnlyError,
 )
 from rocketstore.format import properties as props
-from rocketstore.format.consume_queue import UNIT_SIZE, CqUnit
+from rocketstore.format.consume_queue import UNIT, UNIT_SIZE, CqUnit
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import (
@@ -701,7 +701,7 @@ class MessageStore:
             if parts:
                 mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
         self._last_store_timestamp = store_ts
-        self._dispatch_appended(per_queue, index_records)
+        self._dispatch_appended(per_queue, index_records, store_ts)
         return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, placed)
 
     def _append_one(self, p: Prepared) -> PutResult:
@@ -736,20 +736,21 @@ class MessageStore:
                            topic, queue_id)
 
     def _dispatch_appended(self, per_queue: PerQueue,
-                           index_records: list[tuple[str, int, int, tuple[str, ...], str | None]]) -> None:
-        """The Dispatcher's rules for records just written: each queue's entries (phy, size, tags code,
-        queue offset) in order with their store times, the index records (topic, phy, store time, keys,
-        uniq key) in one batch, and the queue-entry callback once per queue with its newest entry."""
-        newest: list[tuple[int, str, int, int, int]] = []
-        for (topic, queue_id), (entries, stamps) in per_queue.items():
-            last = self._queue_for(topic, queue_id).put_many(entries)
+                           index_records: list[tuple[str, int, int, tuple[str, ...], str | None]],
+                           store_ts: int) -> None:
+        """The Dispatcher's rules for records just written, all with store timestamp `store_ts`: each
+        queue's entries in order (`ConsumeQueue.put_units`), the index records (topic, phy, store time,
+        keys, uniq key) in one batch, and the queue-entry callback once per queue with its newest entry."""
+        newest: list[tuple[int, str, int, int]] = []
+        for (topic, queue_id), (first, units) in per_queue.items():
+            last = self._queue_for(topic, queue_id).put_units(first, units)
             if last >= 0:
-                newest.append((entries[last][0], topic, queue_id, entries[last][3], stamps[last]))
+                newest.append((UNIT.unpack_from(units, last * UNIT_SIZE)[0], topic, queue_id, first + last))
         if len(index_records) == 1:
             self.index.build(*index_records[0])  # a single put: no batch set-up
         elif index_records:
             self.index.build_many(index_records)
-        for _, topic, queue_id, queue_offset, store_ts in sorted(newest, key=itemgetter(0)):
+        for _, topic, queue_id, queue_offset in sorted(newest, key=itemgetter(0)):
             self._queue_advanced(topic, queue_id, queue_offset, store_ts)
 
     # -- consumer offsets ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from rocketstore.format import javahash
 from rocketstore.format import message as fm
 from rocketstore.format.index import IndexHeader
 from rocketstore.format.properties import _decode_properties_reference, decode_properties_py
-from rocketstore.log import consume_queue, entry_run, index_service
+from rocketstore.log import entry_run, index_service
 from rocketstore.log.index_file import IndexFile
 from rocketstore.prepare import Prepared, Preparer, checked_topic
 from rocketstore.results import PutResult, PutStatus
@@ -452,7 +452,7 @@ def test_pack_run_writes_what_the_encoder_writes():
         phy_offset=4096, sys_flag=0, born_timestamp=5, born_ip=PREPARER._store_ip, born_port=0, store_timestamp=99,
         store_ip=bytes([10, 0, 0, 1]), store_port=10911))
     assert table == {("T", 1): 8} and placed == [(4096, 7, 99)] and index == [("T", 4096, 99, ("k",), None)]
-    assert queues == {("T", 1): ([(4096, prepared[0].size, prepared[0].tags_code, 7)], [99])}
+    assert queues == {("T", 1): (7, bytearray(struct.pack(">qiq", 4096, prepared[0].size, prepared[0].tags_code)))}
 
 
 index_records = st.lists(st.tuples(
@@ -476,38 +476,6 @@ def test_collect_index_keys_declines_what_it_cannot_read():
     assert _speedups.collect_index_keys([("T", 1, 2, ("k", 3), None)], 0) is None
     assert _speedups.collect_index_keys([("T", 1, 2, ("k",), None)], 0) == ([javahash.index_hash_of_signed(
         javahash.java_hash_py("T#k"))], [1], [2], 0)
-
-
-queue_entries = st.lists(st.tuples(
-    st.integers(0, 3000), st.integers(1, 300), st.integers(-2**63, 2**63 - 1), st.integers(0, 12)), max_size=12)
-
-
-@settings(deadline=None, max_examples=500)
-@given(queue_entries, st.integers(0, 12), st.integers(0, 14), st.integers(0, 12), st.integers(-1, 3000))
-def test_pack_following_twins(entries, i, room, expected, end):
-    i = min(i, len(entries))
-    # a run as the store hands it over: queue offsets one by one, each record past the one before
-    if entries and expected % 3 == 0:
-        entries = [(i * 100 + 1, 50, code, expected + i) for i, (_, _, code, _) in enumerate(entries)]
-    native = _speedups.pack_following(entries, i, room, expected, end)
-    assert native == consume_queue.pack_following_py(entries, i, room, expected, end)
-    assert native == _speedups.pack_following(tuple(entries), i, room, expected, end)
-
-
-def test_pack_following_packs_entries_and_stops_at_a_break():
-    entries = [(100, 10, 7, 5), (110, 20, -1, 6), (130, 5, 0, 8), (135, 5, 0, 9)]
-    nxt, units, end = _speedups.pack_following(entries, 0, 10, 5, 99)
-    assert (nxt, end) == (2, 130)  # queue offset 8 does not follow 6
-    assert units == struct.pack(">qiq", 100, 10, 7) + struct.pack(">qiq", 110, 20, -1)
-    assert _speedups.pack_following(entries, 0, 1, 5, 99)[0] == 1  # room for one
-    assert _speedups.pack_following(entries, 0, 10, 5, 110) == (0, b"", 110)  # ends before `end`
-    # a value no entry field holds: it stops before it (put() then refuses the entry)
-    assert _speedups.pack_following([(100, 2**31, 0, 5)], 0, 10, 5, 0) == (0, b"", 0)
-    assert _speedups.pack_following([(2**63 - 1, 5, 0, 5)], 0, 10, 5, 0) == (0, b"", 0)
-    with pytest.raises(ValueError, match="start outside"):
-        _speedups.pack_following(entries, 5, 10, 5, 0)
-    with pytest.raises(TypeError):
-        _speedups.pack_following(iter(entries), 0, 10, 5, 0)
 
 
 RESULT_SLOTS = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
@@ -632,9 +600,18 @@ def test_batch_tuples_that_can_hold_no_cycle_are_left_out_of_the_cycle_collector
     _speedups.pack_run([prepared, odd], 0, 2, 4096, 10_000, 99, table, bytes([10, 0, 0, 1]), 10911, queues, index,
                        placed)
     assert [gc.is_tracked(p) for p in placed] == [False, False]
-    assert [gc.is_tracked(e) for e in queues[("T", 1)][0]] == [False, False]
     assert [gc.is_tracked(r) for r in index] == [False, True]  # the second holds a tracked topic
     assert gc.collect() >= 0 and index[1][0] == "T"
+
+
+def test_pack_run_refuses_a_per_queue_value_of_another_shape():
+    checked_topic("T")
+    prepared = [PREPARER.prepare_py(Message("T", b"body", queue_id=1))]
+    table, _, index, placed = _state()
+    for odd in (([], []), (7, b"")):
+        with pytest.raises(TypeError, match="per_queue"):
+            _speedups.pack_run(prepared, 0, 1, 0, 10_000, 99, table, bytes([10, 0, 0, 1]), 10911, {("T", 1): odd},
+                               index, placed)
 
 
 def test_pack_run_takes_sixteen_queues_a_run_and_the_next_call_the_rest():
@@ -662,4 +639,4 @@ def test_pack_run_takes_sixteen_queues_a_run_and_the_next_call_the_rest():
     assert (b"".join(records), c_table, c_queues, c_index, c_placed) == (p_records, p_table, p_queues, p_index,
                                                                          p_placed)
     assert c_table[("T", 1)] == 7 + 3 + 1 and c_table[("T", 19)] == 2  # the table's queue ("T", 1) came first
-    assert c_table[("TopicX", 2)] == 2 and len(c_queues[("TopicX", 2)][0]) == 2
+    assert c_table[("TopicX", 2)] == 2 and c_queues[("TopicX", 2)][0] == 0 and len(c_queues[("TopicX", 2)][1]) == 2 * 20

@@ -2,43 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from rocketstore.errors import StoreError
 from rocketstore.format.consume_queue import FILLER, UNIT, UNIT_SIZE, CqUnit, iter_units, iter_written_units, pack_unit
-from rocketstore.native import speedups
+from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
 
 CONSUME_QUEUE_DIR = "consumequeue"
 RECOVER_LAST_FILES = 3
-
-
-def pack_following_py(entries: Sequence[tuple[int, int, int, int]], i: int, room: int, expected: int,
-                      end: int) -> tuple[int, bytes, int]:
-    """The entries from `i` that go on a run in one file (at most `room`): they pass put()'s checks
-    exactly when their queue offsets go on one by one from `expected` and each ends past the one before
-    (the first past `end`).
-
-    Returns:
-        (the index of the first entry not taken, the taken entries' 20-byte units, the end of the last)
-
-    The twin of rocketstore._speedups.pack_following, which also stops before an entry whose values do
-    not fit an entry's fields (put() then refuses it, as pack_unit does here).
-    """
-    run: list[bytes] = []
-    n = len(entries)
-    while i < n and len(run) < room:
-        phy, size, code, queue_offset = entries[i]
-        if queue_offset != expected or phy + size <= end:
-            break
-        run.append(pack_unit(phy, size, code))
-        expected, end = expected + 1, phy + size
-        i += 1
-    return i, b"".join(run), end
-
-
-pack_following = pack_following_py if speedups is None else speedups.pack_following
 
 
 class ConsumeQueue:
@@ -149,8 +121,53 @@ class ConsumeQueue:
             StoreError: the entry would leave a gap in the queue.
             OSError: a new file cannot be created.
         """
-        if phy_offset + size <= self.max_physic_offset:
+        mf = self._file_for(phy_offset, size, queue_offset)
+        if mf is None:
             return False
+        mf.append(pack_unit(phy_offset, size, tags_code))
+        self.max_physic_offset = phy_offset + size
+        return True
+
+    def put_units(self, queue_offset: int, units: bytes | bytearray) -> int:
+        """`put` for the entries packed in `units` (20 bytes each: phy offset, size, tags code) of queue
+        offsets `queue_offset`, +1, ..., whose records follow one another in the log, as a batch puts
+        them (rocketstore.append_run): the rules of `put` for the first entry of each file, then as many
+        as the file holds in one write.
+
+        Returns:
+            the index in `units` of the last entry written, -1 when none was (all were there already).
+
+        Raises:
+            StoreError: the entries would leave a gap in the queue (those before it are written).
+            OSError: a new file cannot be created.
+        """
+        count = len(units) // UNIT_SIZE
+        last = -1
+        i = 0
+        while i < count:
+            phy, size, _ = UNIT.unpack_from(units, i * UNIT_SIZE)
+            mf = self._file_for(phy, size, queue_offset + i)
+            if mf is None:  # already there (a re-dispatch): the next may not be
+                i += 1
+                continue
+            take = min(count - i, (mf.file_size - mf.wrote_position) // UNIT_SIZE)
+            mf.append(units[i * UNIT_SIZE:(i + take) * UNIT_SIZE])
+            i += take
+            last = i - 1
+            phy, size, _ = UNIT.unpack_from(units, last * UNIT_SIZE)
+            self.max_physic_offset = phy + size
+        return last
+
+    def _file_for(self, phy_offset: int, size: int, queue_offset: int) -> MappedFile | None:
+        """The file where the entry for `queue_offset` goes next (created, after fillers when the queue
+        starts mid-file), None when the entry is there already.
+
+        Raises:
+            StoreError: the entry would leave a gap in the queue.
+            OSError: a new file cannot be created.
+        """
+        if phy_offset + size <= self.max_physic_offset:
+            return None
         expected = queue_offset * UNIT_SIZE
         mf = self.queue.last
         if mf is None:
@@ -164,43 +181,11 @@ class ConsumeQueue:
             mf = self.queue.create_file(mf.end_offset)
         current = mf.file_from_offset + mf.wrote_position
         if expected < current:
-            return False
+            return None
         if expected > current:
             raise StoreError(f"consume queue {self.topic}/{self.queue_id}: entry {queue_offset} would "
                              f"leave a gap after {current // UNIT_SIZE}")
-        mf.append(pack_unit(phy_offset, size, tags_code))
-        self.max_physic_offset = phy_offset + size
-        return True
-
-    def put_many(self, entries: Sequence[tuple[int, int, int, int]]) -> int:
-        """`put` for (phy_offset, size, tags_code, queue_offset) entries in queue order, with one write
-        per run of entries that fit the current file.
-
-        Returns:
-            the index in `entries` of the last entry written, -1 when none was.
-
-        Raises:
-            StoreError: an entry would leave a gap in the queue (the entries before it are written).
-            OSError: a new file cannot be created.
-        """
-        last = -1
-        i, n = 0, len(entries)
-        while i < n:
-            phy, size, code, queue_offset = entries[i]
-            written = self.put(phy, size, code, queue_offset)  # the first of a run: every rule checked
-            i += 1
-            if not written:
-                continue
-            last = i - 1
-            mf = self.queue.last
-            assert mf is not None
-            room = (mf.file_size - mf.wrote_position) // UNIT_SIZE
-            i, units, end = pack_following(entries, i, room, queue_offset + 1, phy + size)
-            if units:
-                mf.append(units)
-                self.max_physic_offset = end
-                last = i - 1
-        return last
+        return mf
 
     # -- reading -------------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ PWRITE_MIN = 16 * 1024
 """From this many bytes on, `write_mapped` given the file's descriptor writes through the file."""
 
 
-def write_mapped(mm: mmap.mmap, pos: int, data: bytes, fd: int = -1) -> None:
+def write_mapped(mm: mmap.mmap, pos: int, data: bytes | bytearray, fd: int = -1) -> None:
     """Copy `data` into a shared mapping at `pos` (the page cache; `msync` makes it durable).
 
     With the mapped file's descriptor `fd` (the mapping starting at its byte 0) and at least

@@ -80,7 +80,7 @@ class MappedFile:
         """True when the write position reached the end of the file."""
         return self.wrote_position >= self.file_size
 
-    def append(self, data: bytes) -> int:
+    def append(self, data: bytes | bytearray) -> int:
         """Write `data` at the write position and advance it; returns the position written at.
 
         Raises:

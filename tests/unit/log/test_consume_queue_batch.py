@@ -1,4 +1,4 @@
-"""`ConsumeQueue.put_many` writes exactly the bytes, files and bookkeeping of one `put` per entry."""
+"""`ConsumeQueue.put_units` writes exactly the bytes, files and bookkeeping of one `put` per entry."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore.errors import StoreError
+from rocketstore.format.consume_queue import pack_unit
 from rocketstore.log.consume_queue import ConsumeQueue
 
 ENTRIES_PER_FILE = 4
@@ -27,6 +28,12 @@ def put_one_by_one(cq: ConsumeQueue, entries: list[tuple[int, int, int, int]]) -
     return last
 
 
+def put_as_units(cq: ConsumeQueue, entries: list[tuple[int, int, int, int]]) -> int:
+    """The entries as a batch hands them over: the first queue offset and the packed units."""
+    units = bytearray(b"".join(pack_unit(phy, size, code) for phy, size, code, _ in entries))
+    return cq.put_units(entries[0][3] if entries else 0, units)
+
+
 def entries_from(start_offset: int, sizes: list[int], phy_start: int) -> list[tuple[int, int, int, int]]:
     out, phy = [], phy_start
     for i, size in enumerate(sizes):
@@ -41,16 +48,16 @@ def entries_from(start_offset: int, sizes: list[int], phy_start: int) -> list[tu
     second=st.lists(st.integers(100, 300), min_size=1, max_size=11),
     replayed=st.integers(0, 7),
 )
-def test_put_many_equals_put_one_by_one(tmp_path_factory, first, second, replayed):
+def test_put_units_equals_put_one_by_one(tmp_path_factory, first, second, replayed):
     """A batch after `first` entries that replays the last `replayed` of them (as a re-dispatch does),
     crossing file ends: the same files, bytes, max offsets and last-written index."""
-    roots = [tmp_path_factory.mktemp("many"), tmp_path_factory.mktemp("single")]
+    roots = [tmp_path_factory.mktemp("units"), tmp_path_factory.mktemp("single")]
     before = entries_from(0, first, 0)
     replayed = min(replayed, len(before))
     phy_next = before[-1][0] + before[-1][1] if before else 0
     batch = before[len(before) - replayed:] + entries_from(len(before), second, phy_next)
     lasts, states = [], []
-    for root, put in zip(roots, (ConsumeQueue.put_many, put_one_by_one), strict=True):
+    for root, put in zip(roots, (put_as_units, put_one_by_one), strict=True):
         cq = ConsumeQueue(root, "T", 0, ENTRIES_PER_FILE)
         cq.load()
         put_one_by_one(cq, before)
@@ -62,10 +69,10 @@ def test_put_many_equals_put_one_by_one(tmp_path_factory, first, second, replaye
     assert states[0][1] == len(before) + len(second)
 
 
-def test_put_many_starting_mid_queue_writes_fillers_like_put(tmp_path):
+def test_put_units_starting_mid_queue_writes_fillers_like_put(tmp_path):
     entries = entries_from(6, [120, 130, 140], 5000)
-    roots = [tmp_path / "many", tmp_path / "single"]
-    for root, put in zip(roots, (ConsumeQueue.put_many, put_one_by_one), strict=True):
+    roots = [tmp_path / "units", tmp_path / "single"]
+    for root, put in zip(roots, (put_as_units, put_one_by_one), strict=True):
         cq = ConsumeQueue(root, "T", 0, ENTRIES_PER_FILE)
         cq.load()
         assert put(cq, entries) == 2
@@ -74,38 +81,25 @@ def test_put_many_starting_mid_queue_writes_fillers_like_put(tmp_path):
     assert files_of(roots[0]) == files_of(roots[1])
 
 
-def test_put_many_refuses_a_gap_after_writing_what_came_before(tmp_path):
+def test_put_units_refuses_a_gap_and_keeps_what_came_before(tmp_path):
     cq = ConsumeQueue(tmp_path, "T", 0, ENTRIES_PER_FILE)
     cq.load()
-    entries = entries_from(0, [100, 100], 0) + [(200, 100, 7, 5)]  # offset 5 where 2 is next
+    assert put_as_units(cq, entries_from(0, [100, 100], 0)) == 1
+    snapshot = files_of(tmp_path)
     with pytest.raises(StoreError, match="gap"):
-        cq.put_many(entries)
-    assert cq.max_offset == 2
+        put_as_units(cq, entries_from(5, [100], 200))  # offset 5 where 2 is next
+    assert cq.max_offset == 2 and files_of(tmp_path) == snapshot
     assert [u.phy_offset for u in cq.units(0, 2)] == [0, 100]
     cq.close()
 
 
-def test_put_many_of_entries_already_there_writes_nothing(tmp_path):
+def test_put_units_of_entries_already_there_writes_nothing(tmp_path):
     cq = ConsumeQueue(tmp_path, "T", 0, ENTRIES_PER_FILE)
     cq.load()
     entries = entries_from(0, [100, 100, 100], 0)
-    assert cq.put_many(entries) == 2
+    assert put_as_units(cq, entries) == 2
     snapshot = files_of(tmp_path)
-    assert cq.put_many(entries) == -1
+    assert put_as_units(cq, entries) == -1
     assert files_of(tmp_path) == snapshot
+    assert cq.put_units(3, bytearray()) == -1
     cq.close()
-
-
-def test_put_many_skips_an_entry_behind_the_queue_end_as_put_does(tmp_path):
-    """An entry whose record ends before the queue's last one is skipped by `put`; the next queue
-    offset then leaves a gap. Both paths write the first entry and refuse the third."""
-    entries = [(0, 100, 1, 0), (50, 10, 2, 1), (200, 100, 3, 2)]
-    roots = [tmp_path / "many", tmp_path / "single"]
-    for root, put in zip(roots, (ConsumeQueue.put_many, put_one_by_one), strict=True):
-        cq = ConsumeQueue(root, "T", 0, ENTRIES_PER_FILE)
-        cq.load()
-        with pytest.raises(StoreError, match="gap"):
-            put(cq, entries)
-        assert (cq.max_offset, cq.max_physic_offset) == (1, 100)
-        cq.close()
-    assert files_of(roots[0]) == files_of(roots[1])
