@@ -15,7 +15,6 @@
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
  *   prepare_plain(message, ...)     rocketstore.prepare.Preparer.prepare_py (for the common message)
  *   pack_run(prepared, ...)         rocketstore.append_run.pack_run_py
- *   collect_index_keys(records, e)  rocketstore.log.index_service.collect_index_keys_py
  *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
  *   crc32(data, value=0)            zlib.crc32 (carry-less multiplication, _crc32.c)
  *   put_results(cls, descs, ...)    rocketstore.store.put_results_py
@@ -322,24 +321,26 @@ write_be(unsigned char *p, uint64_t v, int width)
     }
 }
 
-/* index_put_keys(buffer, slots, header, key_hashes, phy_offsets, store_timestamps, start, stop)
- * writes entries header.indexCount, +1, ... for keys [start, stop), points their slots at them and
- * writes the 40-byte header, as IndexFile._put_keys_py does; the caller checked there is room.
- * `header` and the result are the header's six fields in file order (beginTimestamp, endTimestamp,
- * beginPhyOffset, endPhyOffset, hashSlotCount, indexCount). Returns the header after the puts, or
- * None without writing anything when a value or position is out of range (the Python twin then
+/* index_put_keys(buffer, slots, header, keys, store_timestamp, start, stop) writes entries
+ * header.indexCount, +1, ... for keys [start, stop) of `keys`, a buffer of (index hash, phy offset)
+ * pairs of native int64 (rocketstore.log.index_file.KEY), all stored at `store_timestamp`, points their
+ * slots at them and writes the 40-byte header, as IndexFile._put_keys_py does; the caller checked there
+ * is room. `header` and the result are the header's six fields in file order (beginTimestamp,
+ * endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount). Returns the header after the
+ * puts, or None without writing anything when a value or position is out of range (the Python twin then
  * runs). */
 static PyObject *
 index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "index_put_keys takes eight arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys takes seven arguments");
         return NULL;
     }
     long long header[6];
     long long slots = PyLong_AsLongLong(args[1]);
-    Py_ssize_t start = PyLong_AsSsize_t(args[6]);
-    Py_ssize_t stop = PyLong_AsSsize_t(args[7]);
+    long long ts = PyLong_AsLongLong(args[4]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[6]);
     if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "index_put_keys: header must be a tuple of six ints");
@@ -358,59 +359,42 @@ index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     long long begin_ts = header[0], end_ts = header[1], begin_phy = header[2], end_phy = header[3];
     long long slot_count = header[4], n = header[5];
-    PyObject *hashes = PySequence_Fast(args[3], "index_put_keys: key_hashes must be a sequence");
-    PyObject *phys = hashes == NULL ? NULL : PySequence_Fast(args[4], "index_put_keys: phy_offsets must be a sequence");
-    PyObject *stamps = phys == NULL ? NULL : PySequence_Fast(args[5], "index_put_keys: timestamps must be a sequence");
-    PyObject *result = NULL;
-    long long *values = NULL;
-    Py_buffer view = {0};
-    int have_view = 0;
-    if (stamps == NULL) {
-        goto done;
+    Py_buffer keys = {0}, view = {0};
+    if (PyObject_GetBuffer(args[3], &keys, PyBUF_SIMPLE) < 0) {
+        return NULL;
     }
-    if (start < 0 || stop < start || stop > PySequence_Fast_GET_SIZE(hashes) || stop > PySequence_Fast_GET_SIZE(phys)
-        || stop > PySequence_Fast_GET_SIZE(stamps) || slots <= 0 || slots > MAX_SLOTS || n < 1) {
+    PyObject *result = NULL;
+    int have_view = 0;
+    Py_ssize_t held = keys.len / 16;
+    if (keys.len % 16 != 0 || start < 0 || stop < start || stop > held || slots <= 0 || slots > MAX_SLOTS || n < 1) {
         result = Py_NewRef(Py_None);
         goto done;
     }
     Py_ssize_t count = stop - start;
-    values = PyMem_Malloc(sizeof(long long) * 3 * (size_t)(count > 0 ? count : 1));
-    if (values == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int out_of_range = 0;
-    for (Py_ssize_t i = 0; i < count && !out_of_range; i++) {
-        long long h = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(hashes, start + i));
-        long long phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(phys, start + i));
-        long long ts = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(stamps, start + i));
-        if (PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                goto done;
-            }
-            PyErr_Clear();
-            out_of_range = 1;
-        }
+    const unsigned char *pairs = (const unsigned char *)keys.buf + start * 16;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t h;
+        memcpy(&h, pairs + 16 * i, 8);
         if (h < 0 || h > 0x7FFFFFFFLL) {
-            out_of_range = 1;
+            result = Py_NewRef(Py_None);
+            goto done;
         }
-        values[3 * i] = h;
-        values[3 * i + 1] = phy;
-        values[3 * i + 2] = ts;
     }
     if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
         goto done;
     }
     have_view = 1;
     long long entries_at = HEADER_SIZE + slots * SLOT_SIZE;
-    if (out_of_range || n + count > 0x7FFFFFFFLL || slot_count + count > 0x7FFFFFFFLL || slot_count < INT32_MIN
+    if (n + count > 0x7FFFFFFFLL || slot_count + count > 0x7FFFFFFFLL || slot_count < INT32_MIN
         || entries_at + (n + count) * ENTRY_SIZE > view.len) {
         result = Py_NewRef(Py_None);
         goto done;
     }
     unsigned char *buf = (unsigned char *)view.buf;
     for (Py_ssize_t i = 0; i < count; i++) {
-        long long h = values[3 * i], phy = values[3 * i + 1], ts = values[3 * i + 2];
+        int64_t h, phy;
+        memcpy(&h, pairs + 16 * i, 8);
+        memcpy(&phy, pairs + 16 * i + 8, 8);
         unsigned char *slot = buf + HEADER_SIZE + (h % slots) * SLOT_SIZE;
         long long slot_value = read_be(slot, 4);
         if (slot_value <= 0 || slot_value > n) {
@@ -449,10 +433,7 @@ done:
     if (have_view) {
         PyBuffer_Release(&view);
     }
-    PyMem_Free(values);
-    Py_XDECREF(hashes);
-    Py_XDECREF(phys);
-    Py_XDECREF(stamps);
+    PyBuffer_Release(&keys);
     return result;
 }
 
@@ -1361,6 +1342,7 @@ struct packed {
     PyObject *p; /* borrowed */
     long long size, crc, queue_id, flag, record_flag, born_ts, born_port, reconsume, prepared_offset, code;
     int in_queue, indexed, born_has_ts, queue; /* queue: its slot in the run's queues */
+    Py_ssize_t keys;                            /* its index keys: UNIQ_KEY and KEYS, the empty left out */
 };
 
 /* The queues of one pack_run call, so that each message costs no dictionary lookups: a queue's key
@@ -1434,6 +1416,67 @@ write_back_queues(PyObject *queue_table, const struct run_queue *queues, int n)
     return 0;
 }
 
+/* How many index keys a message of `topic` (a str) has: its UNIQ_KEY (None or a str) and each of its
+ * KEYS (a tuple of str), the empty left out; -1 for other types (pack_run leaves the message to its twin), -2 after an
+ * error. */
+static Py_ssize_t
+index_key_count(PyObject *topic, PyObject *keys, PyObject *uniq)
+{
+    if (!PyUnicode_Check(topic) || !PyTuple_Check(keys) || (uniq != Py_None && !PyUnicode_Check(uniq))) {
+        return -1;
+    }
+    if (ready(topic) < 0) {
+        return -2;
+    }
+    Py_ssize_t count = 0;
+    if (uniq != Py_None) {
+        if (ready(uniq) < 0) {
+            return -2;
+        }
+        count += PyUnicode_GET_LENGTH(uniq) > 0;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, k);
+        if (!PyUnicode_Check(key)) {
+            return -1;
+        }
+        if (ready(key) < 0) {
+            return -2;
+        }
+        count += PyUnicode_GET_LENGTH(key) > 0;
+    }
+    return count;
+}
+
+/* One index key as IndexFile.put_keys takes it: (index hash, phy) as native int64, the hash being
+ * Java's hash of "topic#key" (topic_hash: the hash of "topic#"), its absolute value, 0 for MIN. */
+static unsigned char *
+pack_index_key(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *key)
+{
+    int32_t h = (int32_t)hash_units(topic_hash, key);
+    int64_t index_hash = h == INT32_MIN ? 0 : (h < 0 ? -(int64_t)h : h);
+    int64_t at = phy;
+    memcpy(out, &index_hash, 8);
+    memcpy(out + 8, &at, 8);
+    return out + 16;
+}
+
+/* The keys that index_key_count counted, UNIQ_KEY first. */
+static unsigned char *
+pack_index_keys(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *keys, PyObject *uniq)
+{
+    if (uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0) {
+        out = pack_index_key(out, topic_hash, phy, uniq);
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, k);
+        if (PyUnicode_GET_LENGTH(key) > 0) {
+            out = pack_index_key(out, topic_hash, phy, key);
+        }
+    }
+    return out;
+}
+
 /* The 20-byte units of the queue `key` in per_queue, (first queue offset, bytearray), grown by `count`
  * units: where the first of them goes. A queue met for the first time in the batch gets
  * (first_offset, bytearray()). NULL after an error (TypeError for a per_queue value of another shape). */
@@ -1471,7 +1514,7 @@ grow_queue_units(PyObject *per_queue, PyObject *key, long long first_offset, Py_
 }
 
 /* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
- * index_records, placed) -> (next, records): the write loop of MessageStore._append for the
+ * index_keys, placed) -> (next, records): the write loop of MessageStore._append for the
  * messages prepared[i:stop] that fit in `room` bytes of one commitlog file starting at `phy`, all with
  * store timestamp `store_ts`; rocketstore.append_run.pack_run_py is its twin and documents the rules. It
  * stops before a message it does not take (a delayed one, a value outside its header field): the twin
@@ -1484,10 +1527,10 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *prepared = args[0], *queue_table = args[6], *store_ip = args[7], *per_queue = args[9];
-    PyObject *index_records = args[10], *placed = args[11];
+    PyObject *index_keys = args[10], *placed = args[11];
     if (!PyList_Check(prepared) || !PyDict_Check(queue_table) || !PyBytes_Check(store_ip) || !PyDict_Check(per_queue)
-        || !PyList_Check(index_records) || !PyList_Check(placed)) {
-        PyErr_SetString(PyExc_TypeError, "pack_run: lists, dicts and bytes expected");
+        || !PyByteArray_Check(index_keys) || !PyList_Check(placed)) {
+        PyErr_SetString(PyExc_TypeError, "pack_run: lists, dicts, bytes and a bytearray expected");
         return NULL;
     }
     Py_ssize_t i = PyLong_AsSsize_t(args[1]);
@@ -1511,7 +1554,7 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (runs == NULL) {
         return PyErr_NoMemory();
     }
-    Py_ssize_t taken = 0;
+    Py_ssize_t taken = 0, total_keys = 0;
     long long total = 0;
     struct run_queue queues[RUN_QUEUES];
     int queue_count = 0;
@@ -1554,6 +1597,18 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyMem_Free(runs);
             return NULL;
         }
+        r->keys = 0;
+        if (indexed) {
+            r->keys = index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
+                                      PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+            if (r->keys == -2) {
+                PyMem_Free(runs);
+                return NULL;
+            }
+            if (r->keys < 0) {
+                break;
+            }
+        }
         if (in_queue) {
             PyObject *key = PyTuple_GET_ITEM(p, P_QUEUE_KEY);
             int q = run_queue_of(queues, queue_count, key);
@@ -1591,6 +1646,7 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r->in_queue = in_queue;
         r->indexed = indexed;
         total += r->size;
+        total_keys += r->keys;
         taken++;
     }
     PyObject *records = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
@@ -1605,7 +1661,14 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
     }
-    /* pass 2: queue offsets, queue units, index records, placements and the bytes */
+    Py_ssize_t keys_had = PyByteArray_GET_SIZE(index_keys);
+    if (PyByteArray_Resize(index_keys, keys_had + total_keys * 16) < 0) {
+        goto error;
+    }
+    unsigned char *key_out = (unsigned char *)PyByteArray_AS_STRING(index_keys) + keys_had;
+    PyObject *last_topic = NULL; /* borrowed: messages of one topic reuse its hash */
+    uint32_t topic_hash = 0;
+    /* pass 2: queue offsets, queue units, index keys, placements and the bytes */
     unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
     for (Py_ssize_t k = 0; k < taken; k++) {
         struct packed *r = &runs[k];
@@ -1631,19 +1694,14 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         } else {
             qo_obj = PyLong_FromLong(0);
         }
-        if (r->indexed) {
-            PyObject *record = PyTuple_Pack(5, PyTuple_GET_ITEM(p, P_TOPIC), phy_obj, stamp, PyTuple_GET_ITEM(p, P_KEYS),
-                                            PyTuple_GET_ITEM(p, P_UNIQ_KEY));
-            if (record != NULL) {
-                untrack_if_atomic(record);
+        if (r->keys > 0) {
+            PyObject *topic = PyTuple_GET_ITEM(p, P_TOPIC);
+            if (topic != last_topic) {
+                topic_hash = 31u * hash_units(0, topic) + '#';
+                last_topic = topic;
             }
-            int failed = record == NULL || PyList_Append(index_records, record) < 0;
-            Py_XDECREF(record);
-            if (failed) {
-                Py_DECREF(phy_obj);
-                Py_XDECREF(qo_obj);
-                goto error;
-            }
+            key_out = pack_index_keys(key_out, topic_hash, phy, PyTuple_GET_ITEM(p, P_KEYS),
+                                      PyTuple_GET_ITEM(p, P_UNIQ_KEY));
         }
         PyObject *place = qo_obj == NULL ? NULL : PyTuple_Pack(3, phy_obj, qo_obj, stamp);
         if (place != NULL) {
@@ -1698,115 +1756,6 @@ error:
     PyMem_Free(runs);
     Py_XDECREF(records);
     Py_XDECREF(stamp);
-    return NULL;
-}
-
-/* One key of collect_index_keys: its index hash (Java's hash of "topic#key", then abs, 0 for MIN). */
-static int
-append_key(PyObject *key, uint32_t topic_hash, PyObject *phy, PyObject *stamp, PyObject *hashes, PyObject *phys,
-           PyObject *stamps)
-{
-    int32_t h = (int32_t)hash_units(topic_hash, key);
-    long long index_hash = h == INT32_MIN ? 0 : (h < 0 ? -(long long)h : h);
-    PyObject *value = PyLong_FromLongLong(index_hash);
-    int failed = value == NULL || PyList_Append(hashes, value) < 0 || PyList_Append(phys, phy) < 0
-                 || PyList_Append(stamps, stamp) < 0;
-    Py_XDECREF(value);
-    return failed ? -1 : 0;
-}
-
-/* collect_index_keys(records, indexed_end) -> (hashes, phys, stamps, last_keyed) | None: the keys of
- * (topic, phy_offset, store_timestamp, keys, uniq_key) records not yet indexed (phy_offset >=
- * indexed_end), UNIQ_KEY first, empty keys skipped, each with its index hash; last_keyed is the index
- * of the last record that had a key (-1: none). None for records of other types (the twin,
- * rocketstore.log.index_service.collect_index_keys_py, then runs). */
-static PyObject *
-collect_index_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2 || !PyList_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "collect_index_keys(records: list, indexed_end: int)");
-        return NULL;
-    }
-    PyObject *records = args[0];
-    long long indexed_end = PyLong_AsLongLong(args[1]);
-    if (indexed_end == -1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            return NULL;
-        }
-        PyErr_Clear(); /* past int64: the twin compares any int */
-        Py_RETURN_NONE;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(records);
-    for (Py_ssize_t i = 0; i < n; i++) { /* the types first: a record it cannot read goes to the twin */
-        PyObject *r = PyList_GET_ITEM(records, i);
-        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 5 || !PyUnicode_Check(PyTuple_GET_ITEM(r, 0))
-            || !PyLong_Check(PyTuple_GET_ITEM(r, 1)) || !PyTuple_Check(PyTuple_GET_ITEM(r, 3))
-            || (PyTuple_GET_ITEM(r, 4) != Py_None && !PyUnicode_Check(PyTuple_GET_ITEM(r, 4)))) {
-            Py_RETURN_NONE;
-        }
-        PyObject *keys = PyTuple_GET_ITEM(r, 3);
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
-            if (!PyUnicode_Check(PyTuple_GET_ITEM(keys, k))) {
-                Py_RETURN_NONE;
-            }
-        }
-        if (ready(PyTuple_GET_ITEM(r, 0)) < 0) {
-            return NULL;
-        }
-    }
-    PyObject *hashes = PyList_New(0), *phys = PyList_New(0), *stamps = PyList_New(0);
-    if (hashes == NULL || phys == NULL || stamps == NULL) {
-        goto error;
-    }
-    Py_ssize_t last_keyed = -1;
-    PyObject *last_topic = NULL; /* borrowed: records of one topic reuse its hash */
-    uint32_t topic_hash = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = PyList_GET_ITEM(records, i);
-        PyObject *phy = PyTuple_GET_ITEM(r, 1);
-        int overflow = 0;
-        long long phy_value = PyLong_AsLongLongAndOverflow(phy, &overflow);
-        if (phy_value == -1 && PyErr_Occurred()) {
-            goto error;
-        }
-        if (overflow < 0 || (!overflow && phy_value < indexed_end)) {
-            continue; /* already indexed */
-        }
-        PyObject *topic = PyTuple_GET_ITEM(r, 0), *keys = PyTuple_GET_ITEM(r, 3), *uniq = PyTuple_GET_ITEM(r, 4);
-        PyObject *stamp = PyTuple_GET_ITEM(r, 2);
-        if (topic != last_topic) {
-            topic_hash = 31u * hash_units(0, topic) + '#';
-            last_topic = topic;
-        }
-        if (uniq != Py_None) {
-            if (ready(uniq) < 0) {
-                goto error;
-            }
-            if (PyUnicode_GET_LENGTH(uniq) > 0) {
-                if (append_key(uniq, topic_hash, phy, stamp, hashes, phys, stamps) < 0) {
-                    goto error;
-                }
-                last_keyed = i;
-            }
-        }
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
-            PyObject *key = PyTuple_GET_ITEM(keys, k);
-            if (ready(key) < 0) {
-                goto error;
-            }
-            if (PyUnicode_GET_LENGTH(key) > 0) {
-                if (append_key(key, topic_hash, phy, stamp, hashes, phys, stamps) < 0) {
-                    goto error;
-                }
-                last_keyed = i;
-            }
-        }
-    }
-    return Py_BuildValue("(NNNn)", hashes, phys, stamps, last_keyed);
-error:
-    Py_XDECREF(hashes);
-    Py_XDECREF(phys);
-    Py_XDECREF(stamps);
     return NULL;
 }
 
@@ -2038,8 +1987,6 @@ static PyMethodDef methods[] = {
      "Preparer.prepare for a message without a properties mapping or born host; None for any other."},
     {"pack_run", (PyCFunction)(void (*)(void))pack_run, METH_FASTCALL,
      "The write loop of a batch put for the messages that fit one commitlog file."},
-    {"collect_index_keys", (PyCFunction)(void (*)(void))collect_index_keys, METH_FASTCALL,
-     "The index keys of records not yet indexed, with their index hashes."},
     {"msync", (PyCFunction)(void (*)(void))msync_range, METH_FASTCALL,
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,

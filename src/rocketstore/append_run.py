@@ -1,7 +1,7 @@
 """The write loop of a batch put: prepared messages turned into commitlog records for one file.
 
 `pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
-index_records, placed)` takes the messages `prepared[i:stop]` in order while their records fit in
+index_keys, placed)` takes the messages `prepared[i:stop]` in order while their records fit in
 `room` bytes (the free bytes of the commitlog file less the room its closing blank record needs), the
 first starting at physical offset `phy`, all with store timestamp `store_ts` (a batch takes one, as
 RocketMQ's putMessages gives a batch one). For each message it:
@@ -11,7 +11,8 @@ RocketMQ's putMessages gives a batch one). For each message it:
   (the queue offset of the queue's first entry in the batch, bytearray of units) started when the
   batch meets the queue: the batch's entries of a queue have consecutive queue offsets and records
   that follow one another in the log, which `ConsumeQueue.put_units` takes in one write per file;
-- appends (topic, phy, store_ts, keys, uniq_key) to `index_records` when it gets index entries;
+- appends its index keys (`log.index_service.index_keys_of`: UNIQ_KEY and KEYS with their index
+  hashes, as `IndexFile.put_keys` takes them) to the bytearray `index_keys` when it gets index entries;
 - appends (phy, queue offset, store_ts) to `placed`;
 - encodes its record: the header (MAGIC_V1, the born timestamp or else `store_ts`, the store host),
   the body, and the prepared tail.
@@ -30,6 +31,7 @@ from collections.abc import Callable
 
 from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.message import MAGIC_V1
+from rocketstore.log.index_service import index_keys_of
 from rocketstore.native import speedups
 from rocketstore.prepare import Prepared
 from rocketstore.services.dispatch import delivery_tags_code
@@ -42,8 +44,8 @@ PerQueue = dict[tuple[str, int], tuple[int, bytearray]]
 
 def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int, store_ts: int,
                 queue_table: dict[tuple[str, int], int], store_ip: bytes, store_port: int, per_queue: PerQueue,
-                index_records: list[tuple[str, int, int, tuple[str, ...], str | None]],
-                placed: list[tuple[int, int, int]], delay_millis: list[int] | None = None) -> tuple[int, bytes]:
+                index_keys: bytearray, placed: list[tuple[int, int, int]],
+                delay_millis: list[int] | None = None) -> tuple[int, bytes]:
     """The loop in pure Python (see the module's text); `delay_millis` gives a delayed message's
     delivery time (required when one is among the messages)."""
     parts: list[bytes] = []
@@ -66,7 +68,7 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
         else:
             queue_offset = 0
         if indexed:
-            index_records.append((topic, phy, store_ts, keys, uniq_key))
+            index_keys.extend(index_keys_of(topic, phy, keys, uniq_key))
         parts.append(head.pack(
             size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
             store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,

@@ -38,9 +38,12 @@ from rocketstore.services.dispatch import SCHEDULE_TOPIC
 
 __all__ = [
     "BLANK_RECORD_SIZE",
+    "INDEXED_INDEX",
+    "KEYS_INDEX",
     "QUEUE_ID_INDEX",
     "SIZE_INDEX",
     "TOPIC_INDEX",
+    "UNIQ_KEY_INDEX",
     "Prepared",
     "Preparer",
     "checked_topic",
@@ -103,8 +106,9 @@ class Prepared(NamedTuple):
     uniq_key: str | None
 
 
-TOPIC_INDEX, QUEUE_ID_INDEX, SIZE_INDEX = (Prepared._fields.index(name) for name in ("topic", "queue_id", "size"))
-"""Positions of three fields in a `Prepared` (indexing a tuple is cheaper than its attribute)."""
+TOPIC_INDEX, QUEUE_ID_INDEX, SIZE_INDEX, INDEXED_INDEX, KEYS_INDEX, UNIQ_KEY_INDEX = (
+    Prepared._fields.index(name) for name in ("topic", "queue_id", "size", "indexed", "keys", "uniq_key"))
+"""Positions of fields in a `Prepared` (indexing a tuple is cheaper than its attribute)."""
 
 
 def new_prepared(*fields: Any) -> Prepared:

@@ -45,9 +45,12 @@ from rocketstore.native import speedups
 from rocketstore.pending_put import PendingPut, PutCombiner, with_status
 from rocketstore.prepare import (
     BLANK_RECORD_SIZE,
+    INDEXED_INDEX,
+    KEYS_INDEX,
     QUEUE_ID_INDEX,
     SIZE_INDEX,
     TOPIC_INDEX,
+    UNIQ_KEY_INDEX,
     Prepared,
     Preparer,
     checked_topic,
@@ -676,9 +679,9 @@ class MessageStore:
         commitlog = self.commitlog
         store_ts = self.clock()
         per_queue: PerQueue = {}
-        index_records: list[tuple[str, int, int, tuple[str, ...], str | None]] = []
+        index_keys = bytearray()
         placed: list[tuple[int, int, int]] = []
-        run_args = (store_ts, self._queue_table, self._store_ip, self._store_port, per_queue, index_records, placed)
+        run_args = (store_ts, self._queue_table, self._store_ip, self._store_port, per_queue, index_keys, placed)
         i, n = 0, len(prepared)
         while i < n:
             mf = commitlog.queue.last
@@ -701,7 +704,7 @@ class MessageStore:
             if parts:
                 mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
         self._last_store_timestamp = store_ts
-        self._dispatch_appended(per_queue, index_records, store_ts)
+        self._dispatch_appended(per_queue, index_keys, store_ts, prepared)
         return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, placed)
 
     def _append_one(self, p: Prepared) -> PutResult:
@@ -735,21 +738,20 @@ class MessageStore:
         return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
                            topic, queue_id)
 
-    def _dispatch_appended(self, per_queue: PerQueue,
-                           index_records: list[tuple[str, int, int, tuple[str, ...], str | None]],
-                           store_ts: int) -> None:
-        """The Dispatcher's rules for records just written, all with store timestamp `store_ts`: each
-        queue's entries in order (`ConsumeQueue.put_units`), the index records (topic, phy, store time,
-        keys, uniq key) in one batch, and the queue-entry callback once per queue with its newest entry."""
+    def _dispatch_appended(self, per_queue: PerQueue, index_keys: bytearray, store_ts: int,
+                           prepared: list[Prepared]) -> None:
+        """The Dispatcher's rules for the `prepared` records just written, all with store timestamp
+        `store_ts`: each queue's entries in order (`ConsumeQueue.put_units`), the index keys in one
+        batch (`IndexService.build_keys`), and the queue-entry callback once per queue with its newest
+        entry."""
         newest: list[tuple[int, str, int, int]] = []
         for (topic, queue_id), (first, units) in per_queue.items():
             last = self._queue_for(topic, queue_id).put_units(first, units)
             if last >= 0:
                 newest.append((UNIT.unpack_from(units, last * UNIT_SIZE)[0], topic, queue_id, first + last))
-        if len(index_records) == 1:
-            self.index.build(*index_records[0])  # a single put: no batch set-up
-        elif index_records:
-            self.index.build_many(index_records)
+        keyless = _last_indexed_keyless(prepared)
+        if keyless is not None:  # as `build` of each: even keyless messages roll a full index file
+            self.index.build_keys(index_keys, store_ts, keyless)
         for _, topic, queue_id, queue_offset in sorted(newest, key=itemgetter(0)):
             self._queue_advanced(topic, queue_id, queue_offset, store_ts)
 
@@ -999,6 +1001,15 @@ class MessageStore:
     def topic_config(self) -> dict[str, dict[str, Any]]:
         """Topics known to config/topics.json (RocketMQ field names)."""
         return self.topics.topics()
+
+
+def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
+    """Whether the last of the messages that get index entries has no key to index; None when none of
+    them gets index entries."""
+    for p in reversed(prepared):
+        if p[INDEXED_INDEX]:
+            return not (p[UNIQ_KEY_INDEX] or any(p[KEYS_INDEX]))
+    return None
 
 
 def _subscription_codes(expression: str | None) -> set[int] | None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Sequence
+import struct
 from pathlib import Path
 
+from rocketstore._types import Buffer
 from rocketstore.errors import StoreLayoutError
 from rocketstore.format.index import (
     ENTRY,
@@ -27,6 +28,10 @@ from rocketstore.storage import fs
 
 _native_lookup = None if speedups is None else speedups.index_lookup
 _native_put = None if speedups is None else speedups.index_put_keys
+
+KEY = struct.Struct("=qq")
+"""One key handed to `IndexFile.put_keys`, in memory only: its index hash and its record's physical
+offset, native int64 each."""
 
 
 class IndexFile:
@@ -72,34 +77,34 @@ class IndexFile:
         Returns:
             False when the file is full (nothing written).
         """
-        return self.put_keys((key_hash,), (phy_offset,), (store_timestamp,)) == 1
+        return self.put_keys(KEY.pack(key_hash, phy_offset), store_timestamp) == 1
 
-    def put_keys(self, key_hashes: Sequence[int], phy_offsets: Sequence[int], store_timestamps: Sequence[int],
-                 start: int = 0) -> int:
+    def put_keys(self, keys: Buffer, store_timestamp: int, start: int = 0) -> int:
         """`put_key` for the keys from `start` on, in order, until the file is full; the header is
-        written once at the end.
+        written once at the end. `keys` holds (index hash, phy offset) pairs packed as `KEY`, all of
+        records stored at `store_timestamp` (as a batch is).
 
         Returns:
             how many keys were added (fewer than asked when the file filled up).
         """
         h = self.header
         room = self.max_entries - h.index_count
-        stop = len(key_hashes) if len(key_hashes) - start <= room else start + max(room, 0)
+        held = len(keys) // KEY.size
+        stop = held if held - start <= room else start + max(room, 0)
         if stop <= start:
             return 0
         header = (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
                   h.index_count)
-        after = None if _native_put is None else _native_put(
-            self.mm, self.slots, header, key_hashes, phy_offsets, store_timestamps, start, stop)
+        after = None if _native_put is None else _native_put(self.mm, self.slots, header, keys, store_timestamp,
+                                                             start, stop)
         if after is None:
-            after = self._put_keys_py(header, key_hashes, phy_offsets, store_timestamps, start, stop)
+            after = self._put_keys_py(header, keys, store_timestamp, start, stop)
         (h.begin_timestamp, h.end_timestamp, h.begin_phy_offset, h.end_phy_offset, h.hash_slot_count,
          h.index_count) = after
         return stop - start
 
-    def _put_keys_py(self, header: tuple[int, int, int, int, int, int], key_hashes: Sequence[int],
-                     phy_offsets: Sequence[int], store_timestamps: Sequence[int], start: int, stop: int
-                     ) -> tuple[int, int, int, int, int, int]:
+    def _put_keys_py(self, header: tuple[int, int, int, int, int, int], keys: Buffer, store_ts: int, start: int,
+                     stop: int) -> tuple[int, int, int, int, int, int]:
         """Entries, slots and header for keys [start, stop) (the twin of rocketstore._speedups.
         index_put_keys): the header's six fields in file order afterwards."""
         mm = self.mm
@@ -107,8 +112,7 @@ class IndexFile:
         begin_ts, end_ts, begin_phy, end_phy, slot_count, n = header
         slot_unpack, slot_pack, entry_pack = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         entries_base = entry_pos(0, slots)
-        for i in range(start, stop):
-            key_hash, phy, store_ts = key_hashes[i], phy_offsets[i], store_timestamps[i]
+        for key_hash, phy in KEY.iter_unpack(keys[start * KEY.size:stop * KEY.size]):
             spos = HEADER_SIZE + (key_hash % slots) * SLOT_SIZE
             slot_value = slot_unpack(mm, spos)[0]
             if slot_value <= 0 or slot_value > n:

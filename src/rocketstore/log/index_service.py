@@ -2,49 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rocketstore.format.filenames import index_file_name
 from rocketstore.format.index import index_key
-from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, java_hash_concat
-from rocketstore.log.index_file import IndexFile
-from rocketstore.native import speedups
-
-_native_collect = None if speedups is None else speedups.collect_index_keys
+from rocketstore.format.javahash import index_hash_of_signed, java_hash_concat
+from rocketstore.log.index_file import KEY, IndexFile
 
 INDEX_DIR = "index"
-INDEX_BATCH_MIN = 16  # without the compiled hash: from this many keys on, build_many hashes them with numpy
 
 
-def collect_index_keys_py(records: list[tuple[str, int, int, Sequence[str], str | None]], indexed_end: int
-                          ) -> tuple[list[int], list[int], list[int], int]:
-    """(hashes, phys, stamps, last_keyed): the keys of the records not yet indexed (phy_offset >=
-    `indexed_end`), UNIQ_KEY first, empty keys skipped, each with its index hash and its record's
-    physical offset and store timestamp; `last_keyed` is the index of the last record with a key (-1:
-    none). The twin of rocketstore._speedups.collect_index_keys."""
-    prefixes: list[str] = []
-    texts: list[str] = []
-    phys: list[int] = []
-    stamps: list[int] = []
-    last_keyed = -1
-    for i, (topic, phy_offset, store_timestamp, keys, uniq_key) in enumerate(records):
-        if phy_offset < indexed_end:
-            continue  # already indexed
-        prefix = index_key(topic, "")
-        for key in (uniq_key, *keys) if uniq_key else keys:
-            if key:
-                prefixes.append(prefix)
-                texts.append(key)
-                phys.append(phy_offset)
-                stamps.append(store_timestamp)
-                last_keyed = i
-    if speedups is not None or len(texts) < INDEX_BATCH_MIN:
-        # compiled, or a few keys: hash each with its topic prefix (compiled: 3x numpy's batch here)
-        hashes = list(map(index_hash_of_signed, map(java_hash_concat, prefixes, texts)))
-    else:
-        hashes = index_key_hashes([p + k for p, k in zip(prefixes, texts, strict=True)])
-    return hashes, phys, stamps, last_keyed
+def index_keys_of(topic: str, phy_offset: int, keys: Iterable[str], uniq_key: str | None) -> bytes:
+    """The index keys of one record as `IndexFile.put_keys` takes them (`KEY` each): its UNIQ_KEY first,
+    then each key, the empty left out, each with its index hash (the hash of "topic#key"). The twin of
+    the keys that rocketstore._speedups.pack_run packs for a batch."""
+    prefix = index_key(topic, "")
+    return b"".join([KEY.pack(index_hash_of_signed(java_hash_concat(prefix, key)), phy_offset)
+                     for key in ((uniq_key, *keys) if uniq_key else keys) if key])
 
 
 class IndexService:
@@ -124,48 +100,37 @@ class IndexService:
         current = self.current()
         if phy_offset < current.header.end_phy_offset:
             return  # already indexed
-        prefix = index_key(topic, "")
-        if not uniq_key and type(keys) is tuple and len(keys) == 1 and keys[0]:  # the usual message: one key
-            hashes = [index_hash_of_signed(java_hash_concat(prefix, keys[0]))]
-        else:
-            hashes = [index_hash_of_signed(java_hash_concat(prefix, key))  # the hash of prefix + key
-                      for key in ((uniq_key, *keys) if uniq_key else keys) if key]
-            if not hashes:
-                return
-        phys, stamps = (phy_offset,) * len(hashes), (store_timestamp,) * len(hashes)
-        done = current.put_keys(hashes, phys, stamps)
-        if done < len(hashes):  # the file filled up
-            self._put_keys(self.current(), hashes, phys, stamps, done)
+        packed = index_keys_of(topic, phy_offset, keys, uniq_key)
+        if packed:
+            self._put_keys(current, packed, store_timestamp)
 
-    def build_many(self, records: Iterable[tuple[str, int, int, Sequence[str], str | None]]) -> None:
-        """`build` for many messages in log order: (topic, phy_offset, store_timestamp, keys, uniq_key)
-        each. Every key is hashed in one pass and each index header is written once.
+    def build_keys(self, keys: bytes | bytearray, store_timestamp: int, ends_keyless: bool) -> None:
+        """`build` for the messages of a batch, all stored at `store_timestamp`, in log order: their
+        index keys packed as `KEY` (`index_keys_of` each, as pack_run packs them), each index header
+        written once. `ends_keyless`: the batch's last indexed message has no key (when the keys filled
+        the file, `build` of that message would have rolled to a new one).
 
         Raises:
             OSError: a new file cannot be created.
         """
-        records = list(records)
-        if not records:
-            return
         current = self.current()
-        collected = None if _native_collect is None else _native_collect(records, current.header.end_phy_offset)
-        if collected is None:
-            collected = collect_index_keys_py(records, current.header.end_phy_offset)
-        hashes, phys, stamps, last_keyed = collected
-        if not hashes:
+        phys = memoryview(keys).cast("q")[1::2]
+        start = bisect_left(phys, current.header.end_phy_offset)  # keys of messages already indexed
+        if start == len(phys):
             return
-        current = self._put_keys(current, hashes, phys, stamps)
-        if current.full and last_keyed < len(records) - 1:
-            self.current()  # `build` of a later (keyless) record would roll to a new file now
+        current = self._put_keys(current, keys, store_timestamp, start)
+        if current.full and ends_keyless:
+            self.current()
 
-    def _put_keys(self, current: IndexFile, hashes: Sequence[int], phys: Sequence[int], stamps: Sequence[int],
-                  done: int = 0) -> IndexFile:
+    def _put_keys(self, current: IndexFile, keys: bytes | bytearray, store_timestamp: int, done: int = 0
+                  ) -> IndexFile:
         """Put the keys from `done` on, rolling to a new file when one fills up; the file that took the
         last key."""
-        done += current.put_keys(hashes, phys, stamps, done)
-        while done < len(hashes):
+        held = len(keys) // KEY.size
+        done += current.put_keys(keys, store_timestamp, done)
+        while done < held:
             current = self.current()
-            done += current.put_keys(hashes, phys, stamps, done)
+            done += current.put_keys(keys, store_timestamp, done)
         return current
 
     def query(self, topic: str, key: str, max_count: int, begin: int, end: int) -> list[int]:

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore.log import index_file
-from rocketstore.log.index_file import IndexFile
-from rocketstore.log.index_service import IndexService
+from rocketstore.log.index_file import KEY, IndexFile
+from rocketstore.log.index_service import IndexService, index_keys_of
 
 SLOTS, MAX_ENTRIES = 7, 12
 
@@ -26,42 +26,65 @@ def _files(directory: Path) -> list[tuple[str, bytes]]:
     return [(p.name, p.read_bytes()) for p in sorted(directory.iterdir())]
 
 
-def _as_log(raw: list[tuple[str, int, int, list[str], str | None]]) -> list[tuple]:
-    """Give the generated records increasing offsets and non-decreasing timestamps."""
-    phy, ts, out = 0, 1_700_000_000_000, []
-    for topic, gap, step, k, uniq in raw:
+def _as_batches(raw: list[tuple[str, int, int, list[str], str | None]], cuts: list[int]) -> list[list[tuple]]:
+    """Give the generated records increasing offsets and cut them into batches at `cuts`; a batch's
+    records share its store timestamp (the first record's step), the batches' timestamps go up."""
+    phy, ts, batch, out = 0, 1_700_000_000_000, [], []
+    for i, (topic, gap, step, k, uniq) in enumerate(raw):
+        if i in cuts or not batch:
+            ts += step
+            batch = []
+            out.append(batch)
         phy += 100 + gap
-        ts += step
-        out.append((topic, phy, ts, tuple(k), uniq))
+        batch.append((topic, phy, ts, tuple(k), uniq))
     return out
 
 
-@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(raw=records, cut=st.integers(0, 40))
-def test_build_many_writes_what_build_writes(tmp_path_factory, raw, cut):
-    log = _as_log(raw)
+@settings(deadline=None, max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=records, cuts=st.lists(st.integers(0, 40), max_size=4))
+def test_build_keys_writes_what_build_writes(tmp_path_factory, raw, cuts):
+    """Each batch's keys as pack_run packs them, in one call, against one `build` per record: the same
+    files, headers and answers, also when a file fills inside a batch or at its end."""
+    batches = _as_batches(raw, cuts)
     roots = [tmp_path_factory.mktemp("one"), tmp_path_factory.mktemp("many")]
     services = []
     for root in roots:
         ticks = itertools.count(1_700_000_000_000, 7)
         services.append(IndexService(root, SLOTS, MAX_ENTRIES, clock=lambda t=ticks: next(t)))
     one, many = services
-    for topic, phy, ts, k, uniq in log:
-        one.build(topic, phy, ts, k, uniq)
-    many.build_many(log[:cut])  # two batches: a file may fill inside either
-    many.build_many(log[cut:])
-    if not log:
+    for batch in batches:
+        for topic, phy, ts, k, uniq in batch:
+            one.build(topic, phy, ts, k, uniq)
+        packed = bytearray(b"".join(index_keys_of(topic, phy, k, uniq) for topic, phy, _, k, uniq in batch))
+        _, _, ts, k, uniq = batch[-1]
+        many.build_keys(packed, ts, ends_keyless=not (uniq or any(k)))
+    if not batches:
         one.current()
         many.current()
     try:
         assert _files(roots[0] / "index") == _files(roots[1] / "index")
         assert [f.header for f in one.files] == [f.header for f in many.files]
-        for topic, _, _, k, uniq in log:
+        for topic, _, _, k, uniq in itertools.chain.from_iterable(batches):
             for key in [*k, uniq or "x"]:
                 assert one.query(topic, key, 64, 0, 2**62) == many.query(topic, key, 64, 0, 2**62)
     finally:
         one.close()
         many.close()
+
+
+def test_build_keys_skips_the_keys_of_messages_already_indexed(tmp_path):
+    """A re-dispatch hands over keys the file holds already: only the newer ones are added."""
+    service = IndexService(tmp_path, SLOTS, MAX_ENTRIES, clock=lambda: 1_700_000_000_000)
+    service.build("T", 100, 1_700_000_000_000, ("a",), None)
+    service.build("T", 150, 1_700_000_000_000, ("z",), None)
+    packed = bytearray(index_keys_of("T", 100, ("a",), None) + index_keys_of("T", 200, ("b", "c"), None))
+    service.build_keys(packed, 1_700_000_000_000, ends_keyless=False)
+    try:
+        assert service.files[-1].header.index_count == 1 + 4  # entry numbers start at 1
+        assert service.query("T", "a", 64, 0, 2**62) == [100]
+        assert service.query("T", "c", 64, 0, 2**62) == [200]
+    finally:
+        service.close()
 
 
 @settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -79,13 +102,13 @@ def test_put_keys_writes_what_put_key_and_the_python_twin_write(tmp_path_factory
         f.write_header()
     one, batch, python = files
     phys = [1000 + 50 * i for i in range(len(hashes))]
-    stamps = [1_700_000_000_000 + 400 * i for i in range(len(hashes))]
+    stamp = 1_700_000_000_000
+    packed = b"".join(KEY.pack(h, p) for h, p in zip(hashes, phys, strict=True))
     try:
-        expected = sum(one.put_key(h, p, t) for h, p, t in zip(hashes[start:], phys[start:], stamps[start:],
-                                                                strict=True))
-        assert batch.put_keys(hashes, phys, stamps, start) == expected
+        expected = sum(one.put_key(h, p, stamp) for h, p in zip(hashes[start:], phys[start:], strict=True))
+        assert batch.put_keys(packed, stamp, start) == expected
         with mock.patch.object(index_file, "_native_put", None):
-            assert python.put_keys(hashes, phys, stamps, start) == expected
+            assert python.put_keys(packed, stamp, start) == expected
         assert bytes(one.mm) == bytes(batch.mm) == bytes(python.mm)
         assert one.header == batch.header == python.header
     finally:
