@@ -12,7 +12,8 @@ RocketMQ's putMessages gives a batch one). For each message it:
   batch meets the queue: the batch's entries of a queue have consecutive queue offsets and records
   that follow one another in the log, which `ConsumeQueue.put_units` takes in one write per file;
 - appends its index keys (`log.index_service.index_keys_of`: UNIQ_KEY and KEYS with their index
-  hashes, as `IndexFile.put_keys` takes them) to the bytearray `index_keys` when it gets index entries;
+  hashes, as `IndexFile.put_keys` takes them) to the bytearray `index_keys` when it gets index entries
+  (the twin hashes the keys of its messages together at the end);
 - appends (phy, queue offset, store_ts) to `placed`;
 - encodes its record: the header (MAGIC_V1, the born timestamp or else `store_ts`, the store host),
   the body, and the prepared tail.
@@ -49,6 +50,7 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
     """The loop in pure Python (see the module's text); `delay_millis` gives a delayed message's
     delivery time (required when one is among the messages)."""
     parts: list[bytes] = []
+    keyed: list[tuple[str, int, tuple[str, ...], str | None]] = []
     used = 0
     while i < stop:
         (topic, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
@@ -68,7 +70,7 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
         else:
             queue_offset = 0
         if indexed:
-            index_keys.extend(index_keys_of(topic, phy, keys, uniq_key))
+            keyed.append((topic, phy, keys, uniq_key))
         parts.append(head.pack(
             size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
             store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
@@ -79,6 +81,7 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
         phy += size
         used += size
         i += 1
+    index_keys.extend(index_keys_of(keyed))  # hashed in one go: numpy's batch where nothing is compiled
     return i, b"".join(parts)
 
 

@@ -694,8 +694,9 @@ class MessageStore:
                 start = i
                 if pack_run is not None:
                     i, records = pack_run(prepared, i, n, phy, room, *run_args)
-                if i == start:
-                    i, records = pack_run_py(prepared, i, i + 1, phy, room, *run_args, self._delay_millis)
+                if i == start:  # without the compiled loop the twin takes the whole run
+                    i, records = pack_run_py(prepared, i, n if pack_run is None else i + 1, phy, room, *run_args,
+                                             self._delay_millis)
                 if i == start:
                     break  # the file is full
                 parts.append(records)

@@ -455,7 +455,7 @@ def test_pack_run_writes_what_the_encoder_writes():
         phy_offset=4096, sys_flag=0, born_timestamp=5, born_ip=PREPARER._store_ip, born_port=0, store_timestamp=99,
         store_ip=bytes([10, 0, 0, 1]), store_port=10911))
     assert table == {("T", 1): 8} and placed == [(4096, 7, 99)]
-    assert index == index_service.index_keys_of("T", 4096, ("k",), None)
+    assert index == index_service.index_keys_of([("T", 4096, ("k",), None)])
     assert queues == {("T", 1): (7, bytearray(struct.pack(">qiq", 4096, prepared[0].size, prepared[0].tags_code)))}
 
 
@@ -471,7 +471,7 @@ def test_pack_run_packs_the_index_keys_of_index_keys_of(topic, keys, uniq_key):
     table, queues, index, placed = _state()
     assert _speedups.pack_run(prepared, 0, 1, 4096, 10_000, 99, table, bytes([10, 0, 0, 1]), 10911, queues, index,
                               placed)[0] == 1
-    assert index == index_service.index_keys_of(topic, 4096, keys, uniq_key)
+    assert index == index_service.index_keys_of([(topic, 4096, keys, uniq_key)])
     assert len(index) == KEY.size * sum(1 for k in (uniq_key, *keys) if k)
     assert [javahash.index_hash_of_signed(javahash.java_hash_py(f"{topic}#{k}")) for k in (uniq_key, *keys) if k] == \
         [h for h, _ in KEY.iter_unpack(index)]

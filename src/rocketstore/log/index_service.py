@@ -8,19 +8,35 @@ from pathlib import Path
 
 from rocketstore.format.filenames import index_file_name
 from rocketstore.format.index import index_key
-from rocketstore.format.javahash import index_hash_of_signed, java_hash_concat
+from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, java_hash_concat
 from rocketstore.log.index_file import KEY, IndexFile
+from rocketstore.native import speedups
 
 INDEX_DIR = "index"
+INDEX_BATCH_MIN = 16  # without the compiled hash: from this many keys on, index_keys_of hashes them with numpy
 
 
-def index_keys_of(topic: str, phy_offset: int, keys: Iterable[str], uniq_key: str | None) -> bytes:
-    """The index keys of one record as `IndexFile.put_keys` takes them (`KEY` each): its UNIQ_KEY first,
-    then each key, the empty left out, each with its index hash (the hash of "topic#key"). The twin of
-    the keys that rocketstore._speedups.pack_run packs for a batch."""
-    prefix = index_key(topic, "")
-    return b"".join([KEY.pack(index_hash_of_signed(java_hash_concat(prefix, key)), phy_offset)
-                     for key in ((uniq_key, *keys) if uniq_key else keys) if key])
+def index_keys_of(records: Iterable[tuple[str, int, Iterable[str], str | None]]) -> bytes:
+    """The index keys of records (topic, phy_offset, keys, uniq_key) as `IndexFile.put_keys` takes them
+    (`KEY` each): each record's UNIQ_KEY first, then each of its keys, the empty left out, each with its
+    index hash (the hash of "topic#key"). The twin of the keys that rocketstore._speedups.pack_run packs
+    for a batch."""
+    prefixes: list[str] = []
+    texts: list[str] = []
+    phys: list[int] = []
+    for topic, phy_offset, keys, uniq_key in records:
+        prefix = index_key(topic, "")
+        for key in (uniq_key, *keys) if uniq_key else keys:
+            if key:
+                prefixes.append(prefix)
+                texts.append(key)
+                phys.append(phy_offset)
+    if speedups is not None or len(texts) < INDEX_BATCH_MIN:
+        # compiled, or a few keys: hash each with its topic prefix (compiled: 3x numpy's batch here)
+        hashes = list(map(index_hash_of_signed, map(java_hash_concat, prefixes, texts)))
+    else:
+        hashes = index_key_hashes([p + k for p, k in zip(prefixes, texts, strict=True)])
+    return b"".join(map(KEY.pack, hashes, phys))
 
 
 class IndexService:
@@ -100,13 +116,13 @@ class IndexService:
         current = self.current()
         if phy_offset < current.header.end_phy_offset:
             return  # already indexed
-        packed = index_keys_of(topic, phy_offset, keys, uniq_key)
+        packed = index_keys_of(((topic, phy_offset, keys, uniq_key),))
         if packed:
             self._put_keys(current, packed, store_timestamp)
 
     def build_keys(self, keys: bytes | bytearray, store_timestamp: int, ends_keyless: bool) -> None:
         """`build` for the messages of a batch, all stored at `store_timestamp`, in log order: their
-        index keys packed as `KEY` (`index_keys_of` each, as pack_run packs them), each index header
+        index keys packed as `KEY` (`index_keys_of`, as pack_run packs them), each index header
         written once. `ends_keyless`: the batch's last indexed message has no key (when the keys filled
         the file, `build` of that message would have rolled to a new one).
 

@@ -10,7 +10,7 @@ from unittest import mock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketstore.log import index_file
+from rocketstore.log import index_file, index_service
 from rocketstore.log.index_file import KEY, IndexFile
 from rocketstore.log.index_service import IndexService, index_keys_of
 
@@ -55,7 +55,7 @@ def test_build_keys_writes_what_build_writes(tmp_path_factory, raw, cuts):
     for batch in batches:
         for topic, phy, ts, k, uniq in batch:
             one.build(topic, phy, ts, k, uniq)
-        packed = bytearray(b"".join(index_keys_of(topic, phy, k, uniq) for topic, phy, _, k, uniq in batch))
+        packed = bytearray(index_keys_of([(topic, phy, k, uniq) for topic, phy, _, k, uniq in batch]))
         _, _, ts, k, uniq = batch[-1]
         many.build_keys(packed, ts, ends_keyless=not (uniq or any(k)))
     if not batches:
@@ -77,7 +77,7 @@ def test_build_keys_skips_the_keys_of_messages_already_indexed(tmp_path):
     service = IndexService(tmp_path, SLOTS, MAX_ENTRIES, clock=lambda: 1_700_000_000_000)
     service.build("T", 100, 1_700_000_000_000, ("a",), None)
     service.build("T", 150, 1_700_000_000_000, ("z",), None)
-    packed = bytearray(index_keys_of("T", 100, ("a",), None) + index_keys_of("T", 200, ("b", "c"), None))
+    packed = bytearray(index_keys_of([("T", 100, ("a",), None), ("T", 200, ("b", "c"), None)]))
     service.build_keys(packed, 1_700_000_000_000, ends_keyless=False)
     try:
         assert service.files[-1].header.index_count == 1 + 4  # entry numbers start at 1
@@ -114,3 +114,15 @@ def test_put_keys_writes_what_put_key_and_the_python_twin_write(tmp_path_factory
     finally:
         for f in files:
             f.close()
+
+
+@settings(deadline=None, max_examples=40)
+@given(raw=st.lists(st.tuples(st.sampled_from(["T1", "主题"]), keys, st.sampled_from([None, "", "UNIQ-1", "\ud800"])),
+                    min_size=8, max_size=40))
+def test_index_keys_of_hashes_a_large_batch_as_it_hashes_each_key(raw):
+    """Without the compiled module a batch of 16 keys or more is hashed in one go (numpy where it is
+    installed): the same hashes as one key at a time."""
+    records = [(topic, 100 * i, tuple(k), uniq) for i, (topic, k, uniq) in enumerate(raw)]
+    one_by_one = b"".join(index_service.index_keys_of([r]) for r in records)
+    with mock.patch.object(index_service, "speedups", None):
+        assert index_service.index_keys_of(records) == one_by_one
