@@ -1001,10 +1001,17 @@ message_field(PyObject *message, const struct message_layout *layout, int field)
 
 /* The last shape prepare_one asked message_shape for, kept over the messages of one prepare_many
  * call: message_shape is a pure function of its arguments, so the same sys flag and tags objects (and
- * the call's one store host) give the same shape. Strong references, or NULL. */
+ * the call's one store host) give the same shape; and the tags object of that shape passed the tags
+ * checks. Also the last QUEUE_KEY_MEMO queue keys made, (topic, queue id) tuples that messages of the
+ * same topic object and queue id share. Strong references, or NULL. */
+#define QUEUE_KEY_MEMO 8
+
 struct shape_memo {
     PyObject *sys_flag, *tags, *shape;
     Py_ssize_t header;
+    PyObject *queue_keys[QUEUE_KEY_MEMO];
+    long long queue_ids[QUEUE_KEY_MEMO];
+    int next_queue_key;
 };
 
 static void
@@ -1013,6 +1020,32 @@ shape_memo_clear(struct shape_memo *memo)
     Py_CLEAR(memo->sys_flag);
     Py_CLEAR(memo->tags);
     Py_CLEAR(memo->shape);
+    for (int i = 0; i < QUEUE_KEY_MEMO; i++) {
+        Py_CLEAR(memo->queue_keys[i]);
+    }
+}
+
+/* The (topic, queue_id) tuple of a message, shared with an earlier message of the same topic object
+ * and queue id of the call (a new reference), NULL after an error. */
+static PyObject *
+queue_key_of(struct shape_memo *memo, PyObject *topic, PyObject *queue_id, long long qid)
+{
+    for (int i = 0; i < QUEUE_KEY_MEMO; i++) {
+        PyObject *key = memo->queue_keys[i];
+        if (key != NULL && PyTuple_GET_ITEM(key, 0) == topic && memo->queue_ids[i] == qid) {
+            return Py_NewRef(key);
+        }
+    }
+    PyObject *key = PyTuple_Pack(2, topic, queue_id);
+    if (key == NULL) {
+        return NULL;
+    }
+    untrack_if_atomic(key);
+    int slot = memo->next_queue_key;
+    memo->next_queue_key = (slot + 1) % QUEUE_KEY_MEMO;
+    Py_XSETREF(memo->queue_keys[slot], Py_NewRef(key));
+    memo->queue_ids[slot] = qid;
+    return key;
 }
 
 /* What prepare_plain and prepare_many take after the messages, checked once per call. */
@@ -1057,7 +1090,7 @@ prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (prepare_call_of(args, &call) < 0) {
         return NULL;
     }
-    struct shape_memo memo = {NULL, NULL, NULL, 0};
+    struct shape_memo memo = {0};
     PyObject *result = prepare_one(args[0], &call, &memo);
     shape_memo_clear(&memo);
     return result;
@@ -1107,8 +1140,8 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
     GET(sys_flag, M_SYS_FLAG);
     DECLINE_UNLESS(PyLong_CheckExact(sys_flag));
     GET(tags, M_TAGS);
-    DECLINE_UNLESS(tags == Py_None || (PyUnicode_CheckExact(tags) && PyUnicode_GET_LENGTH(tags) > 0
-                                       && !has_separator(tags)));
+    DECLINE_UNLESS(tags == Py_None || (memo->shape != NULL && tags == memo->tags)
+                   || (PyUnicode_CheckExact(tags) && PyUnicode_GET_LENGTH(tags) > 0 && !has_separator(tags)));
     GET(keys, M_KEYS);
     DECLINE_UNLESS(PyTuple_CheckExact(keys));
     Py_ssize_t key_count = PyTuple_GET_SIZE(keys);
@@ -1239,13 +1272,12 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
     DECLINE_UNLESS(record <= max_record);
     uint32_t body_crc = rs_crc32(0, (const unsigned char *)PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
     crc = PyLong_FromUnsignedLong(body_crc & 0x7FFFFFFFUL);
-    queue_key = PyTuple_Pack(2, topic, queue_id);
+    queue_key = queue_key_of(memo, topic, queue_id, qid);
     born_port = PyLong_FromLong(0);
     size = PyLong_FromSsize_t(record);
     if (crc == NULL || queue_key == NULL || born_port == NULL || size == NULL) {
         goto fail;
     }
-    untrack_if_atomic(queue_key);
     untrack_if_atomic(split);
     PyObject *flag = NULL, *born_timestamp = NULL, *reconsume = NULL, *prepared_offset = NULL;
     GET(flag, M_FLAG);
@@ -1878,6 +1910,14 @@ put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (result == NULL) {
             goto fail;
         }
+        /* Its fields are the status, one of PutStatus's members (module constants that refer to no
+         * result), ints and strings: unless the topic or queue id is of a type the collector tracks,
+         * it is part of no cycle (see untrack_if_atomic). */
+        if (!PyType_IS_GC(Py_TYPE(values[6])) && !PyType_IS_GC(Py_TYPE(values[7]))
+            && !PyType_IS_GC(Py_TYPE(values[1])) && !PyType_IS_GC(Py_TYPE(values[2]))
+            && !PyType_IS_GC(Py_TYPE(values[3])) && !PyType_IS_GC(Py_TYPE(values[5]))) {
+            PyObject_GC_UnTrack(result);
+        }
         PyList_SET_ITEM(results, i, result);
     }
     Py_DECREF(empty);
@@ -1912,7 +1952,7 @@ prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (out == NULL) {
         return NULL;
     }
-    struct shape_memo memo = {NULL, NULL, NULL, 0};
+    struct shape_memo memo = {0};
     Py_ssize_t declined = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *one = prepare_one(PySequence_Fast_GET_ITEM(messages, i), &call, &memo);

@@ -599,6 +599,21 @@ def test_batch_tuples_that_can_hold_no_cycle_are_left_out_of_the_cycle_collector
     _speedups.pack_run([prepared, odd], 0, 2, 4096, 10_000, 99, table, bytes([10, 0, 0, 1]), 10911, queues, index,
                        placed)
     assert [gc.is_tracked(p) for p in placed] == [False, False]
+    results = _speedups.put_results(PutResult, RESULT_SLOTS, PutStatus.PUT_OK, "AB", [prepared, odd], placed)
+    assert [gc.is_tracked(r) for r in results] == [False, True]  # the second holds a tracked topic
+    assert gc.collect() >= 0 and results[1].topic == "T"
+
+
+def test_prepare_many_shares_a_queue_key_between_messages_of_one_queue():
+    checked_topic("TopicX")
+    other = "".join(["Topic", "X"])  # an equal topic, another object: a key of its own
+    batch = [Message("TopicX", b"body", queue_id=q) for q in (1, 2, 1, 70000, 70000)] + \
+        [Message(other, b"body", queue_id=1)]
+    prepared, declined = _speedups.prepare_many(batch, *PREPARE_ARGS)
+    keys = [p.queue_key for p in prepared]
+    assert declined == 0 and keys == [("TopicX", q) for q in (1, 2, 1, 70000, 70000, 1)]
+    assert keys[0] is keys[2] and keys[3] is keys[4] and keys[0] is not keys[1] and keys[5] is not keys[0]
+    assert all(not gc.is_tracked(k) for k in keys)
 
 
 def test_pack_run_refuses_a_per_queue_value_of_another_shape():
