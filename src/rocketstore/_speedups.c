@@ -1011,7 +1011,7 @@ struct shape_memo {
     Py_ssize_t header;
     PyObject *queue_keys[QUEUE_KEY_MEMO];
     long long queue_ids[QUEUE_KEY_MEMO];
-    int next_queue_key;
+    int next_queue_key, share_queue_keys; /* share_queue_keys: set by prepare_many, whose messages share */
 };
 
 static void
@@ -1025,11 +1025,18 @@ shape_memo_clear(struct shape_memo *memo)
     }
 }
 
-/* The (topic, queue_id) tuple of a message, shared with an earlier message of the same topic object
- * and queue id of the call (a new reference), NULL after an error. */
+/* The (topic, queue_id) tuple of a message (a new reference), in prepare_many shared with an earlier
+ * message of the same topic object and queue id; NULL after an error. */
 static PyObject *
 queue_key_of(struct shape_memo *memo, PyObject *topic, PyObject *queue_id, long long qid)
 {
+    if (!memo->share_queue_keys) { /* one message: nothing to share it with */
+        PyObject *key = PyTuple_Pack(2, topic, queue_id);
+        if (key != NULL) {
+            untrack_if_atomic(key);
+        }
+        return key;
+    }
     for (int i = 0; i < QUEUE_KEY_MEMO; i++) {
         PyObject *key = memo->queue_keys[i];
         if (key != NULL && PyTuple_GET_ITEM(key, 0) == topic && memo->queue_ids[i] == qid) {
@@ -1953,6 +1960,7 @@ prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     struct shape_memo memo = {0};
+    memo.share_queue_keys = 1;
     Py_ssize_t declined = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *one = prepare_one(PySequence_Fast_GET_ITEM(messages, i), &call, &memo);

@@ -116,9 +116,15 @@ class IndexService:
         current = self.current()
         if phy_offset < current.header.end_phy_offset:
             return  # already indexed
-        packed = index_keys_of(((topic, phy_offset, keys, uniq_key),))
-        if packed:
-            self._put_keys(current, packed, store_timestamp)
+        if not uniq_key and type(keys) is tuple and len(keys) == 1 and keys[0]:  # the usual message: one key
+            packed = KEY.pack(index_hash_of_signed(java_hash_concat(index_key(topic, ""), keys[0])), phy_offset)
+        else:
+            packed = index_keys_of(((topic, phy_offset, keys, uniq_key),))
+            if not packed:
+                return
+        done = current.put_keys(packed, store_timestamp)
+        if done < len(packed) // KEY.size:  # the file filled up
+            self._put_keys(self.current(), packed, store_timestamp, done)
 
     def build_keys(self, keys: bytes | bytearray, store_timestamp: int, ends_keyless: bool) -> None:
         """`build` for the messages of a batch, all stored at `store_timestamp`, in log order: their
