@@ -557,6 +557,137 @@ static PyMemberDef message_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+static PyObject *s_property_tags, *s_property_keys; /* "TAGS", "KEYS" (interned at import) */
+
+/* A field for a getter: a borrowed reference, NULL with AttributeError when it is unset. */
+static PyObject *
+message_field_of(MessageBase *self, int field, const char *name)
+{
+    PyObject *value = self->fields[field];
+    if (value == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'%s' of the message is not set", name);
+    }
+    return value;
+}
+
+/* The properties dict (borrowed), parsed from the raw bytes on first use and kept in _properties. */
+static PyObject *
+message_properties(MessageBase *self)
+{
+    PyObject *properties = self->fields[F_PROPERTIES];
+    if (properties != NULL && properties != Py_None) {
+        return properties;
+    }
+    PyObject *args[2] = {message_field_of(self, F_RAW, "raw"),
+                         message_field_of(self, F_PROPERTIES_START, "_properties_start")};
+    if (args[0] == NULL || args[1] == NULL) {
+        return NULL;
+    }
+    properties = properties_at(NULL, args, 2);
+    if (properties == NULL) {
+        return NULL;
+    }
+    Py_XSETREF(self->fields[F_PROPERTIES], properties);
+    return properties;
+}
+
+/* properties.get(name) as a new reference, None when absent. */
+static PyObject *
+message_property(MessageBase *self, PyObject *name)
+{
+    PyObject *properties = message_properties(self);
+    if (properties == NULL) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(properties)) {
+        return PyObject_CallMethod(properties, "get", "O", name);
+    }
+    PyObject *value = PyDict_GetItemWithError(properties, name);
+    if (value == NULL) {
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    }
+    return Py_NewRef(value);
+}
+
+/* body: raw[_body_start:_body_end] (StoredMessage.body of the pure-Python twin, _MessageFields). */
+static PyObject *
+message_body(MessageBase *self, void *closure)
+{
+    PyObject *raw = message_field_of(self, F_RAW, "raw");
+    PyObject *start_obj = raw == NULL ? NULL : message_field_of(self, F_BODY_START, "_body_start");
+    PyObject *end_obj = start_obj == NULL ? NULL : message_field_of(self, F_BODY_END, "_body_end");
+    if (end_obj == NULL) {
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(start_obj), end = PyLong_AsSsize_t(end_obj);
+    if ((start == -1 || end == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (PyBytes_CheckExact(raw) && 0 <= start && start <= end && end <= PyBytes_GET_SIZE(raw)) {
+        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(raw) + start, end - start);
+    }
+    return PySequence_GetSlice(raw, start, end); /* anything else: as slicing answers */
+}
+
+/* tags: the TAGS property, None when absent. */
+static PyObject *
+message_tags(MessageBase *self, void *closure)
+{
+    return message_property(self, s_property_tags);
+}
+
+/* keys: the non-empty space-separated tokens of the KEYS property (props_codec.split_keys). */
+static PyObject *
+message_keys(MessageBase *self, void *closure)
+{
+    PyObject *value = message_property(self, s_property_keys);
+    if (value == NULL) {
+        return NULL;
+    }
+    int truth = PyObject_IsTrue(value);
+    if (truth <= 0) {
+        Py_DECREF(value);
+        return truth < 0 ? NULL : PyList_New(0);
+    }
+    if (!PyUnicode_Check(value)) {
+        Py_DECREF(value);
+        PyErr_SetString(PyExc_TypeError, "the KEYS property must be a str");
+        return NULL;
+    }
+    if (PyUnicode_FindChar(value, ' ', 0, PyUnicode_GET_LENGTH(value), 1) == -1) {
+        PyObject *one = PyList_New(1);
+        if (one == NULL) {
+            Py_DECREF(value);
+            return NULL;
+        }
+        PyList_SET_ITEM(one, 0, value);
+        return one;
+    }
+    PyObject *space = PyUnicode_FromOrdinal(' ');
+    PyObject *tokens = space == NULL ? NULL : PyUnicode_Split(value, space, -1);
+    Py_XDECREF(space);
+    Py_DECREF(value);
+    if (tokens == NULL) {
+        return NULL;
+    }
+    PyObject *kept = PyList_New(0);
+    for (Py_ssize_t i = 0; kept != NULL && i < PyList_GET_SIZE(tokens); i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        if (PyUnicode_GET_LENGTH(token) > 0 && PyList_Append(kept, token) < 0) {
+            Py_CLEAR(kept);
+        }
+    }
+    Py_DECREF(tokens);
+    return kept;
+}
+
+static PyGetSetDef message_getset[] = {
+    {"body", (getter)message_body, NULL, "The body as stored (possibly compressed by the producer).", NULL},
+    {"tags", (getter)message_tags, NULL, "The TAGS property, None when absent.", NULL},
+    {"keys", (getter)message_keys, NULL, "The non-empty tokens of the KEYS property.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyTypeObject MessageBaseType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "rocketstore._speedups.MessageBase",
@@ -567,6 +698,7 @@ static PyTypeObject MessageBaseType = {
     .tp_clear = (inquiry)message_clear,
     .tp_dealloc = (destructor)message_dealloc,
     .tp_members = message_members,
+    .tp_getset = message_getset,
     .tp_new = PyType_GenericNew,
 };
 
@@ -2067,6 +2199,7 @@ PyInit__speedups(void)
         {&s_properties, "properties"}, {&s_born_host, "born_host"}, {&s_sys_flag, "sys_flag"}, {&s_flag, "flag"},
         {&s_born_timestamp, "born_timestamp"}, {&s_reconsume_times, "reconsume_times"},
         {&s_prepared_transaction_offset, "prepared_transaction_offset"}, {&s_size, "size"},
+        {&s_property_tags, "TAGS"}, {&s_property_keys, "KEYS"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) {

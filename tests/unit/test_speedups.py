@@ -124,6 +124,26 @@ def test_build_message_twins_on_records_and_damaged_records(raw, flips, cut):
     assert _built_or_error(_speedups.build_message, _speedups.MessageBase, raw, magic)[0] is raw
 
 
+@settings(deadline=None, max_examples=300)
+@given(st.one_of(st.sampled_from([b"", b"KEYS\x01k1 k2\x02TAGS\x01A", b"TAGS\x01\x02KEYS\x01 a  b ",
+                                  b"KEYS\x01\xff\xfe", b"KEYS\x01\x02TAGS\x01\x01"]),
+                 st.binary(max_size=40)),
+       st.binary(max_size=30), st.sampled_from([1, 2]))
+def test_message_getters_twins(properties, body, version):
+    """body, tags and keys of MessageBase's getters against the pure-Python properties of _MessageFields,
+    on any properties (not UTF-8, empty KEYS, KEYS of spaces), read in either order."""
+    raw = _record(b"T", body, properties, 0, version)
+    magic = struct.unpack_from(">I", raw, 4)[0]
+    for order in (("body", "tags", "keys"), ("keys", "tags", "body")):
+        twin = fm.build_message_py(fm._MessageFields, raw, magic)
+        native = _speedups.build_message(_speedups.MessageBase, raw, magic)
+        assert native._properties is None
+        assert [getattr(native, name) for name in order] == [getattr(twin, name) for name in order]
+        assert native._properties == twin._properties
+    with pytest.raises(AttributeError):
+        _speedups.MessageBase().keys  # noqa: B018 - an unset field
+
+
 def test_messages_built_in_c_behave_as_python_objects():
     if native.speedups is None:
         pytest.skip(f"{native.PURE_PYTHON_VARIABLE} is set: StoredMessage is the pure-Python class")
