@@ -22,7 +22,6 @@ from rocketstore.errors import (
     StoreLayoutError,
     StoreReadOnlyError,
 )
-from rocketstore.format import properties as props
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE, CqUnit
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import java_hash
@@ -76,8 +75,6 @@ DISK_FULL_REASON = "disk full"
 MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
 CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
 LONG_MAX = 2**63 - 1
-_KEYS = props.KEYS
-_UNIQ_KEY = props.UNIQ_KEY
 
 
 def _system_clock() -> int:
@@ -952,8 +949,7 @@ class MessageStore:
                     continue
                 if msg.topic != topic or not (any_time or begin_ms <= msg.store_timestamp <= end):
                     continue
-                properties = msg.properties  # the key check of msg.keys / msg.uniq_key, parsed once
-                if properties.get(_UNIQ_KEY) == key or key in props.split_keys(properties.get(_KEYS)):
+                if key in msg.keys or msg.uniq_key == key:  # the properties are parsed once, by the first
                     found[phy] = msg
             if len(found) >= max_count or len(offsets) < limit:
                 break
