@@ -557,6 +557,28 @@ static PyMemberDef message_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
+/* The non-empty space-separated tokens of a str, as a new list (props_codec.split_keys); NULL after an
+ * error. */
+static PyObject *
+space_separated(PyObject *text)
+{
+    PyObject *space = PyUnicode_FromOrdinal(' ');
+    PyObject *tokens = space == NULL ? NULL : PyUnicode_Split(text, space, -1);
+    Py_XDECREF(space);
+    if (tokens == NULL) {
+        return NULL;
+    }
+    PyObject *kept = PyList_New(0);
+    for (Py_ssize_t i = 0; kept != NULL && i < PyList_GET_SIZE(tokens); i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        if (PyUnicode_GET_LENGTH(token) > 0 && PyList_Append(kept, token) < 0) {
+            Py_CLEAR(kept);
+        }
+    }
+    Py_DECREF(tokens);
+    return kept;
+}
+
 static PyObject *s_property_tags, *s_property_keys; /* "TAGS", "KEYS" (interned at import) */
 
 /* A field for a getter: a borrowed reference, NULL with AttributeError when it is unset. */
@@ -663,21 +685,8 @@ message_keys(MessageBase *self, void *closure)
         PyList_SET_ITEM(one, 0, value);
         return one;
     }
-    PyObject *space = PyUnicode_FromOrdinal(' ');
-    PyObject *tokens = space == NULL ? NULL : PyUnicode_Split(value, space, -1);
-    Py_XDECREF(space);
+    PyObject *kept = space_separated(value);
     Py_DECREF(value);
-    if (tokens == NULL) {
-        return NULL;
-    }
-    PyObject *kept = PyList_New(0);
-    for (Py_ssize_t i = 0; kept != NULL && i < PyList_GET_SIZE(tokens); i++) {
-        PyObject *token = PyList_GET_ITEM(tokens, i);
-        if (PyUnicode_GET_LENGTH(token) > 0 && PyList_Append(kept, token) < 0) {
-            Py_CLEAR(kept);
-        }
-    }
-    Py_DECREF(tokens);
     return kept;
 }
 
@@ -1322,20 +1331,7 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
             /* one key without a space: the message's own keys tuple is (joined,) already */
             split = key_count == 1 ? Py_NewRef(keys) : PyTuple_Pack(1, joined);
         } else {
-            PyObject *sep = PyUnicode_FromOrdinal(' ');
-            PyObject *all = sep == NULL ? NULL : PyUnicode_Split(joined, sep, -1);
-            Py_XDECREF(sep);
-            if (all == NULL) {
-                goto fail;
-            }
-            PyObject *kept = PyList_New(0);
-            for (Py_ssize_t i = 0; kept != NULL && i < PyList_GET_SIZE(all); i++) {
-                PyObject *token = PyList_GET_ITEM(all, i);
-                if (PyUnicode_GET_LENGTH(token) > 0 && PyList_Append(kept, token) < 0) {
-                    Py_CLEAR(kept);
-                }
-            }
-            Py_DECREF(all);
+            PyObject *kept = space_separated(joined);
             if (kept == NULL) {
                 goto fail;
             }
