@@ -122,9 +122,7 @@ class IndexService:
             packed = index_keys_of(((topic, phy_offset, keys, uniq_key),))
             if not packed:
                 return
-        done = current.put_keys(packed, store_timestamp)
-        if done < len(packed) // KEY.size:  # the file filled up
-            self._put_keys(self.current(), packed, store_timestamp, done)
+        self._put_keys(current, packed, store_timestamp)
 
     def build_keys(self, keys: bytes | bytearray, store_timestamp: int, ends_keyless: bool) -> None:
         """`build` for the messages of a batch, all stored at `store_timestamp`, in log order: their
