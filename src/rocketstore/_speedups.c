@@ -579,7 +579,7 @@ space_separated(PyObject *text)
     return kept;
 }
 
-static PyObject *s_property_tags, *s_property_keys; /* "TAGS", "KEYS" (interned at import) */
+static PyObject *s_property_tags, *s_property_keys, *s_property_uniq_key; /* "TAGS", "KEYS", "UNIQ_KEY" (interned) */
 
 /* A field for a getter: a borrowed reference, NULL with AttributeError when it is unset. */
 static PyObject *
@@ -690,6 +690,98 @@ message_keys(MessageBase *self, void *closure)
     return kept;
 }
 
+/* The last well-formed segment named `name` of the UTF-8 properties text in [p, end): its value's
+ * bytes in [*value, *value_end); 0 when there is none. RocketMQ's rule (parse_properties) read on the
+ * bytes: U+0001, U+0002 and the ASCII of a name are never part of a multi-byte or replaced sequence. */
+static int
+last_property(const char *p, const char *end, const char *name, size_t name_len, const char **value,
+              const char **value_end)
+{
+    int found = 0;
+    while (p <= end) {
+        const char *stop = memchr(p, 0x02, (size_t)(end - p));
+        if (stop == NULL) {
+            stop = end;
+        }
+        const char *sep = memchr(p, 0x01, (size_t)(stop - p));
+        if (sep != NULL && sep >= p + 1 && sep < stop - 1 && (size_t)(sep - p) == name_len
+            && memcmp(p, name, name_len) == 0) {
+            *value = sep + 1;
+            *value_end = stop;
+            found = 1;
+        }
+        p = stop + 1;
+    }
+    return found;
+}
+
+/* carries_key(key): whether `key` is a token of the KEYS property or the UNIQ_KEY property
+ * (_MessageFields.carries_key). Reads the stored bytes without building the properties when `key`
+ * has a UTF-8 form and no U+FFFD (so equal text means equal bytes, replaced bad bytes included). */
+static PyObject *
+message_carries_key(MessageBase *self, PyObject *key)
+{
+    if (!PyUnicode_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "carries_key: key must be a str, got %.100s", Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    PyObject *raw = self->fields[F_RAW], *start_obj = self->fields[F_PROPERTIES_START];
+    Py_ssize_t key_len = 0;
+    const char *key_bytes = NULL;
+    int by_bytes = (self->fields[F_PROPERTIES] == NULL || self->fields[F_PROPERTIES] == Py_None)
+                   && raw != NULL && PyBytes_CheckExact(raw) && start_obj != NULL && PyLong_CheckExact(start_obj);
+    if (by_bytes) {
+        key_bytes = PyUnicode_AsUTF8AndSize(key, &key_len);
+        if (key_bytes == NULL) { /* lone surrogates: no UTF-8 form */
+            PyErr_Clear();
+            by_bytes = 0;
+        } else if (PyUnicode_FindChar(key, 0xFFFD, 0, PyUnicode_GET_LENGTH(key), 1) != -1) {
+            by_bytes = 0;
+        }
+    }
+    Py_ssize_t start = by_bytes ? PyLong_AsSsize_t(start_obj) : -1;
+    if (start == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!by_bytes || start < 0) {
+        PyObject *keys = message_keys(self, NULL);
+        int found = keys == NULL ? -1 : PySequence_Contains(keys, key);
+        Py_XDECREF(keys);
+        if (found != 0) {
+            return found < 0 ? NULL : Py_NewRef(Py_True);
+        }
+        PyObject *uniq = message_property(self, s_property_uniq_key);
+        found = uniq == NULL ? -1 : PyObject_RichCompareBool(uniq, key, Py_EQ);
+        Py_XDECREF(uniq);
+        return found < 0 ? NULL : PyBool_FromLong(found);
+    }
+    const char *text = PyBytes_AS_STRING(raw);
+    Py_ssize_t size = PyBytes_GET_SIZE(raw);
+    const char *props = text + (start < size ? start : size), *end = text + size;
+    const char *value, *value_end;
+    if (props < end && key_len > 0 && last_property(props, end, "KEYS", 4, &value, &value_end)) {
+        for (const char *token = value; token < value_end;) {
+            const char *space = memchr(token, ' ', (size_t)(value_end - token));
+            const char *token_end = space == NULL ? value_end : space;
+            if (token_end - token == key_len && memcmp(token, key_bytes, (size_t)key_len) == 0) {
+                Py_RETURN_TRUE;
+            }
+            token = token_end + 1;
+        }
+    }
+    if (props < end && last_property(props, end, "UNIQ_KEY", 8, &value, &value_end)
+        && value_end - value == key_len && memcmp(value, key_bytes, (size_t)key_len) == 0) {
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef message_methods[] = {
+    {"carries_key", (PyCFunction)message_carries_key, METH_O,
+     "Whether `key` is a token of the KEYS property or the UNIQ_KEY property."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef message_getset[] = {
     {"body", (getter)message_body, NULL, "The body as stored (possibly compressed by the producer).", NULL},
     {"tags", (getter)message_tags, NULL, "The TAGS property, None when absent.", NULL},
@@ -707,6 +799,7 @@ static PyTypeObject MessageBaseType = {
     .tp_clear = (inquiry)message_clear,
     .tp_dealloc = (destructor)message_dealloc,
     .tp_members = message_members,
+    .tp_methods = message_methods,
     .tp_getset = message_getset,
     .tp_new = PyType_GenericNew,
 };
@@ -944,6 +1037,53 @@ decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     return Py_BuildValue("(nLi)", i, total_bytes, (int)state);
+}
+
+/* record_at(cls, buffer, pos, limit, phy_offset): the record whose bytes start at `pos` of `buffer`
+ * and end by `limit`, as a `cls` (a MessageBase subclass), when it is a whole, well-formed record whose
+ * PHYSICALOFFSET is `phy_offset`; None for anything else (the caller tells why).
+ * rocketstore.format.message.record_at_py is its twin. */
+static PyObject *
+record_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "record_at(cls, buffer, pos, limit, phy_offset) takes five arguments");
+        return NULL;
+    }
+    if (check_message_class(args[0]) < 0) {
+        return NULL;
+    }
+    long long pos = PyLong_AsLongLong(args[2]);
+    long long limit = PyLong_AsLongLong(args[3]);
+    long long phy_offset = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (limit > (long long)view.len) {
+        limit = view.len; /* never read past the buffer, whatever the caller says */
+    }
+    PyObject *result = Py_None;
+    if (pos >= 0 && pos <= limit - 8) {
+        const unsigned char *at = (const unsigned char *)view.buf + pos;
+        long long total = read_be(at, 4);
+        unsigned long magic = (unsigned long)(read_be(at + 4, 4) & 0xFFFFFFFFLL);
+        if ((magic == MAGIC_V1 || magic == MAGIC_V2) && total >= MIN_RECORD_SIZE && total <= limit - pos
+            && read_be(at + PHY_OFFSET_POS, 8) == phy_offset) {
+            PyObject *raw = PyBytes_FromStringAndSize((const char *)at, (Py_ssize_t)total);
+            result = raw == NULL ? NULL : new_message((PyTypeObject *)args[0], raw, magic, NULL);
+            Py_XDECREF(raw);
+            if (result == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
+                PyErr_Clear();
+                result = Py_None;
+            }
+        }
+    }
+    PyBuffer_Release(&view);
+    return result == Py_None ? Py_NewRef(Py_None) : result;
 }
 
 /* 0 when every item of `descriptors` is a slot (member descriptor) of `cls`, else -1 with a TypeError
@@ -2167,6 +2307,8 @@ static PyMethodDef methods[] = {
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
+    {"record_at", (PyCFunction)(void (*)(void))record_at, METH_FASTCALL,
+     "The whole, well-formed record at a position of a buffer, as a message; None for anything else."},
     {"put_results", (PyCFunction)(void (*)(void))put_results, METH_FASTCALL,
      "The PutResults of a batch, made as fill_slots makes one."},
     {"prepare_many", (PyCFunction)(void (*)(void))prepare_many, METH_FASTCALL,
@@ -2195,7 +2337,7 @@ PyInit__speedups(void)
         {&s_properties, "properties"}, {&s_born_host, "born_host"}, {&s_sys_flag, "sys_flag"}, {&s_flag, "flag"},
         {&s_born_timestamp, "born_timestamp"}, {&s_reconsume_times, "reconsume_times"},
         {&s_prepared_transaction_offset, "prepared_transaction_offset"}, {&s_size, "size"},
-        {&s_property_tags, "TAGS"}, {&s_property_keys, "KEYS"},
+        {&s_property_tags, "TAGS"}, {&s_property_keys, "KEYS"}, {&s_property_uniq_key, "UNIQ_KEY"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) {

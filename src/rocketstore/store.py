@@ -931,10 +931,10 @@ class MessageStore:
             StoreClosedError: the store was closed.
         """
         self._check_open()
-        max_count = max(1, min(max_count, self.config.max_query_results))
+        max_count = min(max_count, self.config.max_query_results) if max_count > 1 else 1
         end = LONG_MAX if end_ms is None else end_ms
-        widened_begin = max(0, begin_ms - 1000)  # index times are whole seconds after the file's begin
         any_time = begin_ms <= 0 and end_ms is None
+        widened_begin = 0 if begin_ms <= 1000 else begin_ms - 1000  # index times: whole seconds after the file's begin
         limit = max_count
         message_at = self.commitlog.message_at
         while True:
@@ -949,7 +949,7 @@ class MessageStore:
                     continue
                 if msg.topic != topic or not (any_time or begin_ms <= msg.store_timestamp <= end):
                     continue
-                if key in msg.keys or msg.uniq_key == key:  # the properties are parsed once, by the first
+                if msg.carries_key(key):
                     found[phy] = msg
             if len(found) >= max_count or len(offsets) < limit:
                 break

@@ -144,6 +144,87 @@ def test_message_getters_twins(properties, body, version):
         _speedups.MessageBase().keys  # noqa: B018 - an unset field
 
 
+key_texts = st.one_of(st.sampled_from(["k1", "k2", "a", "b", "", " ", "k1 k2", "\ufffd", "\ud800", "é", "A"]),
+                     st.text(st.sampled_from("ab é\ufffd"), max_size=4))
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.one_of(st.sampled_from([b"", b"KEYS\x01k1 k2\x02TAGS\x01A", b"KEYS\x01 a  b \x02UNIQ_KEY\x01A",
+                                  b"KEYS\x01\xff\xfe", b"KEYS\x01a\xff\x02UNIQ_KEY\x01\xef\xbf\xbd",
+                                  b"KEYS\x01k1\x02KEYS\x01k2\x02UNIQ_KEY\x01\x02", b"KEYS\x01\x01k1\x02\x01KEYS\x01a",
+                                  b"UNIQ_KEY\x01k1\x02UNIQ_KEY\x01k2", b"KEYS\x01\xc3\xa9 b"]),
+                 st.binary(max_size=40), st.lists(st.sampled_from([b"KEYS", b"UNIQ_KEY", b"\x01", b"\x02", b" ",
+                                                                   b"k1", b"a", b"\xff", b"\xc3\xa9"]),
+                                                  max_size=12).map(b"".join)),
+       key_texts, st.booleans())
+def test_carries_key_twins(properties, key, parsed_first):
+    """MessageBase.carries_key reads the stored bytes; _MessageFields.carries_key the parsed properties:
+    the same answer on any properties (not UTF-8, repeated names, empty values) and any key (empty,
+    U+FFFD, a lone surrogate), with the properties parsed before or not."""
+    raw = _record(b"T", b"", properties, 0, 1)
+    twin = fm.build_message_py(fm._MessageFields, raw, fm.MAGIC_V1)
+    native = _speedups.build_message(_speedups.MessageBase, raw, fm.MAGIC_V1)
+    if parsed_first:
+        assert native.keys == twin.keys
+    expected = key in twin.keys or twin._properties.get("UNIQ_KEY") == key
+    assert native.carries_key(key) is twin.carries_key(key) is expected
+
+
+def test_carries_key_refuses_what_is_not_a_str():
+    raw = _record(b"T", b"", b"KEYS\x01k1", 0, 1)
+    for cls, build in ((_speedups.MessageBase, _speedups.build_message), (fm._MessageFields, fm.build_message_py)):
+        with pytest.raises(TypeError, match="key must be a str"):
+            build(cls, raw, fm.MAGIC_V1).carries_key(b"k1")
+
+
+@st.composite
+def record_places(draw):
+    """A buffer of records (some damaged, some cut short by `limit`) and a (pos, limit, phy_offset) to read."""
+    buf = bytearray(draw(st.binary(max_size=12)))
+    starts = []
+    for _ in range(draw(st.integers(0, 3))):
+        topic, version = draw(st.sampled_from([(b"T", 1), (b"T", 2), (b"Topic\xff", 1)]))
+        starts.append(len(buf))
+        buf += _log_record(1000 + len(buf), topic, draw(st.binary(max_size=20)), version)
+        buf += b"\0" * draw(st.sampled_from([0, 8]))
+    for at, value in draw(st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3)):
+        if at < len(buf):
+            buf[at] = value
+    pos = draw(st.one_of(st.sampled_from(starts or [0]), st.integers(-3, len(buf) + 3)))
+    limit = draw(st.one_of(st.just(len(buf)), st.integers(-1, len(buf) + 20)))
+    phy = draw(st.one_of(st.just(1000 + pos), st.integers(990, 1010)))
+    return bytes(buf), pos, limit, phy
+
+
+def _record_at(function, cls: type, case: tuple[bytes, int, int, int]):
+    msg = function(cls, *case)
+    return None if msg is None else [getattr(msg, name) for name in FIELDS]
+
+
+@settings(deadline=None, max_examples=500)
+@given(record_places())
+def test_record_at_twins(case):
+    assert _record_at(_speedups.record_at, _speedups.MessageBase, case) == \
+        _record_at(fm.record_at_py, fm._MessageFields, case)
+
+
+def test_record_at_reads_a_whole_record_only():
+    record = _log_record(1000, b"T", b"one", 1)
+    buf = record + b"\0" * 8
+    for function, cls in ((_speedups.record_at, _speedups.MessageBase), (fm.record_at_py, fm._MessageFields)):
+        assert function(cls, buf, 0, len(buf), 1000).raw == record
+        assert function(cls, memoryview(buf), 0, len(record), 1000).raw == record
+        assert function(cls, buf, 0, len(record) - 1, 1000) is None  # cut short by the limit
+        assert function(cls, buf, 0, len(buf) + 100, 1000).raw == record  # a limit past the buffer is the buffer
+        assert function(cls, buf, 0, len(buf), 1001) is None  # another record's offset
+        assert function(cls, buf, len(record), len(buf), 1000 + len(record)) is None  # zeros
+        assert function(cls, buf, -1, len(buf), 999) is None
+    with pytest.raises(TypeError, match="MessageBase subclass"):
+        _speedups.record_at(dict, buf, 0, len(buf), 1000)
+    with pytest.raises(TypeError, match="five arguments"):
+        _speedups.record_at(_speedups.MessageBase, buf, 0, len(buf))
+
+
 def test_messages_built_in_c_behave_as_python_objects():
     if native.speedups is None:
         pytest.skip(f"{native.PURE_PYTHON_VARIABLE} is set: StoredMessage is the pure-Python class")

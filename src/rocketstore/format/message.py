@@ -284,6 +284,15 @@ class _MessageFields:
             properties = self._properties = _properties_at(self.raw, self._properties_start)
         return props_codec.split_keys(properties.get(_KEYS))
 
+    def carries_key(self, key: str) -> bool:
+        """Whether `key` is a token of the KEYS property or the UNIQ_KEY property."""
+        if not isinstance(key, str):
+            raise TypeError(f"carries_key: key must be a str, got {type(key).__name__}")
+        properties = self._properties
+        if properties is None:
+            properties = self._properties = _properties_at(self.raw, self._properties_start)
+        return key in props_codec.split_keys(properties.get(_KEYS)) or properties.get(props_codec.UNIQ_KEY) == key
+
 
 _MessageBase: type = _MessageFields if speedups is None else speedups.MessageBase
 
@@ -494,5 +503,27 @@ if speedups is not None:
     build_message: Callable[[type[StoredMessage], bytes, int], StoredMessage] = speedups.build_message
 else:
     build_message = build_message_py
+
+
+def record_at_py(cls: type[StoredMessage], buf: Buffer, pos: int, limit: int, phy_offset: int
+                 ) -> StoredMessage | None:
+    """The record whose bytes start at `pos` of `buf` and end by `limit`, as a `cls`, when it is a
+    whole, well-formed record whose PHYSICALOFFSET is `phy_offset`; None for anything else (the caller
+    tells why). The pure-Python twin of `record_at`."""
+    limit = min(limit, len(buf))  # type: ignore[arg-type]
+    if pos < 0 or pos > limit - PREFIX_SIZE:
+        return None
+    total, magic = PREFIX.unpack_from(buf, pos)
+    if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD_SIZE or total > limit - pos \
+            or _PHY_OFFSET_SYS_FLAG.unpack_from(buf, pos + PHY_OFFSET_POS)[0] != phy_offset:
+        return None
+    try:
+        return build_message_py(cls, bytes(buf[pos:pos + total]), magic)  # type: ignore[index]
+    except ValueError:
+        return None
+
+
+record_at: Callable[[type[StoredMessage], Buffer, int, int, int], StoredMessage | None] = \
+    record_at_py if speedups is None else speedups.record_at
 
 

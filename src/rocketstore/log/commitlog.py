@@ -15,6 +15,7 @@ from rocketstore.format.message import (
     StoredMessage,
     decode_message,
     encode_blank,
+    record_at,
 )
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
@@ -100,13 +101,20 @@ class CommitLog:
             MessageNotFoundError: no record starts there (out of range, blank, or not a record start).
         """
         mf = self.queue.find(phy_offset)
-        pos = -1 if mf is None else phy_offset - mf.file_from_offset
-        limit = -1 if mf is None else mf.wrote_position
+        if mf is None:
+            pos = limit = -1
+        else:
+            pos = phy_offset - mf.file_from_offset
+            limit = mf.wrote_position
+            msg = record_at(StoredMessage, mf.mm, pos, limit if size is None else min(limit, pos + size), phy_offset)
+            if msg is not None:
+                return msg
+        # no record: what follows names what is wrong
         if pos < 0 or pos >= limit:  # find() is None below the first file; past the data pos >= limit
             raise MessageNotFoundError(f"physical offset {phy_offset} is not in the commitlog "
                                        f"[{self.min_offset}, {self.max_offset})")
         mm = mf.mm  # type: ignore[union-attr]
-        if size is None:  # TOTALSIZE (peek_prefix inlined: one call less per query hit)
+        if size is None:  # TOTALSIZE
             size = PREFIX.unpack_from(mm, pos)[0] if pos + PREFIX_SIZE <= limit else 0
         if size <= 0 or pos + size > limit:
             raise MessageNotFoundError(f"no whole record at physical offset {phy_offset}")

@@ -155,12 +155,12 @@ class IndexService:
 
     def query(self, topic: str, key: str, max_count: int, begin: int, end: int) -> list[int]:
         """Physical offsets whose index entries match the key's hash (newest files first)."""
-        key_hash = index_hash_of_signed(java_hash_concat(index_key(topic, ""), key))  # topic# hash is cached
+        key_hash = index_hash_of_signed(java_hash_concat(topic + "#", key))  # index_key(topic, key) unbuilt
         found: list[int] = []
         for f in reversed(self.files):
             if f.time_matches(begin, end):
                 f.lookup(key_hash, max_count, begin, end, found)
-            if f.header.begin_timestamp < begin or len(found) >= max_count:
+            if len(found) >= max_count or f.header.begin_timestamp < begin:
                 break
         return found
 
