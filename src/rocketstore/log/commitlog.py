@@ -106,9 +106,10 @@ class CommitLog:
         else:
             pos = phy_offset - mf.file_from_offset
             limit = mf.wrote_position
-            msg = record_at(StoredMessage, mf.mm, pos, limit if size is None else min(limit, pos + size), phy_offset)
-            if msg is not None:
-                return msg
+            if size is None or pos + size <= limit:  # a record of the size the caller gave, or of any
+                msg = record_at(StoredMessage, mf.mm, pos, limit if size is None else pos + size, phy_offset)
+                if msg is not None:
+                    return msg
         # no record: what follows names what is wrong
         if pos < 0 or pos >= limit:  # find() is None below the first file; past the data pos >= limit
             raise MessageNotFoundError(f"physical offset {phy_offset} is not in the commitlog "

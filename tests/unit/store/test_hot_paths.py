@@ -11,10 +11,12 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, PutResult, PutStatus, StoreConfig
+from rocketstore.errors import MessageNotFoundError
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import encode_message
@@ -138,6 +140,26 @@ def test_query_answers_what_a_scan_of_the_log_answers(tmp_path_factory, batch, k
                         if m.topic == topic and (m.sys_flag & 0xC) != 0xC and
                         (key in split_keys(m.properties.get("KEYS")) or m.properties.get("UNIQ_KEY") == key)]
             assert [m.phy_offset for m in store.query(topic, key)] == expected[-CONFIG.max_query_results:]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=HEALTH)
+@given(batch=st.lists(messages, min_size=1, max_size=40), sizes=st.lists(st.integers(-1, 300), max_size=3))
+def test_message_at_answers_a_record_start_and_refuses_every_other_offset(tmp_path_factory, batch, sizes):
+    """Every offset of the log, record starts and the rest (inside records, blanks, past the end), with
+    no size, the record's size and others: a record start gives the record the scan decodes (when the
+    size given holds it and stays within the file's data), anything else MessageNotFoundError."""
+    with _open(tmp_path_factory.mktemp("at")) as store:
+        store.put_batch(batch)
+        records = {m.phy_offset: m for m in store.scan()}
+        for phy in range(-1, store.commitlog.max_offset + 2):
+            mf = store.commitlog.queue.find(phy)
+            data_end = -1 if mf is None else mf.file_from_offset + mf.wrote_position
+            for size in (None, *sizes, records[phy].size if phy in records else 1):
+                if phy in records and (size is None or records[phy].size <= size and phy + size <= data_end):
+                    assert store.commitlog.message_at(phy, size).raw == records[phy].raw
+                else:
+                    with pytest.raises(MessageNotFoundError):
+                        store.commitlog.message_at(phy, size)
 
 
 @settings(deadline=None)
