@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from .cliharness import ORDERS_LINES, SMALL_GEOMETRY, assert_one_line_error, command_env, tree_digest
 
 
@@ -147,11 +149,12 @@ def test_writers_fail_in_one_line_while_another_process_holds_the_store(cli, sma
         assert tree_digest(small_store, skip=("lock",)) == before
 
 
-def test_get_follow_ends_quietly_on_ctrl_c(small_store: Path):
+@pytest.mark.parametrize("interval", ["0.1", "600"])  # Ctrl-C does not wait for the next poll
+def test_get_follow_ends_quietly_on_ctrl_c(small_store: Path, interval: str):
     import signal
 
     argv = [sys.executable, "-m", "rocketstore.cli", "get", str(small_store), "--topic", "Audit", "--queue", "0",
-            "--offset", "0", "--follow", "--interval", "0.1", "--json"]
+            "--offset", "0", "--follow", "--interval", interval, "--json"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=command_env())
     try:
         assert [json.loads(line)["body"] for line in _read_lines(proc, 1, 30)] == ["store created"]

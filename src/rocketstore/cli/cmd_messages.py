@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import signal
 import sys
 import tempfile
 import time
@@ -182,24 +182,38 @@ def _read_queue(store: MessageStore, topic: str, queue_id: int, offset: int, cou
 
 def _follow(store_path: Path, topic: str, queue_id: int, offset: int, tags: str | None,
             interval_s: float) -> None:
-    """Print new messages as they arrive, like `tail -f`; reopens the store read-only each poll."""
+    """Print new messages as they arrive, like `tail -f`, until Ctrl-C (SIGINT); reopens the store
+    read-only each poll. Ctrl-C only asks the loop to stop: it is never raised inside the store's code,
+    where it could leave a lock taken and the close waiting for it."""
     as_json = state().json_output
     out = console()
-    while True:
-        with open_store(store_path) as store:
-            while True:
-                result = store.get(topic, queue_id, offset, tags=tags)
-                for message in result.messages:
-                    record = message_record(message)
-                    if as_json:
-                        click.echo(_json_line(record))
-                    else:
-                        out.print(" ".join(c.render(record.get(c.key)) for c in MESSAGE_COLUMNS[1:]))
-                if result.next_offset <= offset:
-                    break
-                offset = result.next_offset
-        sys.stdout.flush()
-        time.sleep(interval_s)
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    previous = signal.signal(signal.SIGINT, stop)
+    try:
+        while not stopping:
+            with open_store(store_path) as store:
+                while not stopping:
+                    result = store.get(topic, queue_id, offset, tags=tags)
+                    for message in result.messages:
+                        record = message_record(message)
+                        if as_json:
+                            click.echo(_json_line(record))
+                        else:
+                            out.print(" ".join(c.render(record.get(c.key)) for c in MESSAGE_COLUMNS[1:]))
+                    if result.next_offset <= offset:
+                        break
+                    offset = result.next_offset
+            sys.stdout.flush()
+            wake = time.monotonic() + interval_s
+            while not stopping and (left := wake - time.monotonic()) > 0:
+                time.sleep(min(left, 0.1))  # a sleep goes on after the handler (PEP 475): look every 0.1 s
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _json_line(record: dict[str, Any]) -> str:
@@ -234,8 +248,7 @@ def get(store: Path, topic: str, queue_id: int, offset: int | None, count: int, 
         if not follow:
             document = _read_queue(opened, topic, queue_id, offset, count, tags, as_rocketmq)
     if follow:
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how following ends, as with tail -f
-            _follow(store, topic, queue_id, offset, tags, interval)
+        _follow(store, topic, queue_id, offset, tags, interval)  # Ctrl-C is how it ends, as with tail -f
         return
     footer = (f"status {document['status']}, next offset {document['next_offset']}, "
               f"queue offsets [{document['min_offset']}, {document['max_offset']})")
