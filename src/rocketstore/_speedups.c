@@ -1053,9 +1053,10 @@ record_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (check_message_class(args[0]) < 0) {
         return NULL;
     }
-    long long pos = PyLong_AsLongLong(args[2]);
-    long long limit = PyLong_AsLongLong(args[3]);
-    long long phy_offset = PyLong_AsLongLong(args[4]);
+    int pos_over, limit_over, phy_over; /* past int64: no record there (a limit past it: the buffer's end) */
+    long long pos = PyLong_AsLongLongAndOverflow(args[2], &pos_over);
+    long long limit = PyLong_AsLongLongAndOverflow(args[3], &limit_over);
+    long long phy_offset = PyLong_AsLongLongAndOverflow(args[4], &phy_over);
     if (PyErr_Occurred()) {
         return NULL;
     }
@@ -1063,11 +1064,11 @@ record_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    if (limit > (long long)view.len) {
+    if (limit > (long long)view.len || limit_over > 0) {
         limit = view.len; /* never read past the buffer, whatever the caller says */
     }
     PyObject *result = Py_None;
-    if (pos >= 0 && pos <= limit - 8) {
+    if (!pos_over && limit_over >= 0 && !phy_over && pos >= 0 && pos <= limit - 8) {
         const unsigned char *at = (const unsigned char *)view.buf + pos;
         long long total = read_be(at, 4);
         unsigned long magic = (unsigned long)(read_be(at + 4, 4) & 0xFFFFFFFFLL);

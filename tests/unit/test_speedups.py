@@ -219,6 +219,10 @@ def test_record_at_reads_a_whole_record_only():
         assert function(cls, buf, 0, len(buf), 1001) is None  # another record's offset
         assert function(cls, buf, len(record), len(buf), 1000 + len(record)) is None  # zeros
         assert function(cls, buf, -1, len(buf), 999) is None
+        assert function(cls, buf, 0, 2**64, 1000).raw == record  # past int64: no record there, or the end
+        assert function(cls, buf, 0, -2**64, 1000) is None
+        assert function(cls, buf, 2**64, len(buf), 1000) is None
+        assert function(cls, buf, 0, len(buf), 2**64 + 1000) is None
     with pytest.raises(TypeError, match="MessageBase subclass"):
         _speedups.record_at(dict, buf, 0, len(buf), 1000)
     with pytest.raises(TypeError, match="five arguments"):

@@ -525,5 +525,3 @@ def record_at_py(cls: type[StoredMessage], buf: Buffer, pos: int, limit: int, ph
 
 record_at: Callable[[type[StoredMessage], Buffer, int, int, int], StoredMessage | None] = \
     record_at_py if speedups is None else speedups.record_at
-
-

@@ -155,7 +155,7 @@ class IndexService:
 
     def query(self, topic: str, key: str, max_count: int, begin: int, end: int) -> list[int]:
         """Physical offsets whose index entries match the key's hash (newest files first)."""
-        key_hash = index_hash_of_signed(java_hash_concat(topic + "#", key))  # index_key(topic, key) unbuilt
+        key_hash = index_hash_of_signed(java_hash_concat(topic + "#", key))  # index_key's hash, topic# cached
         found: list[int] = []
         for f in reversed(self.files):
             if f.time_matches(begin, end):
