@@ -905,6 +905,28 @@ build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #define MIN_RECORD_SIZE 91
 enum run_state { RUN_END, RUN_FULL, RUN_ELSEWHERE };
 
+/* A `cls` for the record at `at` when `room` bytes (8 or more) hold a whole, well-formed record whose
+ * PHYSICALOFFSET is `phy_offset`: a new reference. NULL without an error set when they do not, NULL
+ * with an error set when Python failed. */
+static PyObject *
+record_in(PyTypeObject *cls, const unsigned char *at, long long room, long long phy_offset,
+          struct topic_cache *cache)
+{
+    long long total = read_be(at, 4);
+    unsigned long magic = (unsigned long)(read_be(at + 4, 4) & 0xFFFFFFFFLL);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > room
+        || read_be(at + PHY_OFFSET_POS, 8) != phy_offset) { /* not the record asked for */
+        return NULL;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)at, (Py_ssize_t)total);
+    PyObject *msg = raw == NULL ? NULL : new_message(cls, raw, magic, cache);
+    Py_XDECREF(raw);
+    if (msg == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) { /* lengths that do not add up */
+        PyErr_Clear();
+    }
+    return msg;
+}
+
 /* decode_run(cls, entries, i, log, log_start, log_size, wanted, messages, max_count, total_bytes,
  * max_bytes) -> (i, total_bytes, state): the read loop of MessageStore.get over the consume-queue
  * entries in `entries` from entry i, decoding in place the records that lie in `log` (bytes
@@ -992,35 +1014,13 @@ decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             state = RUN_ELSEWHERE;
             break;
         }
-        if (size < 8) { /* no room for the prefix */
-            state = RUN_ELSEWHERE;
-            break;
-        }
-        long long total = read_be(log + pos, 4);
-        unsigned long magic = (unsigned long)(read_be(log + pos + 4, 4) & 0xFFFFFFFFLL);
-        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > size) {
-            state = RUN_ELSEWHERE;
-            break;
-        }
-        PyObject *raw = PyBytes_FromStringAndSize((const char *)log + pos, (Py_ssize_t)total);
-        if (raw == NULL) {
-            failed = 1;
-            break;
-        }
-        PyObject *msg = new_message(cls, raw, magic, &cache);
-        Py_DECREF(raw);
+        PyObject *msg = size < 8 ? NULL : record_in(cls, log + pos, size, phy_offset, &cache); /* 8: the prefix */
         if (msg == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_ValueError)) {
+            if (PyErr_Occurred()) {
                 failed = 1;
-                break;
+            } else {
+                state = RUN_ELSEWHERE; /* not the record the entry names, or not a whole one */
             }
-            PyErr_Clear();
-            state = RUN_ELSEWHERE;
-            break;
-        }
-        if (read_be(log + pos + PHY_OFFSET_POS, 8) != phy_offset) { /* not the record the entry names */
-            Py_DECREF(msg);
-            state = RUN_ELSEWHERE;
             break;
         }
         int appended = PyList_Append(messages, msg);
@@ -1067,24 +1067,13 @@ record_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (limit > (long long)view.len || limit_over > 0) {
         limit = view.len; /* never read past the buffer, whatever the caller says */
     }
-    PyObject *result = Py_None;
+    PyObject *result = NULL;
     if (!pos_over && limit_over >= 0 && !phy_over && pos >= 0 && pos <= limit - 8) {
-        const unsigned char *at = (const unsigned char *)view.buf + pos;
-        long long total = read_be(at, 4);
-        unsigned long magic = (unsigned long)(read_be(at + 4, 4) & 0xFFFFFFFFLL);
-        if ((magic == MAGIC_V1 || magic == MAGIC_V2) && total >= MIN_RECORD_SIZE && total <= limit - pos
-            && read_be(at + PHY_OFFSET_POS, 8) == phy_offset) {
-            PyObject *raw = PyBytes_FromStringAndSize((const char *)at, (Py_ssize_t)total);
-            result = raw == NULL ? NULL : new_message((PyTypeObject *)args[0], raw, magic, NULL);
-            Py_XDECREF(raw);
-            if (result == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
-                PyErr_Clear();
-                result = Py_None;
-            }
-        }
+        result = record_in((PyTypeObject *)args[0], (const unsigned char *)view.buf + pos, limit - pos, phy_offset,
+                           NULL);
     }
     PyBuffer_Release(&view);
-    return result == Py_None ? Py_NewRef(Py_None) : result;
+    return result != NULL || PyErr_Occurred() ? result : Py_NewRef(Py_None);
 }
 
 /* 0 when every item of `descriptors` is a slot (member descriptor) of `cls`, else -1 with a TypeError
