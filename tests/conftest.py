@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import shutil
 import stat
 from pathlib import Path
@@ -13,8 +12,9 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = Path(os.environ.get("ROCKETSTORE_SHARED", REPO_ROOT.parent / "shared"))
-GOLDEN_DIR = SHARED_DIR / "golden" / "rocketmq-4.9.8" / "basic"
+# The store written by the real RocketMQ 4.9.8 store code, carried in the repository (tests/golden/.../README.md).
+# Tests never write here: they open a copy (copy_golden_store), and test_golden_copy_is_intact checks the bytes.
+GOLDEN_DIR = REPO_ROOT / "tests" / "golden" / "rocketmq-4.9.8" / "basic"
 
 # Geometry the golden store was written with (golden README).
 GOLDEN_GEOMETRY = {

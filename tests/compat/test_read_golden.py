@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rocketstore import GetStatus, MessageStore, StoreConfig
-from tests.conftest import GOLDEN_DIR
+from tests.conftest import GOLDEN_DIR, copy_golden_store
 
 LONG_MAX = 2**63 - 1
 
 
 @pytest.fixture(scope="module")
-def store(golden_expected: dict[str, Any]):
+def golden_copy(tmp_path_factory) -> Path:
+    return copy_golden_store(tmp_path_factory.mktemp("golden") / "store")
+
+
+@pytest.fixture(scope="module")
+def store(golden_expected: dict[str, Any], golden_copy: Path):
     config = StoreConfig.from_rocketmq(golden_expected["store_config"])
-    with MessageStore.open(GOLDEN_DIR / "store", config, read_only=True) as s:
+    with MessageStore.open(golden_copy, config, read_only=True) as s:
         yield s
+
+
+def test_golden_copy_is_intact(golden_expected):
+    """The repository's golden store holds exactly the bytes RocketMQ wrote (expected.json `files`)."""
+    on_disk = sorted(p.relative_to(GOLDEN_DIR / "store").as_posix()
+                     for p in (GOLDEN_DIR / "store").rglob("*") if p.is_file())
+    assert on_disk == sorted(f["path"] for f in golden_expected["files"])
+    for f in golden_expected["files"]:
+        data = (GOLDEN_DIR / "store" / f["path"]).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (f["size"], f["sha256"]), f["path"]
 
 
 def _stored_fields(m) -> dict[str, Any]:
@@ -106,10 +122,10 @@ def test_query_returns_only_messages_that_carry_the_key(store, golden_expected):
             assert set(in_window) <= {m.phy_offset for m in found}, case
 
 
-def test_query_removes_hash_collisions():
+def test_query_removes_hash_collisions(golden_copy):
     config = StoreConfig(commitlog_file_size=65536, consume_queue_file_entries=100, index_hash_slots=100,
                          index_max_entries=400)
-    with MessageStore.open(GOLDEN_DIR / "store", config, read_only=True) as s:
+    with MessageStore.open(golden_copy, config, read_only=True) as s:
         aa = s.query("TopicA", "Aa")
         bb = s.query("TopicA", "BB")
         assert aa and bb
