@@ -34,13 +34,14 @@ from rocketstore.format.message import (
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_service import IndexService
-from rocketstore.storage import fs
+from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
 
 QUARANTINE_DIR = "quarantine"
 _PHY_OFFSET = struct.Struct(">q")
 NORMAL_RECOVERY_FILES = 3
 _ZERO_CHUNK = 1 << 20
+_ZEROS = bytes(_ZERO_CHUNK)
 
 
 class RecoveryMode(str, enum.Enum):
@@ -206,14 +207,18 @@ def _abnormal_start_index(files: list[MappedFile], checkpoint: Checkpoint) -> in
 
 
 def _last_nonzero(mm: MappedFile, start: int) -> int:
-    """Position one past the last non-zero byte of the file at or after `start` (start if none)."""
-    end = mm.file_size
-    while end > start:
-        chunk_start = max(start, end - _ZERO_CHUNK)
-        chunk = mm.mm[chunk_start:end].rstrip(b"\0")
-        if chunk:
-            return chunk_start + len(chunk)
-        end = chunk_start
+    """Position one past the last non-zero byte of the file at or after `start` (start if none).
+
+    Only the file's data extents are read (a pre-allocated file is mostly holes), from the end back.
+    """
+    for lo, hi in reversed(list(sparse.data_extents(mm.path, start, mm.file_size))):
+        end = hi
+        while end > lo:
+            chunk_start = max(lo, end - _ZERO_CHUNK)
+            chunk = mm.mm[chunk_start:end]
+            if chunk != _ZEROS[:end - chunk_start]:
+                return chunk_start + len(chunk.rstrip(b"\0"))
+            end = chunk_start
     return start
 
 

@@ -1,0 +1,45 @@
+"""Where a file holds data: the extents `lseek(SEEK_DATA / SEEK_HOLE)` reports.
+
+RocketMQ pre-allocates commitlog files of 1 GiB as sparse files, so a recovery that must find the last
+non-zero byte of such a file would otherwise read a gigabyte of zeros. Holes read as zeros by
+definition; only the data extents need to be read. Where the file system cannot answer (no SEEK_DATA,
+or an error), the whole range is one extent, which is always correct.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def data_extents(path: Path, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The ranges [lo, hi) within [start, end) of `path` that may hold non-zero bytes, ascending."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    seek_hole = getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None or start >= end:
+        if start < end:
+            yield start, end
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        yield start, end
+        return
+    try:
+        pos = start
+        while pos < end:
+            try:
+                lo = os.lseek(fd, pos, seek_data)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no data at or after pos
+                    yield pos, end
+                return
+            if lo >= end:
+                return
+            hi = min(end, os.lseek(fd, lo, seek_hole))
+            yield lo, hi
+            pos = hi
+    finally:
+        os.close(fd)
