@@ -31,10 +31,10 @@ from rocketstore.format.message import (
     topic_field,
 )
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
+from rocketstore.format.topics import SCHEDULE_TOPIC, refuses_sends
 from rocketstore.message import Message
 from rocketstore.native import speedups
 from rocketstore.results import PutStatus
-from rocketstore.services.dispatch import SCHEDULE_TOPIC
 
 __all__ = [
     "BLANK_RECORD_SIZE",
@@ -124,11 +124,16 @@ def checked_topic(topic: str) -> bytes:
         raise illegal(f"topic of {len(topic)} characters exceeds {MAX_TOPIC_LENGTH}")
     if not TOPIC_PATTERN.match(topic):
         raise illegal(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+    if refuses_sends(topic):
+        raise illegal(f"topic {topic!r} is a system topic only the broker writes; sending to it is forbidden")
     part = topic_field(topic.encode("utf-8"))
     if type(topic) is str and len(_CHECKED_TOPICS) < MAX_CHECKED_TOPICS:
         _CHECKED_TOPICS[topic] = part
     return part
 
+
+_SCHEDULE_TOPIC_PART = topic_field(SCHEDULE_TOPIC.encode("ascii"))
+"""TOPICLENGTH + TOPIC of the topic a delayed message is parked in (the store writes it; users may not)."""
 
 _CHECKED_TOPICS: dict[str, bytes] = {}
 """Topics that passed `checked_topic`, with their TOPICLENGTH + TOPIC (what the compiled prepare trusts)."""
@@ -266,7 +271,7 @@ class Preparer:
         if message.properties:
             properties, wait, delay_level = self._properties_of(message)
             if delay_level:
-                topic, topic_part, queue_id = SCHEDULE_TOPIC, checked_topic(SCHEDULE_TOPIC), delay_level - 1
+                topic, topic_part, queue_id = SCHEDULE_TOPIC, _SCHEDULE_TOPIC_PART, delay_level - 1
             props_text = props.encode_properties(properties)
             keys = tuple(props.split_keys(properties.get(props.KEYS)))
             uniq_key = properties.get(props.UNIQ_KEY)

@@ -31,6 +31,7 @@ from rocketstore.format.message import (
     store_timestamp_pos,
 )
 from rocketstore.format.msgid import decode_msg_id, msg_id_prefix
+from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
@@ -58,7 +59,6 @@ from rocketstore.results import GetResult, GetStatus, PutResult, PutStatus
 from rocketstore.services import recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
 from rocketstore.services.dispatch import (
-    SCHEDULE_TOPIC,
     Dispatcher,
     DispatchRequest,
     delivery_tags_code,

@@ -198,3 +198,14 @@ def test_unregistering_consumer_gets_its_held_pulls_answered(broker: BrokerProce
         elapsed = time.monotonic() - started
     assert replies[1].code == ResponseCode.PULL_NOT_FOUND and replies[2].code == ResponseCode.SUCCESS
     assert elapsed < 3
+
+
+def test_sends_to_system_topics_are_refused_with_no_permission(broker: BrokerProcess):
+    with RemotingClient(broker.addr, timeout_s=10) as client:
+        for topic in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_anything"):
+            reply = send(client, topic, b"x", props="DELAY\x011")
+            assert reply.code == ResponseCode.NO_PERMISSION, (topic, reply.remark)
+            assert "forbidden" in reply.remark
+        assert send(client, "T1", b"fine").code == ResponseCode.SUCCESS
+    with MessageStore.open(broker.store, read_only=True) as store:
+        assert [m.topic for m in store.scan()] == ["T1"]

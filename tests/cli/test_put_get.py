@@ -162,3 +162,11 @@ def test_get_follow_ends_quietly_on_ctrl_c(small_store: Path, interval: str):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and err == b""
+
+
+def test_put_to_the_schedule_topic_is_refused_with_one_line(cli, small_store: Path):
+    before = tree_digest(small_store)
+    result = cli("put", small_store, "--topic", "SCHEDULE_TOPIC_XXXX", "--property", "DELAY=1", "--body", "x")
+    line = assert_one_line_error(result)
+    assert "SCHEDULE_TOPIC_XXXX" in line and "system topic" in line
+    assert tree_digest(small_store) == before

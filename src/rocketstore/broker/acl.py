@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketstore.format.topics import RETRY_PREFIX
 from rocketstore.protocol import RemotingCommand, RequestCode
 from rocketstore.protocol.acl import ACCESS_KEY, verify
 from rocketstore.protocol.bodies import decode_json_body
-from rocketstore.protocol.codes import RETRY_PREFIX
 
 PUB, SUB = 1, 2
 _PERMS = {"DENY": 0, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "ANY": PUB | SUB}

@@ -10,9 +10,9 @@ from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE
 from rocketstore.errors import RemoteProtocolError
+from rocketstore.format.topics import RETRY_PREFIX
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import decode_json_body, encode_json_body
-from rocketstore.protocol.codes import RETRY_PREFIX
 
 
 def _mqs(body: dict[str, Any]) -> list[MqKey]:

@@ -12,9 +12,9 @@ from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_WRITE, TopicConfig, valid_topic
 from rocketstore.errors import InvalidMessageError, MessageNotFoundError, RemoteProtocolError, StoreError
 from rocketstore.format.properties import decode_properties
+from rocketstore.format.topics import AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX, refuses_sends
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import decode_batch_body
-from rocketstore.protocol.codes import AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX
 
 # SendMessageRequestHeaderV2 field names -> SendMessageRequestHeader names.
 V2_NAMES = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
@@ -83,6 +83,8 @@ class SendHandlers:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"topic name {topic!r} is not allowed")
         if topic == AUTO_CREATE_TOPIC:
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"topic {topic} is reserved for auto-creation")
+        if refuses_sends(topic):  # RocketMQ's TopicValidator.isNotAllowedSendTopic
+            raise RequestError(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         topics = self.ctx.topics
         config = topics.get(topic)
         if config is None:

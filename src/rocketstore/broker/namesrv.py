@@ -6,9 +6,9 @@ from __future__ import annotations
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import TopicTable
+from rocketstore.format.topics import RETRY_PREFIX
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import encode_json_body, topic_route_body
-from rocketstore.protocol.codes import RETRY_PREFIX
 
 
 class NameServerHandlers:

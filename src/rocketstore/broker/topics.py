@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rocketstore.protocol.codes import AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC
+from rocketstore.format.topics import AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX, SCHEDULE_TOPIC
 
 PERM_READ = 4
 PERM_WRITE = 2

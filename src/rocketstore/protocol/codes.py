@@ -115,11 +115,7 @@ PULL_SUSPEND = 0x2
 PULL_SUBSCRIPTION = 0x4
 PULL_CLASS_FILTER = 0x8
 
-# Topics and prefixes with a meaning of their own.
-AUTO_CREATE_TOPIC = "TBW102"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+# Topics and prefixes with a meaning of their own: format/topics.py.
 
 # Version we announce in responses (RocketMQ V4_9_4 ordinal).
 OUR_VERSION = 433

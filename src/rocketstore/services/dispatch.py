@@ -14,10 +14,9 @@ from rocketstore.format import properties as props
 from rocketstore.format.javahash import tags_code
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
+from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_service import IndexService
-
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
 @dataclass(frozen=True, slots=True)

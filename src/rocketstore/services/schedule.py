@@ -21,6 +21,7 @@ from rocketstore._types import Clock
 from rocketstore.errors import InvalidMessageError, MessageNotFoundError, StoreReadOnlyError
 from rocketstore.format import properties as props
 from rocketstore.format.message import StoredMessage
+from rocketstore.format.topics import refuses_sends
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.json_config import CONFIG_DIR, read_json, write_json
 from rocketstore.services.service import Service
@@ -37,12 +38,15 @@ def delivery_target(parked: StoredMessage) -> tuple[str, int, dict[str, str]]:
     WAIT=false (RocketMQ's messageTimeup).
 
     Raises:
-        ValueError: the record has no REAL_TOPIC or a REAL_QID that is not a number.
+        ValueError: the record has no REAL_TOPIC, names a system topic there, or has a REAL_QID that is
+            not a number.
     """
     properties = dict(parked.properties)
     topic = properties.get(props.REAL_TOPIC)
     if not topic:
         raise ValueError(f"record at {parked.phy_offset} has no {props.REAL_TOPIC}")
+    if refuses_sends(topic):  # delivering it would park it again, forever
+        raise ValueError(f"record at {parked.phy_offset} names the system topic {topic!r} as its {props.REAL_TOPIC}")
     queue_id = int(properties.get(props.REAL_QID) or 0)
     properties.pop(props.DELAY, None)
     properties[props.WAIT] = "false"
