@@ -260,12 +260,21 @@ class MessageStore:
         cq_from = max(cq_from, min_phy)
         if abnormal:
             cq_from = min(cq_from, report.start_offset)
+        if report.queues_rebuilt:
+            self._rebuild_queues({(q.topic, q.queue_id) for q in report.queues_rebuilt}, min_phy, cq_from)
         index_from = self.index.files[-1].header.end_phy_offset if self.index.files else -1
         start = max(min(cq_from, max(index_from, min_phy)), min_phy)
         try:
             self._dispatch_from(start, cq_from, index_from, abnormal, report, skip_gaps=False)
         except StoreError:
             self._dispatch_from(min_phy, min_phy, index_from, abnormal, report, skip_gaps=True)
+
+    def _rebuild_queues(self, keys: set[tuple[str, int]], start: int, end: int) -> None:
+        """Write the entries of the queues `keys` (emptied by recovery) for the records in [start, end);
+        the catch-up that follows dispatches every queue from `end` on."""
+        for msg in self.commitlog.scan(start, end):
+            if (msg.topic, msg.queue_id) in keys:
+                self._dispatcher.dispatch(request_from_message(msg, self._delay_millis), index=False)
 
     def _dispatch_from(self, start: int, cq_from: int, index_from: int, abnormal: bool,
                        report: recovery.RecoveryReport, *, skip_gaps: bool) -> None:

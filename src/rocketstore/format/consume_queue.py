@@ -80,3 +80,46 @@ def iter_units(buf: Buffer) -> list[CqUnit]:
     """Every whole entry of `buf` in order (a trailing partial entry is ignored)."""
     whole = len(buf) - len(buf) % UNIT_SIZE
     return list(map(_new_unit, UNIT.iter_unpack(memoryview(buf)[:whole])))
+
+
+class EntryScan(NamedTuple):
+    """What `scan_entries` found in a run of entries."""
+
+    written: int
+    """Entries before the end of the written data."""
+    last_phy: int
+    """The phy offset the last written non-filler entry points at (the `after_phy` given if none)."""
+    problem: str | None
+    """Why the entries do not look like a consume queue's, None when they do."""
+
+
+def scan_entries(buf: Buffer, after_phy: int = -1) -> EntryScan:
+    """Check that `buf` holds what a consume queue writes: fillers, then entries pointing at strictly
+    increasing log offsets (a queue's records follow one another in the log), then only zeros.
+
+    An invalid last entry followed only by zeros is a torn write (an entry crossing a page boundary
+    half on disk after a power cut): it ends the written data and is no problem. `after_phy` is the
+    offset the entry before `buf` pointed at.
+    """
+    data = bytes(buf)
+    whole = len(data) - len(data) % UNIT_SIZE
+    last = after_phy
+    for n, (phy, size, tags) in enumerate(UNIT.iter_unpack(data[:whole])):
+        if phy == 0 and size == FILLER_SIZE and tags == 0:
+            if last >= 0:
+                return EntryScan(n, last, f"entry {n}: a filler entry after entries")
+            continue
+        if phy >= 0 and size > 0 and phy > last:
+            last = phy
+            continue
+        rest = data[n * UNIT_SIZE:]
+        if phy == 0 and size == 0 and tags == 0 and rest.count(0) == len(rest):
+            return EntryScan(n, last, None)
+        if (phy < 0 or size <= 0) and data[(n + 1) * UNIT_SIZE:].count(0) == len(data) - (n + 1) * UNIT_SIZE:
+            return EntryScan(n, last, None)  # a torn last entry
+        if phy == 0 and size == 0 and tags == 0:
+            return EntryScan(n, last, f"entry {n}: a hole (an all-zero entry) with entries after it")
+        if phy < 0 or size <= 0:
+            return EntryScan(n, last, f"entry {n}: invalid (offset {phy}, size {size}) with entries after it")
+        return EntryScan(n, last, f"entry {n}: points at {phy}, not after {last}")
+    return EntryScan(whole // UNIT_SIZE, last, None)

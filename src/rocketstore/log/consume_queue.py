@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocketstore.errors import StoreError
-from rocketstore.format.consume_queue import FILLER, UNIT, UNIT_SIZE, CqUnit, iter_units, iter_written_units, pack_unit
+from rocketstore.errors import StoreError, StoreLayoutError
+from rocketstore.format.consume_queue import (
+    FILLER,
+    UNIT,
+    UNIT_SIZE,
+    CqUnit,
+    iter_units,
+    iter_written_units,
+    pack_unit,
+    scan_entries,
+    unpack_unit,
+)
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
 
 CONSUME_QUEUE_DIR = "consumequeue"
+
 RECOVER_LAST_FILES = 3
 
 
@@ -25,10 +36,31 @@ class ConsumeQueue:
                                      read_only=read_only)
         self.max_physic_offset = -1  # end (offset + size) of the last entry
         self.min_logic_offset = 0  # byte offset of the first entry still valid
+        self.layout_problem: str | None = None
 
     def load(self) -> None:
-        """Map the existing files."""
-        self.queue.load()
+        """Map the existing files.
+
+        A writable queue whose files do not form a queue (a file of the wrong size, a missing file)
+        loads empty with `layout_problem` set: recovery quarantines its files and rebuilds it.
+
+        Raises:
+            StoreLayoutError: (read-only) files of the wrong size or not file-size apart.
+        """
+        try:
+            self.queue.load()
+        except StoreLayoutError as exc:
+            if self.queue.read_only:
+                raise StoreLayoutError(f"{exc} (`rocketstore recover` rebuilds the queue from the commitlog)") \
+                    from None
+            self.queue.close()
+            self.queue.files = []
+            self.layout_problem = str(exc)
+
+    @property
+    def directory(self) -> Path:
+        """The folder holding this queue's files."""
+        return self.queue.directory
 
     # -- offsets -------------------------------------------------------------------------------------
 
@@ -43,6 +75,34 @@ class ConsumeQueue:
         return max(self.min_logic_offset, self.queue.min_offset) // UNIT_SIZE
 
     # -- recovery ------------------------------------------------------------------------------------
+
+    def find_damage(self) -> tuple[str | None, list[tuple[int, CqUnit]]]:
+        """Check every file's entries for what the store never writes (a hole followed by entries,
+        entries out of log order, garbage, a file that ends early with a later file holding entries).
+
+        Returns:
+            (why the queue is damaged or None, samples): the samples are (queue offset, entry) of the
+            first and last written entry of each file, for the caller to check against the log.
+        """
+        samples: list[tuple[int, CqUnit]] = []
+        if self.layout_problem is not None:
+            return self.layout_problem, samples
+        last_phy = -1
+        short: str | None = None  # a file before which the written data ended
+        for mf in self.queue.files:
+            found = scan_entries(mf.mm, last_phy)
+            where = f"{self.topic}/{self.queue_id} file {mf.path.name}"
+            if found.problem is not None:
+                return f"{where}: {found.problem}", samples
+            if found.written and short is not None:
+                return f"{short} ends early, but {mf.path.name} holds entries", samples
+            if found.written < self.file_size // UNIT_SIZE and short is None:
+                short = where
+            first = next((n for n in range(found.written) if not unpack_unit(mf.mm, n * UNIT_SIZE).filler), None)
+            for n in sorted({first, found.written - 1} - {None, -1}):
+                samples.append((mf.file_from_offset // UNIT_SIZE + n, unpack_unit(mf.mm, n * UNIT_SIZE)))
+            last_phy = found.last_phy
+        return None, samples
 
     def recover(self) -> None:
         """Find the end of the valid entries in the last three files and truncate after it."""

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketstore.errors import CorruptRecordError
+from rocketstore.errors import CorruptRecordError, MessageNotFoundError
 from rocketstore.format.checkpoint import Checkpoint
+from rocketstore.format.consume_queue import CqUnit
 from rocketstore.format.index import FIRST_ENTRY, IndexHeader
 from rocketstore.format.message import (
     BLANK_MAGIC,
@@ -32,7 +33,7 @@ from rocketstore.format.message import (
     store_timestamp_pos,
 )
 from rocketstore.log.commitlog import CommitLog
-from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
 from rocketstore.log.index_service import IndexService
 from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
@@ -63,6 +64,16 @@ class QuarantinedRange:
     reason: str
 
 
+@dataclass(frozen=True)
+class RebuiltQueue:
+    """A consume queue found damaged: its files went to quarantine and it was rebuilt from the log."""
+
+    topic: str
+    queue_id: int
+    reason: str
+    saved_to: str
+
+
 @dataclass
 class RecoveryReport:
     """What recovery did when the store was opened."""
@@ -79,11 +90,13 @@ class RecoveryReport:
     commitlog_files_removed: list[str] = field(default_factory=list)
     quarantined: list[QuarantinedRange] = field(default_factory=list)
     dispatch_skipped: list[str] = field(default_factory=list)
+    queues_rebuilt: list[RebuiltQueue] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        """True when nothing was moved aside, removed or left out of a queue."""
-        return not (self.quarantined or self.commitlog_files_removed or self.dispatch_skipped)
+        """True when nothing was moved aside, removed, rebuilt or left out of a queue."""
+        return not (self.quarantined or self.commitlog_files_removed or self.dispatch_skipped
+                    or self.queues_rebuilt)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict."""
@@ -95,7 +108,7 @@ class RecoveryReport:
             "queues_truncated": self.queues_truncated, "index_files_dropped": self.index_files_dropped,
             "commitlog_files_removed": self.commitlog_files_removed,
             "quarantined": [vars(q) for q in self.quarantined],
-            "dispatch_skipped": self.dispatch_skipped,
+            "dispatch_skipped": self.dispatch_skipped, "queues_rebuilt": [vars(q) for q in self.queues_rebuilt],
         }
 
 
@@ -268,8 +281,14 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
         OSError: the quarantine copy or a truncation failed; nothing past the end was removed then.
     """
     report = RecoveryReport(RecoveryMode.ABNORMAL if abnormal else RecoveryMode.NORMAL)
-    for cq in queues:
-        cq.recover()
+    damage: dict[int, str] = {}
+    samples: dict[int, list[tuple[int, CqUnit]]] = {}
+    for n, cq in enumerate(queues):
+        reason, samples[n] = cq.find_damage()
+        if reason is not None:
+            damage[n] = reason
+        else:
+            cq.recover()
     if abnormal:
         report.index_files_dropped = [p.name for p in index.drop_newer_than(checkpoint.index_msg_timestamp)]
     files = commitlog.queue.files
@@ -288,12 +307,58 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
     report.stop_reason = walk.reason
     _quarantine(root, commitlog, end, walk.reason, report)
     report.commitlog_files_removed = [p.name for p in commitlog.queue.truncate(end)]
-    for cq in queues:
-        if cq.max_physic_offset > end:
+    for n, cq in enumerate(queues):
+        reason = damage.get(n) or _disagreement(cq, commitlog, samples[n], end)
+        if reason is not None:
+            _quarantine_queue(root, cq, reason, report)
+        elif cq.max_physic_offset > end:
             cq.truncate_to_phy(end)
             report.queues_truncated.append(f"{cq.topic}/{cq.queue_id}")
     _drop_index_past(index, end, report)
     return report
+
+
+def _disagreement(cq: ConsumeQueue, commitlog: CommitLog, samples: list[tuple[int, CqUnit]], end: int) -> str | None:
+    """Why the sampled entries of `cq` disagree with the log, None when they agree: each entry inside
+    the log must point at the start of a record of its size, topic, queue id and queue offset."""
+    low = commitlog.min_offset
+    for queue_offset, unit in samples:
+        if not low <= unit.phy_offset < end:
+            continue  # expired by retention, or dispatched past a torn tail (truncated below)
+        where = f"{cq.topic}/{cq.queue_id} entry {queue_offset}"
+        try:
+            msg = commitlog.message_at(unit.phy_offset)
+        except MessageNotFoundError as exc:
+            return f"{where} points at {unit.phy_offset}: {exc}"
+        if (msg.size, msg.topic, msg.queue_id, msg.queue_offset) != (unit.size, cq.topic, cq.queue_id,
+                                                                     queue_offset):
+            return (f"{where} points at a record of {msg.topic}/{msg.queue_id} queue offset {msg.queue_offset}, "
+                    f"{msg.size} bytes (the entry says {unit.size})")
+    return None
+
+
+def _quarantine_queue(root: Path, cq: ConsumeQueue, reason: str, report: RecoveryReport) -> None:
+    """Copy every file of a damaged queue to `quarantine/consumequeue/<topic>/<queue id>/` (forced to
+    disk), then delete them: the store rebuilds the queue from the commitlog.
+
+    Raises:
+        OSError: a copy failed; nothing was deleted then.
+    """
+    target = root / QUARANTINE_DIR / CONSUME_QUEUE_DIR / cq.topic / str(cq.queue_id)
+    target.mkdir(parents=True, exist_ok=True)
+    paths = sorted(p for p in cq.directory.iterdir() if p.is_file()) if cq.directory.is_dir() else []
+    for path in paths:
+        fs.write_file(_quarantine_path(target, path.name, 0), path.read_bytes())
+    fs.fsync_dir(target)
+    cq.queue.close()
+    cq.queue.files = []
+    for path in paths:
+        path.unlink()
+    if cq.directory.is_dir():
+        fs.fsync_dir(cq.directory)
+    cq.max_physic_offset = -1
+    cq.min_logic_offset = 0
+    report.queues_rebuilt.append(RebuiltQueue(cq.topic, cq.queue_id, reason, str(target)))
 
 
 def _points_at_or_past(header: IndexHeader, end: int) -> bool:
