@@ -60,3 +60,33 @@ def test_recover_quarantines_the_tail_then_the_store_verifies(cli, golden_store,
     assert healed["ok"] and healed["records"] == len(golden_expected["messages_in_commitlog_order"]) - 1
     again = cli("recover", golden_store, *golden_flags, "--json").json()
     assert (again["mode"], again["clean"]) == ("normal", True)
+
+
+def test_recover_rebuilds_a_damaged_queue_and_says_so(cli, golden_store, golden_flags, golden_expected):
+    queue_file = golden_store / "consumequeue" / "TopicA" / "0" / "00000000000000000000"
+    data = bytearray(queue_file.read_bytes())
+    data[:40] = bytes(b ^ 0xFF for b in data[:40])
+    queue_file.write_bytes(bytes(data))
+    before = tree_digest(golden_store)
+    dry = cli("recover", golden_store, *golden_flags, "--dry-run", "--json")
+    assert "would rebuild 1 damaged consume queue(s)" in dry.err
+    (planned,) = dry.json(code=1)["queues_rebuilt"]
+    assert (planned["topic"], planned["queue_id"]) == ("TopicA", 0)
+    assert planned["saved_to"] == str(golden_store / "quarantine" / "consumequeue" / "TopicA" / "0")
+    assert tree_digest(golden_store) == before
+    result = cli("recover", golden_store, *golden_flags)
+    assert result.code == 1 and "rebuilt 1 damaged consume queue(s)" in result.err
+    assert (golden_store / "quarantine" / "consumequeue" / "TopicA" / "0" / f"{queue_file.name}.0.bin"
+            ).read_bytes() == bytes(data)
+    assert queue_file.read_bytes()[:2000] == bytes(
+        _original_queue_bytes(golden_expected, "TopicA", 0, 100))
+    assert cli("verify", golden_store, *golden_flags, "--json").json()["ok"]
+
+
+def _original_queue_bytes(expected: dict, topic: str, queue_id: int, entries: int) -> bytes:
+    """The first file of a queue as RocketMQ wrote it, from expected.json's entries."""
+    import struct
+
+    rows = expected["queues"][topic][str(queue_id)]["cqEntries_queueOffset_commitLogOffset_size_tagsCode"]
+    data = b"".join(struct.pack(">qiq", phy, size, code) for _, phy, size, code in rows[:entries])
+    return data + bytes(entries * 20 - len(data))

@@ -30,8 +30,8 @@ def _recover_copy(store: Path) -> dict[str, Any]:
         shutil.copytree(store, copy, ignore=shutil.ignore_patterns("lock"))
         with open_store(copy, read_only=False) as opened:
             document = _recovery_document(opened.recovery, dry_run=True)
-    for moved in document.get("quarantined", ()):  # where recovery would put them in the real store
-        moved["saved_to"] = str(store / Path(moved["saved_to"]).relative_to(copy))
+    for moved in (*document.get("quarantined", ()), *document.get("queues_rebuilt", ())):
+        moved["saved_to"] = str(store / Path(moved["saved_to"]).relative_to(copy))  # where it would go
     return document
 
 
@@ -56,9 +56,12 @@ def recover(store: Path, dry_run: bool) -> None:
     show_fields(document, title="recovery" + (" (dry run on a copy)" if dry_run else ""))
     if not document["clean"]:
         moved = len(document.get("quarantined", ())) + len(document.get("commitlog_files_removed", ()))
+        rebuilt = len(document.get("queues_rebuilt", ()))
         outcome = "would move" if dry_run else "moved"
         where = "dry run: the store was not changed" if dry_run else f"see {store / 'quarantine'}"
-        raise ProblemsFound(f"recovery {outcome} {moved} range(s) or file(s) aside ({where})")
+        verb = "would rebuild" if dry_run else "rebuilt"
+        queues = f" and {verb} {rebuilt} damaged consume queue(s)" if rebuilt else ""
+        raise ProblemsFound(f"recovery {outcome} {moved} range(s) or file(s) aside{queues} ({where})")
 
 
 @click.command()
