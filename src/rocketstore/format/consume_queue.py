@@ -12,7 +12,7 @@ Filler entries (offset 0, size 0x7FFFFFFF, tags 0) pad a queue whose first file 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import NamedTuple
 
@@ -93,33 +93,47 @@ class EntryScan(NamedTuple):
     """Why the entries do not look like a consume queue's, None when they do."""
 
 
-def scan_entries(buf: Buffer, after_phy: int = -1) -> EntryScan:
+def scan_entries(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int], bool] | None = None) -> EntryScan:
     """Check that `buf` holds what a consume queue writes: fillers, then entries pointing at strictly
     increasing log offsets (a queue's records follow one another in the log), then only zeros.
 
     An invalid last entry followed only by zeros is a torn write (an entry crossing a page boundary
     half on disk after a power cut): it ends the written data and is no problem. `after_phy` is the
-    offset the entry before `buf` pointed at.
+    offset the entry before `buf` pointed at. `zero_from(pos)` answers whether every byte of `buf`
+    from `pos` on is zero (a caller holding a sparse file can answer without reading its holes).
     """
-    data = bytes(buf)
-    whole = len(data) - len(data) % UNIT_SIZE
+    view = memoryview(buf)
+    whole = len(view) - len(view) % UNIT_SIZE
+    if zero_from is None:
+        def zero_from(pos: int) -> bool:
+            rest = view[pos:]
+            return bytes(rest).count(0) == len(rest)
     last = after_phy
-    for n, (phy, size, tags) in enumerate(UNIT.iter_unpack(data[:whole])):
-        if phy == 0 and size == FILLER_SIZE and tags == 0:
-            if last >= 0:
-                return EntryScan(n, last, f"entry {n}: a filler entry after entries")
-            continue
-        if phy >= 0 and size > 0 and phy > last:
-            last = phy
-            continue
-        rest = data[n * UNIT_SIZE:]
-        if phy == 0 and size == 0 and tags == 0 and rest.count(0) == len(rest):
+    n = 0
+    for chunk_start in range(0, whole, _SCAN_CHUNK):
+        for phy, size, tags in UNIT.iter_unpack(view[chunk_start:min(whole, chunk_start + _SCAN_CHUNK)]):
+            if phy == 0 and size == FILLER_SIZE and tags == 0:
+                if last >= 0:
+                    return EntryScan(n, last, f"entry {n}: a filler entry after entries")
+            elif phy >= 0 and size > 0 and phy > last:
+                last = phy
+            else:
+                return _entries_end(n, last, phy, size, tags, zero_from)
+            n += 1
+    return EntryScan(n, last, None)
+
+
+_SCAN_CHUNK = UNIT_SIZE * 3276  # ~64 KiB of entries at a time
+
+
+def _entries_end(n: int, last: int, phy: int, size: int, tags: int, zero_from: Callable[[int], bool]) -> EntryScan:
+    """The scan's answer at entry `n`, which is not a next entry: the end, a torn end, or damage."""
+    if phy == 0 and size == 0 and tags == 0:
+        if zero_from(n * UNIT_SIZE):
             return EntryScan(n, last, None)
-        if (phy < 0 or size <= 0) and data[(n + 1) * UNIT_SIZE:].count(0) == len(data) - (n + 1) * UNIT_SIZE:
-            return EntryScan(n, last, None)  # a torn last entry
-        if phy == 0 and size == 0 and tags == 0:
-            return EntryScan(n, last, f"entry {n}: a hole (an all-zero entry) with entries after it")
-        if phy < 0 or size <= 0:
-            return EntryScan(n, last, f"entry {n}: invalid (offset {phy}, size {size}) with entries after it")
-        return EntryScan(n, last, f"entry {n}: points at {phy}, not after {last}")
-    return EntryScan(whole // UNIT_SIZE, last, None)
+        return EntryScan(n, last, f"entry {n}: a hole (an all-zero entry) with entries after it")
+    if (phy < 0 or size <= 0) and zero_from((n + 1) * UNIT_SIZE):
+        return EntryScan(n, last, None)  # a torn last entry
+    if phy < 0 or size <= 0:
+        return EntryScan(n, last, f"entry {n}: invalid (offset {phy}, size {size}) with entries after it")
+    return EntryScan(n, last, f"entry {n}: points at {phy}, not after {last}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from rocketstore.errors import StoreError, StoreLayoutError
@@ -16,12 +17,18 @@ from rocketstore.format.consume_queue import (
     scan_entries,
     unpack_unit,
 )
+from rocketstore.storage import sparse
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
 
 CONSUME_QUEUE_DIR = "consumequeue"
 
 RECOVER_LAST_FILES = 3
+
+
+def _zero_from(mf: MappedFile, pos: int) -> bool:
+    """True when every byte of the file from `pos` on is zero (its holes are not read)."""
+    return sparse.last_nonzero(mf.path, mf.mm, pos, mf.file_size) <= pos
 
 
 class ConsumeQueue:
@@ -37,6 +44,7 @@ class ConsumeQueue:
         self.max_physic_offset = -1  # end (offset + size) of the last entry
         self.min_logic_offset = 0  # byte offset of the first entry still valid
         self.layout_problem: str | None = None
+        self._scanned_end: int | None = None  # end of the written entries, as find_damage found it
 
     def load(self) -> None:
         """Map the existing files.
@@ -89,8 +97,9 @@ class ConsumeQueue:
             return self.layout_problem, samples
         last_phy = -1
         short: str | None = None  # a file before which the written data ended
+        self._scanned_end = self.queue.min_offset
         for mf in self.queue.files:
-            found = scan_entries(mf.mm, last_phy)
+            found = scan_entries(mf.mm, last_phy, partial(_zero_from, mf))
             where = f"{self.topic}/{self.queue_id} file {mf.path.name}"
             if found.problem is not None:
                 return f"{where}: {found.problem}", samples
@@ -99,15 +108,27 @@ class ConsumeQueue:
             if found.written < self.file_size // UNIT_SIZE and short is None:
                 short = where
             first = next((n for n in range(found.written) if not unpack_unit(mf.mm, n * UNIT_SIZE).filler), None)
-            for n in sorted({first, found.written - 1} - {None, -1}):
+            ends = {found.written - 1} | ({first} if first is not None else set())
+            for n in sorted(ends - {-1}):
                 samples.append((mf.file_from_offset // UNIT_SIZE + n, unpack_unit(mf.mm, n * UNIT_SIZE)))
+            if found.written:
+                self._scanned_end = mf.file_from_offset + found.written * UNIT_SIZE
             last_phy = found.last_phy
         return None, samples
 
     def recover(self) -> None:
-        """Find the end of the valid entries in the last three files and truncate after it."""
+        """Truncate after the last valid entry: where `find_damage` found the end of the written data
+        (it read every file), else in the last three files, as RocketMQ does."""
         files = self.queue.files
         if not files:
+            return
+        if self._scanned_end is not None:
+            end, self._scanned_end = self._scanned_end, None
+            self.queue.truncate(end)
+            last = self.last_unit()
+            if last is not None and not last.filler:
+                self.max_physic_offset = last.phy_offset + last.size
+            self._zero_tail()
             return
         index = max(0, len(files) - RECOVER_LAST_FILES)
         process_offset = files[index].file_from_offset
@@ -131,9 +152,9 @@ class ConsumeQueue:
         # scans for the end (RocketMQ does) does not find them again.
         mf = self.queue.last
         if mf is not None and not self.queue.read_only and mf.wrote_position < self.file_size:
-            tail = mf.mm[mf.wrote_position:]
-            if tail.count(0) != len(tail):
-                mf.write_at(mf.wrote_position, bytes(len(tail)))
+            stop = sparse.last_nonzero(mf.path, mf.mm, mf.wrote_position, self.file_size)
+            if stop > mf.wrote_position:
+                mf.write_at(mf.wrote_position, bytes(stop - mf.wrote_position))
 
     def truncate_to_phy(self, phy_offset: int) -> None:
         """Drop every entry pointing at or past commitlog offset `phy_offset` (RocketMQ's

@@ -41,8 +41,6 @@ from rocketstore.storage.mapped_file import MappedFile
 QUARANTINE_DIR = "quarantine"
 _PHY_OFFSET = struct.Struct(">q")
 NORMAL_RECOVERY_FILES = 3
-_ZERO_CHUNK = 1 << 20
-_ZEROS = bytes(_ZERO_CHUNK)
 
 
 class RecoveryMode(str, enum.Enum):
@@ -220,19 +218,8 @@ def _abnormal_start_index(files: list[MappedFile], checkpoint: Checkpoint) -> in
 
 
 def _last_nonzero(mm: MappedFile, start: int) -> int:
-    """Position one past the last non-zero byte of the file at or after `start` (start if none).
-
-    Only the file's data extents are read (a pre-allocated file is mostly holes), from the end back.
-    """
-    for lo, hi in reversed(list(sparse.data_extents(mm.path, start, mm.file_size))):
-        end = hi
-        while end > lo:
-            chunk_start = max(lo, end - _ZERO_CHUNK)
-            chunk = mm.mm[chunk_start:end]
-            if chunk != _ZEROS[:end - chunk_start]:
-                return chunk_start + len(chunk.rstrip(b"\0"))
-            end = chunk_start
-    return start
+    """Position one past the last non-zero byte of the file at or after `start` (start if none)."""
+    return sparse.last_nonzero(mm.path, mm.mm, start, mm.file_size)
 
 
 def _quarantine_path(target: Path, name: str, start: int) -> Path:

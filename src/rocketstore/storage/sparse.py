@@ -9,9 +9,13 @@ or an error), the whole range is one extent, which is always correct.
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+_ZERO_CHUNK = 1 << 20
+_ZEROS = bytes(_ZERO_CHUNK)
 
 
 def data_extents(path: Path, start: int, end: int) -> Iterator[tuple[int, int]]:
@@ -43,3 +47,17 @@ def data_extents(path: Path, start: int, end: int) -> Iterator[tuple[int, int]]:
             pos = hi
     finally:
         os.close(fd)
+
+
+def last_nonzero(path: Path, mm: mmap.mmap, start: int, end: int) -> int:
+    """One past the last non-zero byte of [start, end) of the file `path` mapped as `mm` (`start` if
+    none), reading only its data extents, from the end back."""
+    for lo, hi in reversed(list(data_extents(path, start, end))):
+        stop = hi
+        while stop > lo:
+            chunk_start = max(lo, stop - _ZERO_CHUNK)
+            chunk = mm[chunk_start:stop]
+            if chunk != _ZEROS[:stop - chunk_start]:
+                return chunk_start + len(chunk.rstrip(b"\0"))
+            stop = chunk_start
+    return start
