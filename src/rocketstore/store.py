@@ -230,6 +230,7 @@ class MessageStore:
 
     def _open_read_only(self) -> None:
         end = recovery.find_end(self.commitlog)
+        self.commitlog.queue.forget_after(end)  # a pre-allocated next file holds nothing yet
         for mf in self.commitlog.queue.files:
             mf.wrote_position = mf.flushed_position = max(0, min(mf.file_size, end - mf.file_from_offset))
         for cq in self._queues.values():

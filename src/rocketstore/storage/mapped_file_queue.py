@@ -144,6 +144,13 @@ class MappedFileQueue:
         self.files = keep
         return deleted
 
+    def forget_after(self, offset: int) -> None:
+        """Unmap the files that start past `offset` (read-only opens: nothing is deleted)."""
+        for mf in self.files:
+            if mf.file_from_offset > offset:
+                mf.close()
+        self.files = [mf for mf in self.files if mf.file_from_offset <= offset]
+
     def delete_first(self, count: int) -> list[Path]:
         """Delete the `count` oldest files (never the last one)."""
         count = min(count, len(self.files) - 1)

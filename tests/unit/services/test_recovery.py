@@ -91,6 +91,24 @@ def test_a_read_only_open_of_a_crashed_store_repairs_nothing(tmp_path):
     assert not (tmp_path / QUARANTINE_DIR).exists()
 
 
+def test_a_read_only_open_ends_where_recovery_would_before_an_empty_pre_allocated_file(tmp_path):
+    # RocketMQ pre-allocates the next commitlog file; a crash leaves it empty beside the last record
+    with MessageStore.open(tmp_path, CFG, clock=Clock()) as store:
+        for i in range(3):
+            store.put(Message("T", f"m{i}".encode()))
+        end = store.max_phy_offset
+    assert end < CFG.commitlog_file_size
+    (tmp_path / "commitlog" / f"{CFG.commitlog_file_size:020d}").write_bytes(bytes(CFG.commitlog_file_size))
+    (tmp_path / "abort").touch()
+    before = digests(tmp_path)
+    with MessageStore.open(tmp_path, CFG, read_only=True) as reader:
+        assert reader.max_phy_offset == end
+        assert [m.body for m in reader.scan()] == [b"m0", b"m1", b"m2"]
+    assert digests(tmp_path) == before
+    with MessageStore.open(tmp_path, CFG, clock=Clock()) as store:
+        assert store.max_phy_offset == end
+
+
 def test_a_read_only_open_beside_a_live_writer_writes_nothing(tmp_path):
     with MessageStore.open(tmp_path, CFG, clock=Clock()) as writer:
         for i in range(5):
