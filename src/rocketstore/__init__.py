@@ -16,6 +16,7 @@ from rocketstore.errors import (
     StoreLayoutError,
     StoreLockedError,
     StoreReadOnlyError,
+    StoreResourceError,
 )
 from rocketstore.format.consume_queue import CqUnit
 from rocketstore.format.message import StoredMessage
@@ -49,6 +50,7 @@ __all__ = [
     "StoreConfig",
     "StoreError",
     "StoreLayoutError",
+    "StoreResourceError",
     "StoreLockedError",
     "StoreReadOnlyError",
     "StoredMessage",

@@ -10,6 +10,7 @@
     │   ├── StoreReadOnlyError            opened read-only, or turned read-only after a disk error
     │   ├── StoreLayoutError              files on disk do not match the configured geometry
     │   ├── MessageNotFoundError          no record at that offset or id
+    │   ├── StoreResourceError            the process ran out of file descriptors
     │   └── RecoveryError                 recovery found damage it will not repair on its own
     ├── InvalidMessageError (ValueError)  caller input: too large, bad topic, properties too long
     └── ProtocolError                     the remoting protocol
@@ -78,6 +79,10 @@ class StoreReadOnlyError(StoreError):
 
 class StoreLayoutError(StoreError):
     """The files on disk do not match the configured geometry or naming."""
+
+
+class StoreResourceError(StoreError):
+    """The process has no file descriptor left to open or map a store file (`ulimit -n`)."""
 
 
 class MessageNotFoundError(StoreError, LookupError):

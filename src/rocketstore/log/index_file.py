@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from pathlib import Path
@@ -25,6 +24,7 @@ from rocketstore.format.index import (
 )
 from rocketstore.native import speedups
 from rocketstore.storage import fs
+from rocketstore.storage.mapping_budget import map_file, with_descriptors
 
 _native_lookup = None if speedups is None else speedups.index_lookup
 _native_put = None if speedups is None else speedups.index_put_keys
@@ -39,6 +39,7 @@ class IndexFile:
 
     Raises:
         StoreLayoutError: (at open) a file whose size does not match the geometry.
+        StoreResourceError: (at open) no file descriptor left.
         OSError: the file cannot be created or mapped.
     """
 
@@ -48,21 +49,19 @@ class IndexFile:
         self.slots = slots
         self.max_entries = max_entries
         self.file_size = index_file_size(slots, max_entries)
-        flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
-        self._fd = os.open(path, flags, 0o644)
-        try:
-            actual = os.fstat(self._fd).st_size
-            if create and actual == 0:
-                os.ftruncate(self._fd, self.file_size)
-                actual = self.file_size
-            if actual != self.file_size:
-                raise StoreLayoutError(f"{path}: index file of {actual} bytes, geometry says "
-                                       f"{self.file_size} ({slots} slots x {max_entries} entries)")
-            self.mm = mmap.mmap(self._fd, self.file_size,
-                                access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
-        except BaseException:
-            os.close(self._fd)
-            raise
+        if create and not read_only:
+            fd = with_descriptors("create", path, lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+            try:
+                if os.fstat(fd).st_size == 0:
+                    os.ftruncate(fd, self.file_size)
+            finally:
+                os.close(fd)
+        actual = with_descriptors("read", path, lambda: os.stat(path)).st_size
+        if actual != self.file_size:
+            raise StoreLayoutError(f"{path}: index file of {actual} bytes, geometry says "
+                                   f"{self.file_size} ({slots} slots x {max_entries} entries)")
+        self.mm = map_file(path, self.file_size, read_only=read_only)
+        self._closed = False
         self.header = IndexHeader.unpack(self.mm)
         self._flushed_count = self.header.index_count
 
@@ -181,16 +180,18 @@ class IndexFile:
             fs.msync(self.mm, 0, self.file_size)
             self._flushed_count = self.header.index_count
 
+    def pin(self) -> None:
+        """Nothing to do: an index file stays mapped until `close`."""
+
     def close(self) -> None:
-        """Unmap and close (idempotent)."""
-        if self._fd < 0:
+        """Unmap (idempotent)."""
+        if self._closed:
             return
+        self._closed = True
         try:
             self.mm.close()
         except BufferError:
             pass
-        os.close(self._fd)
-        self._fd = -1
 
     def destroy(self) -> None:
         """Close and delete the file."""

@@ -101,6 +101,8 @@ def newest_message_time(files: list[MappedFile], index: int) -> int:
 class _Closable(Protocol):
     path: Path
 
+    def pin(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -160,6 +162,7 @@ class CleanupService(Service):
             f.close()
 
     def _retire(self, f: _Closable) -> str:
+        f.pin()  # a deleted file cannot be mapped again: its readers keep the mapping until the next pass
         f.path.unlink(missing_ok=True)
         self._retired.append(f)
         return f.path.name

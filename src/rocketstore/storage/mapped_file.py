@@ -1,7 +1,8 @@
 """MappedFile: one fixed-size, memory-mapped file named by its 20-digit start offset.
 
 Tracks a write position (end of valid data) and a flushed position. Creating a file sizes it at once
-(sparse, zero-filled), as RocketMQ does; Java refuses to load files of any other size.
+(sparse, zero-filled), as RocketMQ does; Java refuses to load files of any other size. The mapping is
+made when the file is first touched and may be let go again (storage/mapping_budget.py).
 """
 
 from __future__ import annotations
@@ -10,16 +11,22 @@ import mmap
 import os
 from pathlib import Path
 
-from rocketstore.errors import StoreLayoutError
+from rocketstore.errors import StoreClosedError, StoreLayoutError
 from rocketstore.format.filenames import name_to_offset, offset_to_name
 from rocketstore.storage import fs
+from rocketstore.storage.mapping_budget import BUDGET, map_file, with_descriptors
 
 
 class MappedFile:
-    """A fixed-size file mapped in memory.
+    """A fixed-size file, mapped in memory when first touched (`mm`).
+
+    No descriptor stays open for the file itself: the mapping holds one, and the process's
+    `mapping_budget.BUDGET` lets the least recently touched mappings go when too many are held. The
+    file being appended to keeps a descriptor for large writes (`append`) until it is full.
 
     Raises:
         StoreLayoutError: (at open) a name that is not an offset, or a size other than `file_size`.
+        StoreResourceError: the process has no file descriptor left.
         OSError: the file cannot be created or mapped.
     """
 
@@ -31,30 +38,68 @@ class MappedFile:
         self.file_size = file_size
         self.file_from_offset = offset
         self.read_only = read_only
-        flags = os.O_RDONLY if read_only else os.O_RDWR | (os.O_CREAT if create else 0)
-        self._fd = os.open(path, flags, 0o644)
-        try:
-            actual = os.fstat(self._fd).st_size
-            if create and actual == 0 and not read_only:
-                try:
-                    fs.allocate(self._fd, file_size)
-                except OSError:
-                    os.close(self._fd)
-                    self._fd = -1
-                    path.unlink(missing_ok=True)  # an empty file would not load again
-                    raise
-                actual = file_size
-            if actual != file_size:
-                raise StoreLayoutError(
-                    f"{path}: size {actual} differs from the configured file size {file_size}")
-            access = mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
-            self.mm = mmap.mmap(self._fd, file_size, access=access)
-        except BaseException:
-            if self._fd >= 0:
-                os.close(self._fd)
-            raise
+        self.touched = False
+        self._mm: mmap.mmap | None = None
+        self._wfd = -1  # for large appends; opened by the first one
+        self._closed = False
+        if create and not read_only:
+            actual = self._create()
+        else:
+            actual = with_descriptors("read", path, lambda: os.stat(path)).st_size
+        if actual != file_size:
+            raise StoreLayoutError(f"{path}: size {actual} differs from the configured file size {file_size}")
         self.wrote_position = 0
         self.flushed_position = 0
+
+    def _create(self) -> int:
+        """Create the file (or size a file left empty by a crash); returns its size."""
+        path = self.path
+        fd = with_descriptors("create", path, lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        try:
+            actual = os.fstat(fd).st_size
+            if actual == 0:
+                try:
+                    fs.allocate(fd, self.file_size)
+                except OSError:
+                    path.unlink(missing_ok=True)  # an empty file would not load again
+                    raise
+                actual = self.file_size
+            return actual
+        finally:
+            os.close(fd)
+
+    @property
+    def mm(self) -> mmap.mmap:
+        """The file's mapping (mapped now if it was not).
+
+        Raises:
+            StoreClosedError: the file was closed.
+            StoreResourceError: no file descriptor left to map it.
+        """
+        mm = self._mm
+        if mm is None:
+            mm = self._map()
+        self.touched = True
+        return mm
+
+    def _map(self) -> mmap.mmap:
+        if self._closed:
+            raise StoreClosedError(f"{self.path} is closed")
+        mm = map_file(self.path, self.file_size, read_only=self.read_only)
+        self._mm = mm
+        self.touched = True
+        BUDGET.admit(self)
+        return mm
+
+    def pin(self) -> None:
+        """Map the file and keep the mapping until `close` (a file about to be deleted)."""
+        if self.mm is not None:
+            BUDGET.release(self)
+
+    def unmap(self) -> None:
+        """Let the mapping go (it is unmapped when no reader holds it any more); the next touch maps
+        the file again."""
+        self._mm = None
 
     @classmethod
     def create(cls, directory: Path, file_from_offset: int, file_size: int) -> MappedFile:
@@ -90,9 +135,19 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos}")
-        fs.write_mapped(self.mm, pos, data, self._fd)
+        fs.write_mapped(self.mm, pos, data, self._append_fd(len(data)))
         self.wrote_position = end
+        if end == self.file_size and self._wfd >= 0:
+            os.close(self._wfd)  # a full file takes no more appends
+            self._wfd = -1
         return pos
+
+    def _append_fd(self, size: int) -> int:
+        """The descriptor `fs.write_mapped` writes `size` bytes through (-1: through the mapping)."""
+        if self._wfd < 0 and size >= fs.PWRITE_MIN:
+            path = self.path
+            self._wfd = with_descriptors("open", path, lambda: os.open(path, os.O_RDWR))
+        return self._wfd
 
     def write_at(self, pos: int, data: bytes) -> None:
         """Write `data` at `pos` without moving the write position.
@@ -128,14 +183,17 @@ class MappedFile:
 
     def close(self) -> None:
         """Unmap and close (idempotent)."""
-        if self._fd < 0:
-            return
-        try:
-            self.mm.close()
-        except BufferError:
-            pass  # a reader still holds a view; the mapping is released with it
-        os.close(self._fd)
-        self._fd = -1
+        self._closed = True
+        BUDGET.release(self)
+        mm, self._mm = self._mm, None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a reader still holds a view; the mapping is released with it
+        if self._wfd >= 0:
+            os.close(self._wfd)
+            self._wfd = -1
 
     def destroy(self) -> None:
         """Close and delete the file."""

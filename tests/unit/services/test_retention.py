@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketstore import GetStatus, Message, MessageStore, StoreConfig, StoreReadOnlyError
+from rocketstore import GetStatus, Message, MessageStore, StoreClosedError, StoreConfig, StoreReadOnlyError
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
 from rocketstore.services.cleanup import MAX_FILES_PER_PASS, local_hour, parse_delete_when
 from rocketstore.storage import fs
@@ -185,7 +185,7 @@ def test_a_deleted_file_stays_readable_until_the_next_pass(tmp_path, disk):
         assert oldest.read(0, 64) == head, "a read begun before the deletion still sees the bytes"
         disk["ratio"] = 0.5
         store.clean_expired(now_ms=T0)
-        with pytest.raises(ValueError):
+        with pytest.raises(StoreClosedError):
             oldest.read(0, 64)
 
 
