@@ -56,7 +56,7 @@ from rocketstore.prepare import (
     checked_topic,
 )
 from rocketstore.results import GetResult, GetStatus, PutResult, PutStatus
-from rocketstore.services import recovery
+from rocketstore.services import odd_files, recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
 from rocketstore.services.dispatch import (
     Dispatcher,
@@ -178,7 +178,7 @@ class MessageStore:
 
     @classmethod
     def open(cls, path: str | Path, config: StoreConfig | None = None, *, read_only: bool = False,
-             clock: Clock | None = None) -> MessageStore:
+             clock: Clock | None = None, repair: bool = False) -> MessageStore:
         """Open (and, unless read-only, create) the store at `path`.
 
         Args:
@@ -186,6 +186,8 @@ class MessageStore:
             config: settings; None reads the geometry recorded in `config/rocketstore.json`.
             read_only: take no lock, write nothing, run no recovery (safe beside a live broker).
             clock: epoch-milliseconds clock for store timestamps (default: the system clock).
+            repair: also repair what an open refuses: commitlog files of the wrong size are copied to
+                `quarantine/` and resized, and the log is walked from them (`rocketstore recover`).
 
         Raises:
             FileNotFoundError: read-only open of a directory that does not exist.
@@ -199,13 +201,13 @@ class MessageStore:
         config = _resolve_config(root, config)
         store = cls(root, config, read_only=read_only, clock=clock or _system_clock)
         try:
-            store._open()
+            store._open(repair)
         except BaseException:
             store._release()
             raise
         return store
 
-    def _open(self) -> None:
+    def _open(self, repair: bool) -> None:
         root = self.path
         if not self.read_only:
             root.mkdir(parents=True, exist_ok=True)
@@ -215,6 +217,12 @@ class MessageStore:
             self._lock_file.acquire()
             _record_geometry(root, self.config)
         abnormal = abort_file_exists(root)
+        odd = None
+        if not self.read_only:
+            cfg = self.config
+            odd = odd_files.set_aside(root, root / recovery.QUARANTINE_DIR,
+                                      commitlog_file_size=cfg.commitlog_file_size, index_slots=cfg.index_hash_slots,
+                                      index_max_entries=cfg.index_max_entries, resize_commitlog=repair)
         self.checkpoint = StoreCheckpoint(root, read_only=self.read_only)
         self.commitlog.load()
         self._load_queues()
@@ -224,7 +232,8 @@ class MessageStore:
         if self.read_only:
             self._open_read_only()
         else:
-            self._recover(abnormal)
+            assert odd is not None
+            self._recover(abnormal or odd.first_resized_offset is not None, odd)
             create_abort_file(root)
             self._start_services()
 
@@ -238,11 +247,12 @@ class MessageStore:
         self.recovery = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY, end_offset=end)
         self._rebuild_queue_table()
 
-    def _recover(self, abnormal: bool) -> None:
+    def _recover(self, abnormal: bool, odd: odd_files.OddFiles) -> None:
         assert self.checkpoint is not None
         report = recovery.recover(self.path, self.commitlog, list(self._queues.values()), self.index,
                                   self.checkpoint.values, abnormal=abnormal,
-                                  check_crc=self.config.check_crc_on_recover)
+                                  check_crc=self.config.check_crc_on_recover, walk_from=odd.first_resized_offset)
+        report.odd_files = odd.files
         self.recovery = report
         self._rebuild_queue_table()
         self._catch_up(abnormal, report)

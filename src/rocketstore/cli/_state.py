@@ -168,8 +168,9 @@ def check_store_dir(path: Path) -> Path:
 
 
 @contextmanager
-def open_store(path: Path, *, read_only: bool = True) -> Iterator[MessageStore]:
-    """Open the store at `path` with the options' geometry; read-only unless asked otherwise.
+def open_store(path: Path, *, read_only: bool = True, repair: bool = False) -> Iterator[MessageStore]:
+    """Open the store at `path` with the options' geometry; read-only unless asked otherwise
+    (`repair`: see `MessageStore.open`).
 
     Raises:
         UsageProblem: `path` holds no store (a writable open may create one in an empty folder).
@@ -180,7 +181,7 @@ def open_store(path: Path, *, read_only: bool = True) -> Iterator[MessageStore]:
     creatable = not path.exists() or path.is_dir() and not any(path.iterdir())
     if read_only or not creatable:
         check_store_dir(path)
-    with MessageStore.open(path, state().store_config(), read_only=read_only) as store:
+    with MessageStore.open(path, state().store_config(), read_only=read_only, repair=repair) as store:
         yield store
 
 

@@ -28,10 +28,11 @@ def _recover_copy(store: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rocketstore-recover-") as scratch:
         copy = Path(scratch) / "store"
         shutil.copytree(store, copy, ignore=shutil.ignore_patterns("lock"))
-        with open_store(copy, read_only=False) as opened:
+        with open_store(copy, read_only=False, repair=True) as opened:
             document = _recovery_document(opened.recovery, dry_run=True)
-    for moved in (*document.get("quarantined", ()), *document.get("queues_rebuilt", ())):
-        moved["saved_to"] = str(store / Path(moved["saved_to"]).relative_to(copy))  # where it would go
+    for name in ("quarantined", "queues_rebuilt", "odd_files"):
+        for moved in document.get(name, ()):
+            moved["saved_to"] = str(store / Path(moved["saved_to"]).relative_to(copy))  # where it would go
     return document
 
 
@@ -51,11 +52,11 @@ def recover(store: Path, dry_run: bool) -> None:
     if dry_run:
         document = _recover_copy(store)
     else:
-        with open_store(store, read_only=False) as opened:
+        with open_store(store, read_only=False, repair=True) as opened:
             document = _recovery_document(opened.recovery, dry_run=False)
     show_fields(document, title="recovery" + (" (dry run on a copy)" if dry_run else ""))
     if not document["clean"]:
-        moved = len(document.get("quarantined", ())) + len(document.get("commitlog_files_removed", ()))
+        moved = sum(len(document.get(name, ())) for name in ("quarantined", "commitlog_files_removed", "odd_files"))
         rebuilt = len(document.get("queues_rebuilt", ()))
         outcome = "would move" if dry_run else "moved"
         where = "dry run: the store was not changed" if dry_run else f"see {store / 'quarantine'}"

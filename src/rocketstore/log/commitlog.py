@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rocketstore._types import Buffer
-from rocketstore.errors import CorruptRecordError, MessageNotFoundError
+from rocketstore.errors import CorruptRecordError, MessageNotFoundError, StoreLayoutError
 from rocketstore.format.message import (
     END_OF_FILE,
     NEED_DATA,
@@ -35,8 +35,15 @@ class CommitLog:
         self.queue = MappedFileQueue(root / COMMITLOG_DIR, file_size, read_only=read_only)
 
     def load(self) -> None:
-        """Map the existing files (positions at their end until recovery sets them)."""
-        self.queue.load()
+        """Map the existing files (positions at their end until recovery sets them).
+
+        Raises:
+            StoreLayoutError: a file of the wrong size (`rocketstore recover` sets it aside).
+        """
+        try:
+            self.queue.load()
+        except StoreLayoutError as exc:
+            raise StoreLayoutError(f"{exc} (`rocketstore recover` keeps a copy and resizes it)") from None
 
     @property
     def min_offset(self) -> int:

@@ -6,6 +6,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from rocketstore.errors import StoreLayoutError
 from rocketstore.format.filenames import index_file_name
 from rocketstore.format.index import index_key
 from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, java_hash_concat
@@ -63,7 +64,10 @@ class IndexService:
                 if not self.read_only:
                     path.unlink()
                 continue
-            self.files.append(IndexFile(path, self.slots, self.max_entries, read_only=self.read_only))
+            try:
+                self.files.append(IndexFile(path, self.slots, self.max_entries, read_only=self.read_only))
+            except StoreLayoutError as exc:  # a writable open sets such files aside before loading
+                raise StoreLayoutError(f"{exc} (`rocketstore recover` sets it aside and re-indexes)") from None
 
     def drop_newer_than(self, timestamp: int) -> list[Path]:
         """Delete the files whose endTimestamp is after `timestamp` (abnormal-exit pruning)."""

@@ -35,6 +35,7 @@ from rocketstore.format.message import (
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
 from rocketstore.log.index_service import IndexService
+from rocketstore.services.odd_files import OddFile
 from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
 
@@ -89,12 +90,13 @@ class RecoveryReport:
     quarantined: list[QuarantinedRange] = field(default_factory=list)
     dispatch_skipped: list[str] = field(default_factory=list)
     queues_rebuilt: list[RebuiltQueue] = field(default_factory=list)
+    odd_files: list[OddFile] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        """True when nothing was moved aside, removed, rebuilt or left out of a queue."""
+        """True when nothing was moved aside, removed, rebuilt, resized or left out of a queue."""
         return not (self.quarantined or self.commitlog_files_removed or self.dispatch_skipped
-                    or self.queues_rebuilt)
+                    or self.queues_rebuilt or self.odd_files)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict."""
@@ -107,6 +109,7 @@ class RecoveryReport:
             "commitlog_files_removed": self.commitlog_files_removed,
             "quarantined": [vars(q) for q in self.quarantined],
             "dispatch_skipped": self.dispatch_skipped, "queues_rebuilt": [vars(q) for q in self.queues_rebuilt],
+            "odd_files": [vars(f) for f in self.odd_files],
         }
 
 
@@ -258,11 +261,13 @@ def _quarantine(root: Path, commitlog: CommitLog, end: int, reason: str, report:
 
 
 def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index: IndexService,
-            checkpoint: Checkpoint, *, abnormal: bool, check_crc: bool) -> RecoveryReport:
+            checkpoint: Checkpoint, *, abnormal: bool, check_crc: bool, walk_from: int | None = None
+            ) -> RecoveryReport:
     """Recover a writable store in place: set every structure to the end of the whole records.
 
     Dispatching what the queues and index miss is left to the caller (from `report.start_offset` in
-    abnormal mode, from where each structure ends otherwise).
+    abnormal mode, from where each structure ends otherwise). `walk_from`: a log offset the walk
+    starts at or before (a file that was resized).
 
     Raises:
         OSError: the quarantine copy or a truncation failed; nothing past the end was removed then.
@@ -285,6 +290,8 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
         return report
     start_index = (_abnormal_start_index(files, checkpoint) if abnormal
                    else max(0, len(files) - NORMAL_RECOVERY_FILES))
+    if walk_from is not None:
+        start_index = min(start_index, next((n for n, mf in enumerate(files) if mf.end_offset > walk_from), 0))
     report.start_offset = files[start_index].file_from_offset
     walk = _Walk(commitlog, start_index, check_crc)
     for _ in walk:

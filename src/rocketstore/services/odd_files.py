@@ -1,0 +1,149 @@
+"""Store files of the wrong size: set aside (with their bytes kept) so that the store opens again.
+
+RocketMQ refuses to load a commitlog, consume-queue or index file whose size differs from the
+configured one, and so does a plain open here. A file cut short by an interrupted copy, or grown by
+a tool, would then lock the store for good, so recovery offers a way out:
+
+* an index file of the wrong size is moved to `quarantine/index/`, with every newer index file (the
+  index is derived data: the open re-indexes the records after the remaining files);
+* a commitlog file of the wrong size (only when asked: `rocketstore recover`) is copied to
+  `quarantine/commitlog-files/` and then resized to the configured size, cut or zero-extended; the
+  open then walks the log from that file on, as after a crash, and sets aside whatever no longer
+  reads as whole records. When no commitlog file has the configured size, the configuration is wrong,
+  not the files: nothing is touched.
+
+Consume-queue files need nothing here: a queue that does not load is rebuilt from the commitlog by
+recovery (`ConsumeQueue.layout_problem`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from rocketstore.errors import StoreLayoutError
+from rocketstore.format.filenames import name_to_offset
+from rocketstore.format.index import index_file_size
+from rocketstore.log.commitlog import COMMITLOG_DIR
+from rocketstore.log.index_service import INDEX_DIR
+from rocketstore.storage import fs
+
+COMMITLOG_FILES_DIR = "commitlog-files"
+
+
+@dataclass
+class OddFile:
+    """A store file whose size differed from the configured one, and what recovery did with it."""
+
+    file: str  # relative to the store root
+    size: int
+    expected: int
+    saved_to: str
+    action: str
+
+
+@dataclass
+class OddFiles:
+    """What `set_aside` did: the files, and the offset of the first resized commitlog file (None if none)."""
+
+    files: list[OddFile]
+    first_resized_offset: int | None = None
+
+
+def set_aside(root: Path, quarantine: Path, *, commitlog_file_size: int, index_slots: int, index_max_entries: int,
+              resize_commitlog: bool) -> OddFiles:
+    """Set aside the index files, and with `resize_commitlog` the commitlog files, of the wrong size;
+    their bytes go under `quarantine`.
+
+    Raises:
+        StoreLayoutError: no commitlog file has the configured size (the configuration is wrong).
+        OSError: a copy or a move failed; the file it concerned is unchanged then.
+    """
+    found = OddFiles(_index(root, quarantine, index_file_size(index_slots, index_max_entries)))
+    if resize_commitlog:
+        found.first_resized_offset = _commitlog(root, quarantine, commitlog_file_size, found.files)
+    return found
+
+
+def _sized(directory: Path) -> list[tuple[Path, int]]:
+    """(path, size) of the store files in `directory` (names that are numbers), oldest first; empty
+    files are left out (a crash between creating a file and sizing it: the open removes them)."""
+    if not directory.is_dir():
+        return []
+    found = ((p, p.stat().st_size) for p in sorted(directory.iterdir()) if p.is_file() and p.name.isdigit())
+    return [(path, size) for path, size in found if size > 0]
+
+
+def _index(root: Path, quarantine: Path, expected: int) -> list[OddFile]:
+    files = _sized(root / INDEX_DIR)
+    first_odd = next((n for n, (_, size) in enumerate(files) if size != expected), None)
+    if first_odd is None:
+        return []
+    target = quarantine / INDEX_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    moved: list[OddFile] = []
+    for path, size in files[first_odd:]:
+        saved = _free_name(target / path.name)
+        os.replace(path, saved)
+        why = "wrong size" if size != expected else "newer than an index file of the wrong size"
+        moved.append(OddFile(f"{INDEX_DIR}/{path.name}", size, expected, str(saved),
+                             f"set aside ({why}); its records are indexed again"))
+    fs.fsync_dir(target)
+    fs.fsync_dir(root / INDEX_DIR)
+    return moved
+
+
+def _commitlog(root: Path, quarantine: Path, expected: int, out: list[OddFile]) -> int | None:
+    files = _sized(root / COMMITLOG_DIR)
+    odd = [(path, size) for path, size in files if size != expected]
+    if not odd:
+        return None
+    if len(odd) == len(files):
+        sizes = sorted({size for _, size in odd})
+        raise StoreLayoutError(f"{root / COMMITLOG_DIR}: no commitlog file has the configured size {expected} "
+                               f"(sizes found: {', '.join(map(str, sizes))}): give the store's own geometry "
+                               "(--commitlog-file-size, or config/rocketstore.json) instead")
+    target = quarantine / COMMITLOG_FILES_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    for path, size in odd:
+        saved = _free_name(target / f"{path.name}.{size}.bin")
+        _copy_durably(path, saved)
+        _resize(path, expected)
+        action = f"copied, then {'cut' if size > expected else 'zero-extended'} to {expected} bytes"
+        out.append(OddFile(f"{COMMITLOG_DIR}/{path.name}", size, expected, str(saved), action))
+    fs.fsync_dir(target)
+    offsets = [name_to_offset(path.name) for path, _ in odd]
+    return min(o for o in offsets if o is not None)
+
+
+def _resize(path: Path, size: int) -> None:
+    """Cut the file to `size`, or extend it with zeros, its blocks reserved as for a new file."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if os.fstat(fd).st_size > size:
+            os.ftruncate(fd, size)
+        else:
+            fs.allocate(fd, size)
+        fs.fsync_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _copy_durably(source: Path, dest: Path) -> None:
+    shutil.copyfile(source, dest)
+    fd = os.open(dest, os.O_RDONLY)
+    try:
+        fs.fsync_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def _free_name(path: Path) -> Path:
+    """`path`, or `path.N` for the first N not taken (an earlier recovery may have used the name)."""
+    candidate, attempt = path, 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}.{attempt}")
+        attempt += 1
+    return candidate
