@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 from typing import NewType
 
@@ -11,8 +12,8 @@ PhyOffset = NewType("PhyOffset", int)
 QueueOffset = NewType("QueueOffset", int)
 """Entry number inside one consume queue."""
 
-Buffer = bytes | bytearray | memoryview
-"""Anything the codecs can read from (the mmap module's objects too, through memoryview)."""
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+"""Anything the codecs can read from: bytes, or a store file's mapping."""
 
 Clock = Callable[[], int]
 """Returns the current time in epoch milliseconds."""

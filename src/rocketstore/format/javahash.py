@@ -19,9 +19,11 @@ import struct
 import sys
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from rocketstore.native import speedups
 
+_np: Any
 try:  # numpy is optional: it only speeds up batches
     import numpy as _np
 except ImportError:  # pragma: no cover - exercised on machines without numpy
@@ -120,7 +122,7 @@ _NUMPY_MIN_BATCH = 16  # below this the numpy call overhead outweighs the per-ke
 _POWERS: object = None
 
 
-def _powers(n: int):  # -> numpy array of 31**k mod 2**32, k < n (uint32)
+def _powers(n: int) -> Any:  # a numpy array of 31**k mod 2**32, k < n (uint32)
     global _POWERS
     powers = _POWERS
     if powers is None or len(powers) < n:  # type: ignore[arg-type]
@@ -133,10 +135,11 @@ def _powers(n: int):  # -> numpy array of 31**k mod 2**32, k < n (uint32)
 
 
 def _java_hash_many_np(texts: Sequence[str]) -> list[int]:
-    return _java_hash_array(texts).tolist()
+    hashes: list[int] = _java_hash_array(texts).tolist()
+    return hashes
 
 
-def _java_hash_array(texts: Sequence[str]):  # -> numpy int32 array
+def _java_hash_array(texts: Sequence[str]) -> Any:  # a numpy int32 array
     np = _np
     joined = "".join(texts)
     if joined.isascii():
@@ -172,4 +175,5 @@ def index_key_hashes(texts: Sequence[str]) -> list[int]:
     signed = _java_hash_array(texts).astype(_np.int64)
     hashes = _np.abs(signed)
     hashes[signed == -_SIGN32] = 0
-    return hashes.tolist()
+    result: list[int] = hashes.tolist()
+    return result

@@ -33,7 +33,7 @@ import struct
 import zlib
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from rocketstore._types import Buffer
 from rocketstore.errors import CorruptRecordError
@@ -258,6 +258,7 @@ class _MessageFields:
         "_body_start", "_body_end", "_properties",
     )
     raw: bytes
+    _header: tuple[Any, ...] | None
     _properties_start: int
     _body_start: int
     _body_end: int
@@ -294,7 +295,10 @@ class _MessageFields:
         return key in props_codec.split_keys(properties.get(_KEYS)) or properties.get(props_codec.UNIQ_KEY) == key
 
 
-_MessageBase: type = _MessageFields if speedups is None else speedups.MessageBase
+if TYPE_CHECKING:
+    _MessageBase = _MessageFields  # the compiled base has the same fields and getters
+else:
+    _MessageBase = _MessageFields if speedups is None else speedups.MessageBase
 
 
 class StoredMessage(_MessageBase):
@@ -510,7 +514,7 @@ def record_at_py(cls: type[StoredMessage], buf: Buffer, pos: int, limit: int, ph
     """The record whose bytes start at `pos` of `buf` and end by `limit`, as a `cls`, when it is a
     whole, well-formed record whose PHYSICALOFFSET is `phy_offset`; None for anything else (the caller
     tells why). The pure-Python twin of `record_at`."""
-    limit = min(limit, len(buf))  # type: ignore[arg-type]
+    limit = min(limit, len(buf))
     if pos < 0 or pos > limit - PREFIX_SIZE:
         return None
     total, magic = PREFIX.unpack_from(buf, pos)
@@ -518,7 +522,7 @@ def record_at_py(cls: type[StoredMessage], buf: Buffer, pos: int, limit: int, ph
             or _PHY_OFFSET_SYS_FLAG.unpack_from(buf, pos + PHY_OFFSET_POS)[0] != phy_offset:
         return None
     try:
-        return build_message_py(cls, bytes(buf[pos:pos + total]), magic)  # type: ignore[index]
+        return build_message_py(cls, bytes(buf[pos:pos + total]), magic)
     except ValueError:
         return None
 
