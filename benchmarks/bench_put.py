@@ -1,7 +1,7 @@
 """Put throughput, single messages and batches, 100 B and 1 KiB bodies, one key each, async flush.
 
 Baseline in the same run: sqlite3 in WAL mode with an indexed key column, one autocommitted INSERT per
-message (the issue's reference setting). For 1 KiB batches also a plain sequential write of the same
+message (the reference setting of the goals). For 1 KiB batches also a plain sequential write of the same
 volume with one fdatasync at the end (what `dd bs=1M conv=fdatasync` measures).
 
     python benchmarks/bench_put.py                     # both sizes, single and batch
