@@ -227,13 +227,16 @@ class MessageStore:
         self.commitlog.load()
         self._load_queues()
         self.index.load()
-        self.offsets.load()
-        self.topics.load()
+        quarantine = None if self.read_only else root / recovery.QUARANTINE_DIR / CONFIG_DIR
+        state_files = [p for p in (self.offsets.load(quarantine=quarantine), self.topics.load(quarantine=quarantine))
+                       if p is not None]
         if self.read_only:
             self._open_read_only()
+            self.recovery.state_files = state_files
         else:
             assert odd is not None
             self._recover(abnormal or odd.first_resized_offset is not None, odd)
+            self.recovery.state_files = state_files
             create_abort_file(root)
             self._start_services()
 
@@ -334,7 +337,9 @@ class MessageStore:
                 self.path, self._delay_millis, queue_for=lambda qid: self._queues.get((SCHEDULE_TOPIC, qid)),
                 read=self.commitlog.message_at, deliver=self._deliver_delayed, clock=self.clock,
                 interval_ms=cfg.schedule_interval_ms)
-            self._schedule.load()
+            problem = self._schedule.load(quarantine=self.path / recovery.QUARANTINE_DIR / CONFIG_DIR)
+            if problem is not None:
+                self.recovery.state_files.append(problem)
             services.append(self._schedule)
         for service in services:
             service.on_error = self._on_service_error

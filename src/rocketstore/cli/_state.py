@@ -182,6 +182,10 @@ def open_store(path: Path, *, read_only: bool = True, repair: bool = False) -> I
     if read_only or not creatable:
         check_store_dir(path)
     with MessageStore.open(path, state().store_config(), read_only=read_only, repair=repair) as store:
+        for problem in store.recovery.state_files:  # the store opened anyway: say what it read instead
+            saved = f"; its bytes are in {problem.saved_to}" if problem.saved_to else ""
+            click.echo(f"rocketstore: note: {problem.file} is damaged ({problem.problem}); "
+                       f"read {problem.used} instead{saved}", err=True)
         yield store
 
 

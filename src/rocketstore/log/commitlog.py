@@ -43,7 +43,10 @@ class CommitLog:
         try:
             self.queue.load()
         except StoreLayoutError as exc:
-            raise StoreLayoutError(f"{exc} (`rocketstore recover` keeps a copy and resizes it)") from None
+            sizes = {p.stat().st_size for p in self.queue.directory.iterdir() if p.is_file() and p.name.isdigit()}
+            if self.file_size in sizes:  # one file differs from the others: damage, which recover repairs
+                raise StoreLayoutError(f"{exc} (`rocketstore recover` keeps a copy and resizes it)") from None
+            raise
 
     @property
     def min_offset(self) -> int:

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
-from rocketstore.log.json_config import CONFIG_DIR, read_json, write_json
+from rocketstore.log.json_config import (
+    CONFIG_DIR,
+    JAVA_INT_MAX,
+    StateFileProblem,
+    java_int,
+    load_state,
+    write_json,
+)
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
 TOPIC_GROUP_SEPARATOR = "@"
@@ -20,14 +28,18 @@ class ConsumerOffsets:
         self._dirty = False
         self._lock = threading.Lock()
 
-    def load(self) -> None:
-        """Read the file (or its .bak); unknown shapes are ignored."""
-        data = read_json(self.path) or {}
-        table = data.get("offsetTable") or {}
-        if isinstance(table, dict):
-            for key, queues in table.items():
-                if isinstance(queues, dict) and TOPIC_GROUP_SEPARATOR in key:
-                    self._table[key] = {int(q): int(o) for q, o in queues.items()}
+    def load(self, *, quarantine: Path | None = None) -> StateFileProblem | None:
+        """Read the file (`json_config.load_state`: a damaged one is replaced by its .bak, or nothing).
+
+        Returns:
+            what was wrong with the file, None when nothing was.
+
+        Raises:
+            OSError: a damaged file could not be quarantined.
+        """
+        root = self.path.parent.parent
+        self._table, problem = load_state(root, self.path, _parse_offsets, dict, quarantine=quarantine)
+        return problem
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record the next offset `group` will consume from (topic, queue_id)."""
@@ -61,3 +73,21 @@ class ConsumerOffsets:
             table = {k: dict(sorted(v.items())) for k, v in self._table.items()}
             self._dirty = False
         write_json(self.path, {"offsetTable": table})
+
+
+def _parse_offsets(data: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """The offset table of consumerOffset.json's content.
+
+    Raises:
+        ValueError: a key without `@`, or a queue id or offset that is not an integer Java reads.
+    """
+    table = data.get("offsetTable") or {}
+    if not isinstance(table, dict):
+        raise ValueError(f"offsetTable is a {type(table).__name__}, not an object")
+    parsed: dict[str, dict[int, int]] = {}
+    for key, queues in table.items():
+        if TOPIC_GROUP_SEPARATOR not in key or not isinstance(queues, dict):
+            raise ValueError(f"offsetTable entry {key!r} is not topic@group -> {{queue: offset}}")
+        parsed[key] = {java_int(q, f"queue id {q!r} of {key}", JAVA_INT_MAX): java_int(o, f"offset of {key} queue {q}")
+                       for q, o in queues.items()}
+    return parsed

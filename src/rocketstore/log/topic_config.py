@@ -7,7 +7,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rocketstore.log.json_config import CONFIG_DIR, read_json, write_json
+from rocketstore.log.json_config import (
+    CONFIG_DIR,
+    JAVA_INT_MAX,
+    StateFileProblem,
+    java_int,
+    load_state,
+    write_json,
+)
 
 TOPICS_FILE = "topics.json"
 PERM_READ_WRITE = 6
@@ -26,15 +33,20 @@ class TopicConfigs:
         self._lock = threading.Lock()
         self._write_queue_nums: dict[str, int] = {}  # topics only grow: a put's check needs no lock
 
-    def load(self) -> None:
-        """Read the file (or its .bak)."""
-        data = read_json(self.path) or {}
-        table = data.get("topicConfigTable") or {}
-        if isinstance(table, dict):
-            self._table = {str(k): dict(v) for k, v in table.items() if isinstance(v, dict)}
-            self._write_queue_nums = {}
-        version = data.get("dataVersion") or {}
-        self._counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
+    def load(self, *, quarantine: Path | None = None) -> StateFileProblem | None:
+        """Read the file (`json_config.load_state`: a damaged one is replaced by its .bak, or nothing).
+
+        Returns:
+            what was wrong with the file, None when nothing was.
+
+        Raises:
+            OSError: a damaged file could not be quarantined.
+        """
+        root = self.path.parent.parent
+        (self._table, self._counter), problem = load_state(root, self.path, _parse_topics, lambda: ({}, 0),
+                                                           quarantine=quarantine)
+        self._write_queue_nums = {}
+        return problem
 
     def get(self, topic: str) -> dict[str, Any] | None:
         """The topic's config dict (RocketMQ field names), None when unknown."""
@@ -78,3 +90,26 @@ class TopicConfigs:
                     "topicConfigTable": table}
             self._dirty = False
         write_json(self.path, data)
+
+
+_QUEUE_COUNTS = ("readQueueNums", "writeQueueNums")
+
+
+def _parse_topics(data: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], int]:
+    """The topic table and data-version counter of topics.json's content.
+
+    Raises:
+        ValueError: a topic entry that is not an object, or a queue count that is not an int Java reads.
+    """
+    table = data.get("topicConfigTable") or {}
+    if not isinstance(table, dict):
+        raise ValueError(f"topicConfigTable is a {type(table).__name__}, not an object")
+    parsed: dict[str, dict[str, Any]] = {}
+    for name, entry in table.items():
+        if not isinstance(entry, dict):
+            raise ValueError(f"topic {name!r} is a {type(entry).__name__}, not an object")
+        parsed[str(name)] = {**entry, **{k: java_int(entry[k], f"{k} of topic {name!r}", JAVA_INT_MAX)
+                                         for k in _QUEUE_COUNTS if k in entry}}
+    version = data.get("dataVersion") or {}
+    counter = java_int(version.get("counter", 0), "dataVersion.counter") if isinstance(version, dict) else 0
+    return parsed, counter

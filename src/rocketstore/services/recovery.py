@@ -35,6 +35,7 @@ from rocketstore.format.message import (
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
 from rocketstore.log.index_service import IndexService
+from rocketstore.log.json_config import StateFileProblem
 from rocketstore.services.odd_files import OddFile
 from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
@@ -91,12 +92,14 @@ class RecoveryReport:
     dispatch_skipped: list[str] = field(default_factory=list)
     queues_rebuilt: list[RebuiltQueue] = field(default_factory=list)
     odd_files: list[OddFile] = field(default_factory=list)
+    state_files: list[StateFileProblem] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        """True when nothing was moved aside, removed, rebuilt, resized or left out of a queue."""
+        """True when nothing was moved aside, removed, rebuilt, resized or left out of a queue, and every
+        state file read as it was."""
         return not (self.quarantined or self.commitlog_files_removed or self.dispatch_skipped
-                    or self.queues_rebuilt or self.odd_files)
+                    or self.queues_rebuilt or self.odd_files or self.state_files)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict."""
@@ -110,6 +113,7 @@ class RecoveryReport:
             "quarantined": [vars(q) for q in self.quarantined],
             "dispatch_skipped": self.dispatch_skipped, "queues_rebuilt": [vars(q) for q in self.queues_rebuilt],
             "odd_files": [vars(f) for f in self.odd_files],
+            "state_files": [vars(f) for f in self.state_files],
         }
 
 

@@ -23,7 +23,7 @@ from rocketstore.format import properties as props
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.topics import refuses_sends
 from rocketstore.log.consume_queue import ConsumeQueue
-from rocketstore.log.json_config import CONFIG_DIR, read_json, write_json
+from rocketstore.log.json_config import CONFIG_DIR, JAVA_INT_MAX, StateFileProblem, java_int, load_state, write_json
 from rocketstore.services.service import Service
 
 DELAY_OFFSET_FILE = "delayOffset.json"
@@ -94,11 +94,19 @@ class ScheduleService(Service):
         self._dirty = False
         self._pass_lock = threading.RLock()  # a pass on demand and the background pass never overlap
 
-    def load(self) -> None:
-        """Read the progress of every level (a missing or broken file means all levels at 0)."""
-        data = read_json(self.path) or {}
-        table = data.get("offsetTable") or {}
-        self.offsets = {int(k): int(v) for k, v in table.items()} if isinstance(table, dict) else {}
+    def load(self, *, quarantine: Path | None = None) -> StateFileProblem | None:
+        """Read the progress of every level (`json_config.load_state`: a damaged file is replaced by its
+        .bak, or all levels start at 0, delivering again what was delivered: at least once).
+
+        Returns:
+            what was wrong with the file, None when nothing was.
+
+        Raises:
+            OSError: a damaged file could not be quarantined.
+        """
+        root = self.path.parent.parent
+        self.offsets, problem = load_state(root, self.path, _parse_progress, dict, quarantine=quarantine)
+        return problem
 
     def persist(self) -> None:
         """Write the progress when it moved since the last write.
@@ -181,3 +189,16 @@ class ScheduleService(Service):
             log.warning("delayed record at %d cannot be delivered: %s", phy_offset, exc)
             return 0
         return 1
+
+
+def _parse_progress(data: dict[str, object]) -> dict[int, int]:
+    """Level -> next queue offset, from delayOffset.json's content.
+
+    Raises:
+        ValueError: a level or offset that is not an integer Java reads.
+    """
+    table = data.get("offsetTable") or {}
+    if not isinstance(table, dict):
+        raise ValueError(f"offsetTable is a {type(table).__name__}, not an object")
+    return {java_int(k, f"delay level {k!r}", JAVA_INT_MAX): java_int(v, f"offset of delay level {k}")
+            for k, v in table.items()}
