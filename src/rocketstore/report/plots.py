@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
     from matplotlib.figure import Figure
 
     from rocketstore.report.stats import QueueStats, StoreStats
@@ -107,6 +108,13 @@ def _bar_rows(labels: Sequence[str], rows_per_label: float = 1.0) -> tuple[Figur
     return fig, ax, rows
 
 
+def _counts(axis: Axis) -> None:
+    """Ticks at whole numbers only: the axis counts messages, slots or entries."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _legend_outside(ax: Axes) -> None:
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
@@ -143,6 +151,7 @@ def message_rate(stats: StoreStats) -> Plot:
     ax.set_xlabel("store time (UTC)")
     ax.set_ylabel(f"messages per {unit}")
     ax.set_ylim(bottom=0)
+    _counts(ax.yaxis)
     _legend_outside(ax)
     return Plot(title, fig)
 
@@ -158,6 +167,7 @@ def message_sizes(stats: StoreStats) -> Plot:
     ax.bar(edges[:-1], stats.size_counts, width=widths, align="edge", edgecolor="white", linewidth=0.5)
     ax.set_xlabel("record size (bytes)")
     ax.set_ylabel("messages")
+    _counts(ax.yaxis)
     return Plot(title, fig)
 
 
@@ -173,6 +183,7 @@ def queue_depth(stats: StoreStats) -> Plot:
     ax.bar_label(ax.barh(rows, [q.depth for q in queues], height=0.7), fontsize="x-small", padding=2)
     ax.margins(x=0.08)
     ax.set_xlabel("messages")
+    _counts(ax.xaxis)
     return Plot(title, fig)
 
 
@@ -194,6 +205,7 @@ def consumer_lag(stats: StoreStats) -> Plot:
         ax.bar_label(bars, fontsize="x-small", padding=2)
     ax.margins(x=0.08)
     ax.set_xlabel("messages behind")
+    _counts(ax.xaxis)
     _legend_outside(ax)
     return Plot(title, fig)
 
@@ -229,6 +241,7 @@ def index_chains(stats: StoreStats) -> Plot:
     ax.bar(lengths, [chains[n] for n in lengths])
     ax.set_yscale("log")
     ax.set_xlabel("entries chained in one slot")
+    _counts(ax.xaxis)
     ax.set_ylabel("slots")
     return Plot(title, fig)
 
