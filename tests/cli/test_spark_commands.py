@@ -6,6 +6,7 @@ import base64
 import io
 import shutil
 import struct
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from .cliharness import tree_digest
 
 pytestmark = pytest.mark.spark
 
-PLOT_IDS = ("messages-per-minute", "message-sizes", "queue-depth-lag", "index-fill-chains", "disk-use")
+PLOT_IDS = ("message-rate", "message-sizes", "queue-depth", "consumer-lag", "index-fill", "index-chains", "disk-use")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SPARK_TIMEOUT_S = 600
 
@@ -49,17 +50,28 @@ def _png_pixels(png: bytes):
     return imread(io.BytesIO(png), format="png")
 
 
-def test_report_writes_one_page_with_every_plot(cli, golden_store, golden_flags, tmp_path: Path):
+def test_report_writes_one_page_with_every_plot(cli, golden_store, golden_flags, golden_expected,
+                                                tmp_path: Path):
     out = tmp_path / "report.html"
     before = tree_digest(golden_store)
     summary = cli("report", golden_store, out, *golden_flags, "--json", timeout=SPARK_TIMEOUT_S).json()
     assert tree_digest(golden_store) == before
-    assert summary["plots"] == list(PLOT_IDS) and summary["messages"] == 520
+    drawn = [plot_id for plot_id in PLOT_IDS if plot_id != "consumer-lag"]  # the golden store has no groups
+    assert summary["plots"] == drawn and summary["messages"] == 520
     page = out.read_text(encoding="utf-8")
     figures = _Figures()
     figures.feed(page)
     assert figures.external == []  # self-contained
-    assert set(figures.images) == {f"plot-{plot_id}" for plot_id in PLOT_IDS}
+    assert set(figures.images) == {f"plot-{plot_id}" for plot_id in drawn}
+    assert '<section id="consumer-lag"><h2>Consumer lag per group and queue</h2><p class="empty">no consumer groups' \
+        in page
+    # the store's 5.6 seconds are counted per second (they were once scaled up to 3,000 "per minute")
+    assert "<h2>Messages stored per second, per topic</h2>" in page
+    times = [m["storeTimestamp"] for m in golden_expected["messages_in_commitlog_order"]]
+    for label, stored in (("first", min(times)), ("last", max(times))):
+        iso = datetime.fromtimestamp(stored // 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        assert f"<td>{label} stored (UTC)</td><td>{iso}.{stored % 1000:03d}Z</td>" in page
+        assert str(stored) not in page
     for plot_id, src in figures.images.items():
         prefix = "data:image/png;base64,"
         assert src.startswith(prefix), plot_id
@@ -129,5 +141,5 @@ def test_demo_writes_a_store_and_summarises_it_with_spark(cli, tmp_path: Path):
     assert groups == {"billing-service", "fulfilment", "audit-archiver"}
     figures = _Figures()
     figures.feed(page.read_text(encoding="utf-8"))
-    assert set(figures.images) == {f"plot-{plot_id}" for plot_id in PLOT_IDS}
+    assert set(figures.images) == {f"plot-{plot_id}" for plot_id in PLOT_IDS}  # with consumer lag
 

@@ -28,10 +28,17 @@ if TYPE_CHECKING:
 
 
 def _check_html_target(out: Path) -> None:
+    """Check the page's file name and the `report` extra, before Spark or anything slow starts."""
     if out.suffix.lower() not in (".html", ".htm"):
         raise UsageProblem(f"the report must be an .html file, got {out}")
     if not out.parent.is_dir():
         raise UsageProblem(f"no such directory: {out.parent}")
+    from rocketstore.report.plots import require_matplotlib
+
+    try:
+        require_matplotlib()
+    except ImportError as exc:
+        raise UsageProblem(str(exc)) from exc
 
 
 @click.command()
@@ -40,9 +47,9 @@ def _check_html_target(out: Path) -> None:
 @master_option
 @global_options
 def report(store: Path, out: Path, master: str | None) -> None:
-    """Write one self-contained HTML page OUT about STORE, a Spark job: messages per minute per topic,
-    message sizes, queue depth and consumer lag, index fill and slot chains, disk use by file kind.
-    (mqadmin has no equivalent.)
+    """Write one self-contained HTML page OUT about STORE, a Spark job: messages stored over time per
+    topic, record sizes, queue depth, consumer lag, index fill and slot chains, disk use by file kind.
+    Needs the `report` extra (matplotlib). (mqadmin has no equivalent.)
     """
     from rocketstore.report.html import build_report
 

@@ -3,8 +3,10 @@
     from rocketstore.report.html import build_report
     summary = build_report(spark, "/data/store", "report.html")
 
-Each plot is a `<figure id="plot-<name>">` holding one `<img src="data:image/png;base64,...">`, so
-the page can be mailed or archived as one file. Needs the `report` extra (matplotlib) and Spark.
+Each plot is a `<section id="<name>">` with one heading (its title, said once) and either a
+`<figure id="plot-<name>">` holding one `<img src="data:image/png;base64,...">` or, when there is nothing
+to plot (no consumer groups, no index files...), one `<p class="empty">` line saying so. The page can be
+mailed or archived as one file; it holds no script. Needs the `report` extra (matplotlib) and Spark.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ if TYPE_CHECKING:
     from rocketstore import StoreConfig
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 62rem; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2rem auto; padding: 0 1rem; max-width: 62rem; color: #222;
+       overflow-wrap: anywhere; }
 h1 { font-size: 1.5rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
-table { border-collapse: collapse; } td, th { padding: .2rem .8rem; border-bottom: 1px solid #ddd; text-align: left; }
+table { border-collapse: collapse; max-width: 100%; }
+td, th { padding: .2rem .8rem; border-bottom: 1px solid #ddd; text-align: left; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
-figure { margin: 1rem 0; } figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption { color: #555; font-size: .9rem; }
+figure { margin: .5rem 0; } figure img { display: block; max-width: 100%; height: auto; border: 1px solid #eee; }
+p.empty { color: #555; font-style: italic; }
 """
 
 
@@ -44,6 +48,7 @@ class ReportSummary:
     queues: int
     index_files: int
     plots: tuple[str, ...]
+    """ids of the sections drawn as a plot (the others say in one line that there was nothing to plot)."""
     html_bytes: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,14 +67,34 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _figure(plot_id: str, caption: str, png: bytes) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return (f'<figure id="plot-{plot_id}"><img alt="{html.escape(caption)}" '
-            f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)}</figcaption></figure>')
+@dataclass(frozen=True)
+class Section:
+    """One rendered plot of the page: its title and PNG, or the line shown instead of an empty plot."""
+
+    title: str
+    png: bytes | None = None
+    empty: str = ""
 
 
-def render_page(stats: StoreStats, figures: dict[str, tuple[str, bytes]]) -> str:
-    """The whole HTML page for `stats` with the rendered `figures` (id -> (caption, PNG))."""
+def _section(plot_id: str, section: Section) -> str:
+    title = html.escape(section.title)
+    if section.png is None:
+        body = f'<p class="empty">{html.escape(section.empty)}</p>'
+    else:
+        data = base64.b64encode(section.png).decode("ascii")
+        body = f'<figure id="plot-{plot_id}"><img alt="{title}" src="data:image/png;base64,{data}"></figure>'
+    return f'<section id="{plot_id}"><h2>{title}</h2>{body}</section>'
+
+
+def render_section(plot: plots.Plot) -> Section:
+    """The plot rendered to PNG, or its empty line."""
+    if plot.figure is None:
+        return Section(plot.title, empty=plot.empty)
+    return Section(plot.title, plots.render_png(plot.figure))
+
+
+def render_page(stats: StoreStats, sections: dict[str, Section]) -> str:
+    """The whole HTML page for `stats` with its rendered plot `sections` (id -> section), in order."""
     now = datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     queue_rows = [[q.topic, q.queue_id, q.min_offset, q.max_offset, q.depth,
                    ", ".join(f"{g}: {lag}" for g, lag in sorted(q.lags.items()))] for q in stats.queues]
@@ -80,7 +105,7 @@ def render_page(stats: StoreStats, figures: dict[str, tuple[str, bytes]]) -> str
         f"<title>rocketstore report: {html.escape(stats.store)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>rocketstore report</h1><p>{html.escape(stats.store)}, generated {now}</p>",
         "<h2>Summary</h2>", _table(["", "value"], [[k, v] for k, v in summary_rows(stats)]),
-        *(f"<h2>{html.escape(caption)}</h2>" + _figure(pid, caption, png) for pid, (caption, png) in figures.items()),
+        *(_section(plot_id, section) for plot_id, section in sections.items()),
         "<h2>Queues</h2>", _table(["topic", "queue", "min offset", "max offset", "depth", "lag by group"], queue_rows),
         "<h2>Index files</h2>",
         _table(["file", "entries", "capacity", "fill", "slots used", "slots", "longest chain"], index_rows),
@@ -100,17 +125,18 @@ def build_report(spark: SparkSession, store_path: str | os.PathLike[str], out: s
         config: the store's geometry; None uses the geometry the store recorded.
 
     Raises:
+        ImportError: matplotlib (the `report` extra) is missing; checked before anything else is done.
         RocketStoreError: the store cannot be opened with this config.
         OSError: `out` cannot be written.
     """
+    plots.require_matplotlib()
     stats = gather(spark, Path(store_path), config)
-    figures: dict[str, tuple[str, bytes]] = {}
-    for plot_id, (caption, build) in plots.PLOTS.items():
-        figures[plot_id] = (caption, plots.render_png(build(stats)))
-    page = render_page(stats, figures)
+    sections = {plot_id: render_section(build(stats)) for plot_id, build in plots.PLOTS.items()}
+    page = render_page(stats, sections)
     target = Path(out)
     temp = target.with_name(f".{target.name}.tmp")
     temp.write_text(page, encoding="utf-8")
     temp.replace(target)
-    return ReportSummary(str(target), stats.messages, len(stats.queues), len(stats.index_files),
-                         tuple(figures), len(page.encode("utf-8")))
+    drawn = tuple(plot_id for plot_id, section in sections.items() if section.png is not None)
+    return ReportSummary(str(target), stats.messages, len(stats.queues), len(stats.index_files), drawn,
+                         len(page.encode("utf-8")))

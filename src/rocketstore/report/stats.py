@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore.cli._timeparse import format_time_ms
 from rocketstore.format import index as index_format
 from rocketstore.report._files import mapped
 
@@ -30,6 +31,8 @@ def time_bucket_ms(first_ms: int, last_ms: int) -> int:
         if span // width < MAX_TIME_BUCKETS:
             return width
     return TIME_BUCKETS_MS[-1] * (span // (TIME_BUCKETS_MS[-1] * MAX_TIME_BUCKETS) + 1)
+
+
 FILE_KINDS = ("commitlog", "consumequeue", "index", "config", "other")
 
 # StoreConfig geometry field -> option of the `rocketstore` Spark source.
@@ -202,6 +205,6 @@ def summary_rows(stats: StoreStats) -> list[tuple[str, Any]]:
         ("topics", len({q.topic for q in stats.queues})),
         ("queues", len(stats.queues)),
         ("index files", len(stats.index_files)),
-        ("first stored (epoch ms)", stats.first_store_timestamp),
-        ("last stored (epoch ms)", stats.last_store_timestamp),
+        ("first stored (UTC)", format_time_ms(stats.first_store_timestamp)),
+        ("last stored (UTC)", format_time_ms(stats.last_store_timestamp)),
     ]
