@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
-import grpc
 from rocketstore.broker.client import RemotingClient
 from rocketstore.grpc.protos import SERVICE, pb
 from rocketstore.protocol import RequestCode, ResponseCode

@@ -50,9 +50,8 @@ def _grpc_address(value: str | None, acl_file: Path | None) -> str | None:
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--grpc") from exc
     try:
-        import grpc_tools  # noqa: F401
-
         import grpc  # noqa: F401
+        import grpc_tools  # noqa: F401
     except ImportError as exc:
         raise click.BadParameter(f"the gRPC endpoint needs grpcio and grpcio-tools ({exc}); install "
                                  "rocketstore's dependencies or pass --grpc off", param_hint="--grpc") from exc

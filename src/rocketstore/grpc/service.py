@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
+
 from rocketstore import FlushMode, Message, PutResult, PutStatus
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
