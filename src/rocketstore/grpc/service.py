@@ -350,6 +350,18 @@ def _not_served(name: str, response_type: Any, streaming: bool) -> Callable[...,
     return unary
 
 
+def _guarded(name: str, impl: Callable[..., Any], response_type: Any) -> Callable[..., Any]:
+    """A handler failure is answered with INTERNAL_SERVER_ERROR and logged; it never ends the process."""
+
+    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await impl(request, context)
+        except Exception as exc:  # service boundary: record and answer
+            log.exception("gRPC %s failed", name)
+            return response_type(status=status(pb.Code.INTERNAL_SERVER_ERROR, f"{name} failed: {exc}"))
+    return guarded
+
+
 def _handler(service: MessagingService, method: Any) -> grpc.RpcMethodHandler:
     request_type = getattr(pb, method.input_type.name)
     response_type = getattr(pb, method.output_type.name)
@@ -360,6 +372,8 @@ def _handler(service: MessagingService, method: Any) -> grpc.RpcMethodHandler:
     impl = getattr(service, name, None) if name not in NOT_SERVED else None
     if impl is None:
         impl = _not_served(name, response_type, streaming_out)
+    if not streaming_in and not streaming_out:
+        impl = _guarded(name, impl, response_type)
     kwargs = {"request_deserializer": request_type.FromString,
               "response_serializer": response_type.SerializeToString}
     if streaming_in:
@@ -406,6 +420,8 @@ class GrpcEndpoint:
             raise OSError(f"cannot listen for gRPC on {self.address}: {exc}") from exc
         if not self.port:
             raise OSError(f"cannot listen for gRPC on {self.address}")
+        if self.service.advertised.endswith(":0"):
+            self.service.advertised = f"{advertised_host}:{self.port}"
         await server.start()
         self.server = server
         log.info("gRPC endpoint (RocketMQ 5 clients) on %s", self.address)
