@@ -62,7 +62,8 @@ class BrokerProcess:
     def start(self) -> BrokerProcess:
         cmd = [sys.executable, "-m", "rocketstore.broker", str(self.store), "--listen", self.addr,
                "--namesrv", self.namesrv, "--delay-levels", FAST_DELAY_LEVELS,
-               "--log-level", os.environ.get("ROCKETSTORE_BROKER_LOG_LEVEL", "INFO"), *self.extra]
+               "--log-level", os.environ.get("ROCKETSTORE_BROKER_LOG_LEVEL", "INFO"),
+               *(() if "--grpc" in self.extra else ("--grpc", "off")), *self.extra]
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         log.close()

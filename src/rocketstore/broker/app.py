@@ -13,6 +13,7 @@ import contextlib
 import logging
 import signal
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from rocketstore import FlushMode, MessageStore
 from rocketstore.broker.acl import AclChecker, AclConfig
@@ -27,6 +28,9 @@ from rocketstore.broker.namesrv import NameServerHandlers
 from rocketstore.broker.server import Connection, Dispatcher, Handler, RemotingServer
 from rocketstore.broker.topics import TopicTable
 from rocketstore.protocol import RemotingCommand, ResponseCode
+
+if TYPE_CHECKING:
+    from rocketstore.grpc.service import GrpcEndpoint
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -60,11 +64,14 @@ class BrokerApp:
         config: broker settings.
         delay_levels: delay of each level (``"1s 5s ..."``) instead of the store's.
         flush_mode: the store's flush mode (default ASYNC).
+        grpc_address: ``host:port`` of the gRPC endpoint for RocketMQ 5 clients (None: none).
     """
 
     def __init__(self, config: BrokerConfig, delay_levels: str | None = None,
-                 flush_mode: FlushMode | None = None) -> None:
+                 flush_mode: FlushMode | None = None, grpc_address: str | None = None) -> None:
         self.config = config
+        self.grpc_address = grpc_address
+        self.grpc: GrpcEndpoint | None = None
         self.delay_levels = delay_levels
         self.flush_mode = flush_mode
         self.servers: list[RemotingServer] = []
@@ -104,13 +111,18 @@ class BrokerApp:
                                                    cfg.max_frame_size_bytes))
             for server in self.servers:
                 await server.start()
+            if self.grpc_address is not None:
+                from rocketstore.grpc.service import GrpcEndpoint  # grpcio is only needed with an endpoint
+
+                self.grpc = GrpcEndpoint(ctx, self.grpc_address, cfg.max_frame_size_bytes)
+                await self.grpc.start()
         except BaseException:
             await self._close_servers()
             store.close()
             raise
         self._tasks = [asyncio.create_task(self._flush_loop())]
-        log.info("broker %s serving %s on %s (name server %s)", cfg.broker_name, cfg.store_path,
-                 cfg.listen, cfg.namesrv or "-")
+        log.info("broker %s serving %s on %s (name server %s, gRPC %s)", cfg.broker_name, cfg.store_path,
+                 cfg.listen, cfg.namesrv or "-", self.grpc_address or "-")
 
     def _check_acl(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         if self.acl is None or cmd.code in self._unchecked_codes:
@@ -148,6 +160,9 @@ class BrokerApp:
         self._stopping.set()
 
     async def _close_servers(self) -> None:
+        if self.grpc is not None:
+            await self.grpc.close()
+            self.grpc = None
         for server in self.servers:
             await server.close()
 

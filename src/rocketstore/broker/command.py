@@ -27,6 +27,37 @@ def _optional_address(ctx: click.Context, param: click.Parameter, value: str | N
     return _address(ctx, param, value)
 
 
+DEFAULT_GRPC = "127.0.0.1:8081"  # RocketMQ 5 proxy's grpcServerPort
+
+
+def _grpc_address(value: str | None, acl_file: Path | None) -> str | None:
+    """--grpc: None (not given) means the default, off with --acl; 'off' means none.
+
+    Raises:
+        click.BadParameter: not host:port, given beside --acl, or grpcio / grpcio-tools missing.
+    """
+    if value is not None and value.lower() in ("", "none", "off"):
+        return None
+    if value is None:
+        if acl_file is not None:
+            return None
+        value = DEFAULT_GRPC
+    elif acl_file is not None:
+        raise click.BadParameter("the gRPC endpoint does not check --acl yet; use --grpc off with --acl",
+                                 param_hint="--grpc")
+    try:
+        split_address(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--grpc") from exc
+    try:
+        import grpc  # noqa: F401
+        import grpc_tools  # noqa: F401
+    except ImportError as exc:
+        raise click.BadParameter(f"the gRPC endpoint needs grpcio and grpcio-tools ({exc}); install "
+                                 "rocketstore's dependencies or pass --grpc off", param_hint="--grpc") from exc
+    return value
+
+
 @click.command("serve")
 @click.argument("store", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--namesrv", default="127.0.0.1:9876", show_default=True, callback=_optional_address,
@@ -47,11 +78,14 @@ def _optional_address(ctx: click.Context, param: click.Parameter, value: str | N
               help="Deliveries of a failing message before it goes to %DLQ%<group>.")
 @click.option("--flush", "flush_mode", type=click.Choice(["async", "sync"]), default="async", show_default=True,
               help="sync: a send is acknowledged after its bytes are on disk (SYNC_FLUSH).")
+@click.option("--grpc", "grpc_address", default=None, metavar="HOST:PORT|off",
+              help="Address of the gRPC endpoint for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService); "
+                   "'off' for none. Default 127.0.0.1:8081, or off when --acl is given (ACL does not cover it yet).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, cluster: str,
           acl_file: Path | None, max_frame_size: int, delay_levels: str | None, max_reconsume_times: int,
-          flush_mode: str, log_level: str) -> None:
+          flush_mode: str, grpc_address: str | None, log_level: str) -> None:
     """Serve the store at STORE to RocketMQ clients (Broker and NameServer roles). Stops on SIGTERM."""
     from rocketstore import FlushMode, StoreConfig
     from rocketstore.broker.acl import AclConfigError
@@ -67,8 +101,9 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
             StoreConfig(delay_levels=delay_levels).delay_level_millis()
         except (ValueError, KeyError, IndexError) as exc:
             raise click.BadParameter(f"{delay_levels!r} is not like '1s 5s 10s'", param_hint="--delay-levels") from exc
+    grpc_address = _grpc_address(grpc_address, acl_file)
     try:
         mode = FlushMode.SYNC if flush_mode == "sync" else FlushMode.ASYNC
-        asyncio.run(BrokerApp(config, delay_levels, mode).serve_forever())
+        asyncio.run(BrokerApp(config, delay_levels, mode, grpc_address).serve_forever())
     except (RocketStoreError, AclConfigError, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -1,0 +1,437 @@
+"""`apache.rocketmq.v2.MessagingService` over the broker's store: the gRPC endpoint RocketMQ 5 clients
+talk to (what RocketMQ 5's proxy serves on port 8081).
+
+`GrpcEndpoint` runs a grpc.aio server in the broker's event loop and shares its `BrokerContext` (store,
+topic table, held remoting pulls), so a message sent over either protocol is seen by consumers of both.
+Every RPC is a method of `MessagingService` below, registered by name from the descriptors; the RPCs
+not served answer NOT_IMPLEMENTED (50100) with a message naming the RPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import zlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from rocketstore import FlushMode, Message, PutResult, PutStatus
+from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from rocketstore.errors import InvalidMessageError, StoreError
+from rocketstore.grpc.consumer_state import ConsumerStateTable
+from rocketstore.grpc.convert import (
+    MAX_BODY_BYTES,
+    GrpcStatusError,
+    check_group,
+    check_topic,
+    status,
+    to_proto_message,
+    to_store_message,
+)
+from rocketstore.grpc.pop import PopService, tag_filter
+from rocketstore.grpc.protos import SERVICE, pb
+from rocketstore.grpc.settings import client_settings
+
+log = logging.getLogger("rocketstore.grpc")
+
+CLIENT_ID_HEADER = "x-mq-client-id"
+MIN_INVISIBLE_MS_FOR_RECEIVE = 10_000  # ProxyConfig.minInvisibleTimeMillsForRecv
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # ProxyConfig.maxInvisibleTimeMills
+MIN_POLLING_MS = 5_000  # grpcClientConsumerMinLongPollingTimeoutMillis
+MAX_POLLING_MS = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
+RECHECK_S = 0.5  # held receives also look again this often (invisible times, delivery times)
+PUT_STATUS_CODES = {
+    PutStatus.PUT_OK: "OK",
+    PutStatus.FLUSH_DISK_TIMEOUT: "MASTER_PERSISTENCE_TIMEOUT",
+    PutStatus.FLUSH_SLAVE_TIMEOUT: "SLAVE_PERSISTENCE_TIMEOUT",
+    PutStatus.SLAVE_NOT_AVAILABLE: "HA_NOT_AVAILABLE",
+    PutStatus.MESSAGE_ILLEGAL: "MESSAGE_CORRUPTED",
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: "MESSAGE_PROPERTIES_TOO_LARGE",
+    PutStatus.OS_PAGECACHE_BUSY: "TOO_MANY_REQUESTS",
+}
+NOT_SERVED = ("QueryAssignment", "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "EndTransaction",
+              "RecallMessage", "SyncLiteSubscription")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _client_id(context: grpc.aio.ServicerContext) -> str:
+    for key, value in context.invocation_metadata() or ():
+        if key == CLIENT_ID_HEADER:
+            return str(value)
+    return ""
+
+
+def _millis(duration: Any) -> int:
+    return duration.seconds * 1000 + duration.nanos // 1_000_000
+
+
+class MessagingService:
+    """The RPCs, each a thin translation into the store, the topic table and `PopService`.
+
+    Args:
+        ctx: the broker's shared state.
+        advertised: ``host:port`` of this endpoint, given in routes when the client named none.
+    """
+
+    def __init__(self, ctx: BrokerContext, advertised: str) -> None:
+        self.ctx = ctx
+        self.advertised = advertised
+        self.settings: dict[str, Any] = {}  # client id -> the Settings it announced
+        self.state = ConsumerStateTable(ctx.store.path)
+        self.state.load()
+        self.pop = PopService(ctx.store, self.state, ctx.config.max_reconsume_times + 1,
+                              on_put=ctx.notify_arrival, ensure_dlq=self._ensure_dlq)
+        self._round_robin = itertools.count()
+        self._arrival = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        self._remove_listener = ctx.store.add_arrival_listener(
+            lambda topic, queue_id, max_offset: loop.call_soon_threadsafe(self._arrived))
+
+    def close(self) -> None:
+        self._remove_listener()
+
+    def _arrived(self) -> None:
+        self._arrival.set()
+        self._arrival = asyncio.Event()
+
+    def _ensure_dlq(self, topic: str) -> None:
+        self.ctx.topics.ensure(topic, 1, PERM_WRITE)
+
+    def _topic(self, resource: Any, perm: int) -> TopicConfig:
+        check_topic(resource.name)
+        config = self.ctx.topics.get(resource.name)
+        if config is None:
+            raise GrpcStatusError(pb.Code.TOPIC_NOT_FOUND, f"topic {resource.name} does not exist")
+        if not config.perm & perm:
+            raise GrpcStatusError(pb.Code.FORBIDDEN, f"topic {resource.name} does not allow this")
+        return config
+
+    # --- routes and clients -------------------------------------------------------------------
+
+    async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Every queue of the topic, read-write, on this endpoint."""
+        try:
+            config = self._topic(request.topic, PERM_READ | PERM_WRITE)
+        except GrpcStatusError as exc:
+            return pb.QueryRouteResponse(status=status(exc.code, exc.message))
+        endpoints = pb.Endpoints()
+        if request.HasField("endpoints") and request.endpoints.addresses:
+            endpoints.CopyFrom(request.endpoints)
+        else:
+            host, _, port = self.advertised.rpartition(":")
+            endpoints.scheme = pb.AddressScheme.IPv4
+            endpoints.addresses.add(host=host, port=int(port))
+        response = pb.QueryRouteResponse(status=status(pb.Code.OK))
+        for queue_id in range(config.write_queue_nums):
+            queue = response.message_queues.add(id=queue_id, permission=pb.Permission.READ_WRITE)
+            queue.topic.CopyFrom(request.topic)
+            queue.broker.name = self.ctx.config.broker_name
+            queue.broker.id = 0
+            queue.broker.endpoints.CopyFrom(endpoints)
+            queue.accept_message_types.extend([pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY])
+        return response
+
+    async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        if request.HasField("group") and request.group.name:
+            try:
+                check_group(request.group.name)
+            except GrpcStatusError as exc:
+                return pb.HeartbeatResponse(status=status(exc.code, exc.message))
+        if not _client_id(context):
+            return pb.HeartbeatResponse(status=status(pb.Code.CLIENT_ID_REQUIRED, "x-mq-client-id is missing"))
+        return pb.HeartbeatResponse(status=status(pb.Code.OK))
+
+    async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        self.settings.pop(_client_id(context), None)
+        return pb.NotifyClientTerminationResponse(status=status(pb.Code.OK))
+
+    async def Telemetry(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        """Answer each settings command with the settings a RocketMQ 5 proxy gives (settings.py)."""
+        client_id = _client_id(context)
+        async for command in requests:
+            if command.WhichOneof("command") != "settings":
+                continue  # thread stack traces, verify results: nothing asked them
+            settings = command.settings
+            try:
+                if settings.WhichOneof("pub_sub") is None:
+                    raise GrpcStatusError(pb.Code.BAD_REQUEST,
+                                          "there is no publishing or subscription data in settings")
+                if settings.HasField("subscription"):
+                    check_group(settings.subscription.group.name)
+            except GrpcStatusError as exc:
+                yield pb.TelemetryCommand(status=status(exc.code, exc.message))
+                continue
+            self.settings[client_id] = settings
+            answer = client_settings(settings, self.ctx.store.config.delay_level_millis(),
+                                     self.ctx.config.max_reconsume_times + 1, MAX_BODY_BYTES)
+            yield pb.TelemetryCommand(status=status(pb.Code.OK), settings=answer)
+
+    # --- producing ----------------------------------------------------------------------------
+
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            if not request.messages:
+                raise GrpcStatusError(pb.Code.MESSAGE_CORRUPTED, "no message to send")
+            first = request.messages[0]
+            config = self._topic(first.topic, PERM_WRITE)
+            now = _now_ms()
+            levels = self.ctx.store.config.delay_level_millis()
+            plans = [to_store_message(m, first.topic.name, context.peer(), now, levels) for m in request.messages]
+            if any(p.transactional for p in plans):
+                raise GrpcStatusError(pb.Code.NOT_IMPLEMENTED, "transactional messages are not supported yet")
+            group = first.system_properties.message_group if len(plans) == 1 else ""
+            if group:
+                queue_id = zlib.crc32(group.encode()) % config.write_queue_nums
+            else:
+                queue_id = next(self._round_robin) % config.write_queue_nums
+            records = [Message(p.message.topic, p.message.body, queue_id=queue_id, properties=p.message.properties,
+                               sys_flag=p.message.sys_flag, born_timestamp=p.message.born_timestamp,
+                               born_host=p.message.born_host) for p in plans]
+            results = await self._put(records)
+        except GrpcStatusError as exc:
+            return pb.SendMessageResponse(status=status(exc.code, exc.message))
+        response = pb.SendMessageResponse()
+        codes = set()
+        for plan, result in zip(plans, results, strict=True):
+            code = getattr(pb.Code, PUT_STATUS_CODES.get(result.status, "INTERNAL_SERVER_ERROR"))
+            entry = response.entries.add(status=status(code, None if code == pb.Code.OK else
+                                                        f"send message failed, status {result.status.value}"))
+            if code == pb.Code.OK:
+                entry.message_id = plan.message_id
+                entry.offset = result.queue_offset
+            if result.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
+                                 PutStatus.SLAVE_NOT_AVAILABLE):
+                self.ctx.notify_arrival(result.topic, result.queue_id)
+            codes.add(code)
+        only = codes.pop() if len(codes) == 1 else pb.Code.MULTIPLE_RESULTS
+        response.status.CopyFrom(status(only))
+        return response
+
+    async def _put(self, records: list[Message]) -> list[PutResult]:
+        store = self.ctx.store
+        try:
+            if store.config.flush_mode is FlushMode.SYNC:
+                return await asyncio.to_thread(store.put_batch, records)
+            return store.put_batch(records)
+        except InvalidMessageError as exc:
+            raise GrpcStatusError(pb.Code.MESSAGE_CORRUPTED, str(exc)) from exc
+        except StoreError as exc:
+            raise GrpcStatusError(pb.Code.INTERNAL_SERVER_ERROR, str(exc)) from exc
+
+    # --- consuming ----------------------------------------------------------------------------
+
+    async def ReceiveMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        """Status, then the messages, then the delivery timestamp (as the proxy's stream writer)."""
+        try:
+            check_group(request.group.name)
+            config = self._topic(request.message_queue.topic, PERM_READ)
+            if request.filter_expression.type == pb.FilterType.SQL:
+                raise GrpcStatusError(pb.Code.UNSUPPORTED, "SQL92 filter expressions are not supported, only TAG")
+            tags = tag_filter(request.filter_expression.expression)
+            invisible = _millis(request.invisible_duration)
+            if not MIN_INVISIBLE_MS_FOR_RECEIVE <= invisible <= MAX_INVISIBLE_MS:
+                raise GrpcStatusError(pb.Code.ILLEGAL_INVISIBLE_TIME,
+                                      f"the invisibleTime must be between {MIN_INVISIBLE_MS_FOR_RECEIVE} "
+                                      f"and {MAX_INVISIBLE_MS} ms")
+            batch = request.batch_size
+            if not 1 <= batch <= 1024:
+                raise GrpcStatusError(pb.Code.BAD_REQUEST, "batch_size must be between 1 and 1024")
+            polling = MAX_POLLING_MS
+            if request.HasField("long_polling_timeout"):
+                polling = _millis(request.long_polling_timeout)
+            polling = min(max(polling, MIN_POLLING_MS), MAX_POLLING_MS)
+            remaining = context.time_remaining()
+            if remaining is not None:
+                polling = min(polling, max(int(remaining * 1000) - 1000, 0))
+            deliveries = await self._receive_held(request.group.name, config, tags, batch, invisible, polling)
+        except GrpcStatusError as exc:
+            yield pb.ReceiveMessageResponse(status=status(exc.code, exc.message))
+            yield self._delivery_timestamp()
+            return
+        if not deliveries:
+            yield pb.ReceiveMessageResponse(status=status(pb.Code.MESSAGE_NOT_FOUND, "no new message"))
+        else:
+            yield pb.ReceiveMessageResponse(status=status(pb.Code.OK))
+            for d in deliveries:
+                yield pb.ReceiveMessageResponse(message=to_proto_message(
+                    d.message, receipt_handle=d.receipt_handle, attempt=d.attempt, invisible_ms=d.invisible_ms))
+        yield self._delivery_timestamp()
+
+    @staticmethod
+    def _delivery_timestamp() -> Any:
+        response = pb.ReceiveMessageResponse()
+        response.delivery_timestamp.FromMilliseconds(_now_ms())
+        return response
+
+    async def _receive_held(self, group: str, config: TopicConfig, tags: frozenset[str] | None, batch: int,
+                            invisible_ms: int, polling_ms: int) -> list[Any]:
+        deadline = time.monotonic() + polling_ms / 1000
+        start = next(self._round_robin)
+        queue_ids = [(start + i) % config.read_queue_nums for i in range(config.read_queue_nums)]
+        while True:
+            arrival = self._arrival
+            found = self.pop.receive(group, config.name, queue_ids, tags, batch, invisible_ms, _now_ms())
+            left = deadline - time.monotonic()
+            if found or left <= 0:
+                return found
+            try:
+                await asyncio.wait_for(arrival.wait(), min(left, RECHECK_S))
+            except asyncio.TimeoutError:
+                pass
+
+    def _receipt_request(self, request: Any) -> tuple[str, str]:
+        check_group(request.group.name)
+        self._topic(request.topic, PERM_READ)
+        return request.group.name, request.topic.name
+
+    async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            group, topic = self._receipt_request(request)
+        except GrpcStatusError as exc:
+            return pb.AckMessageResponse(status=status(exc.code, exc.message))
+        response = pb.AckMessageResponse()
+        codes = set()
+        for item in request.entries:
+            try:
+                self.pop.ack(group, topic, item.receipt_handle, _now_ms())
+                code, message = pb.Code.OK, None
+            except GrpcStatusError as exc:
+                code, message = exc.code, exc.message
+            response.entries.add(message_id=item.message_id, receipt_handle=item.receipt_handle,
+                                 status=status(code, message))
+            codes.add(code)
+        if not codes:
+            response.status.CopyFrom(status(pb.Code.BAD_REQUEST, "no entry to acknowledge"))
+        elif len(codes) == 1:
+            response.status.CopyFrom(response.entries[0].status)
+        else:
+            response.status.CopyFrom(status(pb.Code.MULTIPLE_RESULTS))
+        return response
+
+    async def ChangeInvisibleDuration(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            group, topic = self._receipt_request(request)
+            invisible = _millis(request.invisible_duration)
+            if not 0 <= invisible <= MAX_INVISIBLE_MS:
+                raise GrpcStatusError(pb.Code.ILLEGAL_INVISIBLE_TIME,
+                                      f"the invisibleTime must be between 0 and {MAX_INVISIBLE_MS} ms")
+            handle = self.pop.change_invisible(group, topic, request.receipt_handle, invisible, _now_ms())
+        except GrpcStatusError as exc:
+            return pb.ChangeInvisibleDurationResponse(status=status(exc.code, exc.message))
+        return pb.ChangeInvisibleDurationResponse(status=status(pb.Code.OK), receipt_handle=handle)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            group, topic = self._receipt_request(request)
+            self.pop.forward_to_dlq(group, topic, request.receipt_handle, _now_ms())
+        except GrpcStatusError as exc:
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=status(exc.code, exc.message))
+        return pb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.Code.OK))
+
+
+def _not_served(name: str, response_type: Any, streaming: bool) -> Callable[..., Any]:
+    message = f"{name} is not supported by this endpoint yet"
+
+    if streaming:
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            yield response_type(status=status(pb.Code.NOT_IMPLEMENTED, message))
+        return stream
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return response_type(status=status(pb.Code.NOT_IMPLEMENTED, message))
+    return unary
+
+
+def _guarded(name: str, impl: Callable[..., Any], response_type: Any) -> Callable[..., Any]:
+    """A handler failure is answered with INTERNAL_SERVER_ERROR and logged; it never ends the process."""
+
+    async def guarded(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await impl(request, context)
+        except Exception as exc:  # service boundary: record and answer
+            log.exception("gRPC %s failed", name)
+            return response_type(status=status(pb.Code.INTERNAL_SERVER_ERROR, f"{name} failed: {exc}"))
+    return guarded
+
+
+def _handler(service: MessagingService, method: Any) -> grpc.RpcMethodHandler:
+    request_type = getattr(pb, method.input_type.name)
+    response_type = getattr(pb, method.output_type.name)
+    name = method.name
+    streaming_out = method.server_streaming if hasattr(method, "server_streaming") else \
+        method.output_type.name in ("ReceiveMessageResponse", "PullMessageResponse", "TelemetryCommand")
+    streaming_in = method.client_streaming if hasattr(method, "client_streaming") else name == "Telemetry"
+    impl = getattr(service, name, None) if name not in NOT_SERVED else None
+    if impl is None:
+        impl = _not_served(name, response_type, streaming_out)
+    if not streaming_in and not streaming_out:
+        impl = _guarded(name, impl, response_type)
+    kwargs = {"request_deserializer": request_type.FromString,
+              "response_serializer": response_type.SerializeToString}
+    if streaming_in:
+        return grpc.stream_stream_rpc_method_handler(impl, **kwargs)
+    if streaming_out:
+        return grpc.unary_stream_rpc_method_handler(impl, **kwargs)
+    return grpc.unary_unary_rpc_method_handler(impl, **kwargs)
+
+
+class GrpcEndpoint:
+    """The gRPC server beside the remoting one.
+
+    Args:
+        ctx: the broker's shared state.
+        address: ``host:port`` to listen on.
+        max_message_bytes: largest request accepted by gRPC itself.
+    """
+
+    def __init__(self, ctx: BrokerContext, address: str, max_message_bytes: int) -> None:
+        self.ctx = ctx
+        self.address = address
+        self.max_message_bytes = max_message_bytes
+        self.server: grpc.aio.Server | None = None
+        self.service: MessagingService | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        """Listen.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        host, _, port = self.address.rpartition(":")
+        advertised_host = host if host not in ("", "0.0.0.0", "[::]") else "127.0.0.1"
+        self.service = MessagingService(self.ctx, f"{advertised_host}:{port}")
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", self.max_message_bytes),
+                                          ("grpc.so_reuseport", 0)])
+        descriptor = pb.service
+        handlers = {m.name: _handler(self.service, m) for m in descriptor.methods}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        try:
+            self.port = server.add_insecure_port(self.address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen for gRPC on {self.address}: {exc}") from exc
+        if not self.port:
+            raise OSError(f"cannot listen for gRPC on {self.address}")
+        if self.service.advertised.endswith(":0"):
+            self.service.advertised = f"{advertised_host}:{self.port}"
+        await server.start()
+        self.server = server
+        log.info("gRPC endpoint (RocketMQ 5 clients) on %s", self.address)
+
+    async def close(self) -> None:
+        """Stop listening; held receives are ended (their clients retry)."""
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+            self.server = None
+        if self.service is not None:
+            self.service.close()
+            self.service.state.save()
+            self.service = None

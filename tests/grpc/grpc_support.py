@@ -1,0 +1,104 @@
+"""Helpers for the gRPC tests: the official RocketMQ 5 Python client in its own venv, a broker with a
+gRPC endpoint, and raw calls of our own over grpcio for what the client never sends."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from rocketstore.broker.client import RemotingClient
+from rocketstore.grpc.protos import SERVICE, pb
+from rocketstore.protocol import RequestCode, ResponseCode
+from tests.broker.broker_support import BrokerProcess, ClientProcess, finish, free_port
+
+CLIENT5_REQUIREMENT = "rocketmq-python-client==5.1.2"
+CLIENT5_SCRIPT = Path(__file__).parent / "clients" / "rmq5_client.py"
+
+
+def client5_venv_python() -> Path:
+    """Python of a venv holding the official 5.x client, created (once, under a lock) if missing.
+
+    The folder is $ROCKETSTORE_CLIENT5_VENV, else <tmp>/rocketstore-client-rocketmq-python-client-5.1.2
+    (it installs into the same `rocketmq` package folder as rocketmq 0.4.4, so it has a venv of its own).
+    """
+    root = Path(os.environ.get("ROCKETSTORE_CLIENT5_VENV")
+                or Path(tempfile.gettempdir()) / "rocketstore-client-rocketmq-python-client-5.1.2")
+    python = root / "bin" / "python"
+    marker = root / ".rocketstore-installed"
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(root) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and python.exists():
+            return python
+        steps = [[sys.executable, "-m", "venv", "--clear", str(root)],
+                 [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", CLIENT5_REQUIREMENT],
+                 [str(python), "-c", "import rocketmq.v5.consumer"]]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                pytest.fail(f"cannot prepare the 5.x client ({' '.join(step)}):\n{done.stdout}\n{done.stderr}")
+        marker.write_text(CLIENT5_REQUIREMENT)
+    return python
+
+
+class Client5:
+    """Runs clients/rmq5_client.py in the 5.x client's venv with HOME in a temporary folder."""
+
+    def __init__(self, python: Path, home: Path) -> None:
+        self.python = python
+        self.home = home
+        self._runs = 0
+        home.mkdir(parents=True, exist_ok=True)
+
+    def start(self, *args: str) -> ClientProcess:
+        self._runs += 1
+        out, err = self.home / f"client5-{self._runs}.out", self.home / f"client5-{self._runs}.err"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+        env["HOME"] = str(self.home)  # the client logs to $HOME/logs/rocketmq_python
+        with open(out, "wb") as fout, open(err, "wb") as ferr:
+            proc = subprocess.Popen([str(self.python), str(CLIENT5_SCRIPT), *args], stdout=fout, stderr=ferr,
+                                    env=env)
+        return ClientProcess(proc, out, err)
+
+    def run(self, *args: str, timeout: float = 60) -> list[dict]:
+        return finish(self.start(*args), timeout)
+
+
+class GrpcBroker(BrokerProcess):
+    """A broker subprocess with its gRPC endpoint on a free port."""
+
+    def __init__(self, store: Path, log_path: Path, *extra: str) -> None:
+        self.grpc_port = free_port()
+        super().__init__(store, log_path, "--grpc", f"127.0.0.1:{self.grpc_port}", *extra)
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        with RemotingClient(self.addr) as admin:
+            created = admin.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                    {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6})
+            assert created.code == ResponseCode.SUCCESS
+
+
+def call(endpoint: str, method: str, request: Any, *, client_id: str = "test-client") -> Any:
+    """One unary call of MessagingService; for a server-streaming method the list of responses."""
+    desc = pb.service.methods_by_name[method]
+    response_type = getattr(pb, desc.output_type.name)
+    with grpc.insecure_channel(endpoint) as channel:
+        path = f"/{SERVICE}/{method}"
+        kwargs = {"request_serializer": type(request).SerializeToString,
+                  "response_deserializer": response_type.FromString}
+        metadata = (("x-mq-client-id", client_id),)
+        if desc.output_type.name in ("ReceiveMessageResponse", "PullMessageResponse"):
+            return list(channel.unary_stream(path, **kwargs)(request, metadata=metadata, timeout=30))
+        return channel.unary_unary(path, **kwargs)(request, metadata=metadata, timeout=30)
