@@ -7,6 +7,7 @@ from rocketstore.config import FlushMode, StoreConfig
 from rocketstore.errors import (
     CorruptRecordError,
     FormatError,
+    InvalidArgumentError,
     InvalidMessageError,
     MessageNotFoundError,
     RecoveryError,
@@ -35,6 +36,7 @@ __all__ = [
     "FormatError",
     "GetResult",
     "GetStatus",
+    "InvalidArgumentError",
     "InvalidMessageError",
     "Message",
     "MessageNotFoundError",

@@ -13,6 +13,7 @@
     │   ├── StoreResourceError            the process ran out of file descriptors
     │   └── RecoveryError                 recovery found damage it will not repair on its own
     ├── InvalidMessageError (ValueError)  caller input: too large, bad topic, properties too long
+    ├── InvalidArgumentError (ValueError) any other argument out of its range (offsets, counts, names)
     └── ProtocolError                     the remoting protocol
         ├── LocalProtocolError
         └── RemoteProtocolError
@@ -108,6 +109,10 @@ class InvalidMessageError(RocketStoreError, ValueError):
     def __init__(self, message: str, status: Any) -> None:
         super().__init__(message)
         self.status = status
+
+
+class InvalidArgumentError(RocketStoreError, ValueError):
+    """An argument outside what the call accepts (the message names it); nothing was changed."""
 
 
 class ProtocolError(RocketStoreError):

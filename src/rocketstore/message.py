@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from rocketstore.errors import InvalidMessageError
+from rocketstore.results import PutStatus
+
+
+def _illegal(reason: str) -> InvalidMessageError:
+    return InvalidMessageError(reason, PutStatus.MESSAGE_ILLEGAL)
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -40,8 +47,17 @@ class Message:
     prepared_transaction_offset: int = 0
 
     def __post_init__(self) -> None:
+        """Raises:
+            InvalidMessageError: a body that is not bytes-like or a str, or a str UTF-8 cannot encode.
+        """
         if isinstance(self.body, str):
-            object.__setattr__(self, "body", self.body.encode("utf-8"))
+            try:
+                object.__setattr__(self, "body", self.body.encode("utf-8"))
+            except UnicodeEncodeError as exc:
+                raise _illegal(f"body: a str with a character UTF-8 cannot encode at {exc.start} (a lone "
+                               "surrogate)") from None
+        elif not isinstance(self.body, (bytes, bytearray, memoryview)):
+            raise _illegal(f"body must be bytes (or a str), not {type(self.body).__name__}")
         if isinstance(self.keys, str):
             object.__setattr__(self, "keys", (self.keys,))
         else:

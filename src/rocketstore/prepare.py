@@ -224,8 +224,11 @@ class Preparer:
             InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED).
         """
         if _native_prepare is not None:  # the common message in one compiled call; None: any other
-            prepared = _native_prepare(message, _CHECKED_TOPICS, self._max_message_size, self._max_record_size,
-                                       self._store_ip, message_shape, Prepared, _MESSAGE_SLOTS)
+            try:
+                prepared = _native_prepare(message, _CHECKED_TOPICS, self._max_message_size, self._max_record_size,
+                                           self._store_ip, message_shape, Prepared, _MESSAGE_SLOTS)
+            except UnicodeEncodeError:
+                prepared = None  # a lone surrogate: the twin names the field
             if prepared is not None:
                 return prepared
         return self.prepare_py(message)
@@ -240,9 +243,12 @@ class Preparer:
             messages = list(messages)
         if _native_prepare_many is None:
             return [self.prepare(m) for m in messages]
-        prepared, declined = _native_prepare_many(messages, _CHECKED_TOPICS, self._max_message_size,
-                                                  self._max_record_size, self._store_ip, message_shape,
-                                                  Prepared, _MESSAGE_SLOTS)
+        try:
+            prepared, declined = _native_prepare_many(messages, _CHECKED_TOPICS, self._max_message_size,
+                                                      self._max_record_size, self._store_ip, message_shape,
+                                                      Prepared, _MESSAGE_SLOTS)
+        except UnicodeEncodeError:  # a lone surrogate in one of them: the twin names the message and field
+            return [self.prepare_py(m) for m in messages]
         if declined:
             for i, p in enumerate(prepared):
                 if p is None:
@@ -280,7 +286,12 @@ class Preparer:
             props_text, keys, tags, uniq_key, wait = shorthand_properties(message.tags, message.keys)
         if len(props_text) > props.MAX_PROPERTIES_LENGTH:
             raise illegal(f"properties of {len(props_text)} characters exceed {props.MAX_PROPERTIES_LENGTH}")
-        props_bytes = props_text.encode("utf-8")
+        try:
+            props_bytes = props_text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            field = "tags, keys or properties" if message.properties else "tags or keys"
+            raise illegal(f"the {field} hold a character UTF-8 cannot encode ({exc.object[exc.start]!r}, a lone "
+                          "surrogate)") from None
         if len(props_bytes) > props.MAX_PROPERTIES_LENGTH:
             raise InvalidMessageError(f"properties of {len(props_bytes)} bytes exceed "
                                       f"{props.MAX_PROPERTIES_LENGTH}", PutStatus.PROPERTIES_SIZE_EXCEEDED)

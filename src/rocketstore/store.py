@@ -16,6 +16,7 @@ from rocketstore._types import Clock
 from rocketstore.append_run import PerQueue, pack_run, pack_run_py
 from rocketstore.config import FlushMode, StoreConfig
 from rocketstore.errors import (
+    InvalidArgumentError,
     MessageNotFoundError,
     StoreClosedError,
     StoreError,
@@ -38,7 +39,7 @@ from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
 from rocketstore.log.consumer_offsets import ConsumerOffsets
 from rocketstore.log.entry_run import EntryReader
 from rocketstore.log.index_service import IndexService
-from rocketstore.log.json_config import CONFIG_DIR
+from rocketstore.log.json_config import CONFIG_DIR, JAVA_INT_MAX, JAVA_LONG_MAX
 from rocketstore.log.topic_config import TopicConfigs
 from rocketstore.message import Message
 from rocketstore.native import speedups
@@ -539,9 +540,12 @@ class MessageStore:
         Raises:
             StoreClosedError: the store was closed.
             StoreReadOnlyError: the store was opened read-only.
+            InvalidArgumentError: `now_ms` is not an epoch-milliseconds time before the year 10000.
             OSError: the disk could not be measured or a file not deleted.
         """
         self._check_open()
+        if now_ms is not None:
+            _check_int("clean_expired: now_ms", now_ms, _LAST_MS_OF_YEAR_9999)
         if self.read_only or self._cleanup is None:
             raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
         return self._cleanup.run_once(now_ms)
@@ -787,12 +791,17 @@ class MessageStore:
 
         Raises:
             StoreReadOnlyError: the store is read-only.
-            ValueError: an empty group or topic, `@` in either, or a negative offset.
+            InvalidArgumentError: an empty group or topic, `@` in either (the file's key separator), a
+                queue id outside [0, 2**31 - 1] or an offset outside [0, 2**63 - 1] (RocketMQ's Java
+                int and long could not read them back).
         """
         if self.read_only:
             raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
-        if not group or not topic or "@" in group or "@" in topic or offset < 0:
-            raise ValueError(f"bad consumer offset: group={group!r} topic={topic!r} offset={offset}")
+        for name, value in (("group", group), ("topic", topic)):
+            if not isinstance(value, str) or not value or "@" in value:
+                raise InvalidArgumentError(f"commit_offset: {name} {value!r} must be a non-empty str without '@'")
+        _check_int("commit_offset: queue_id", queue_id, JAVA_INT_MAX)
+        _check_int("commit_offset: offset", offset, JAVA_LONG_MAX)
         self.offsets.commit(group, topic, queue_id, offset)
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
@@ -885,8 +894,15 @@ class MessageStore:
             lo += len(entries) // UNIT_SIZE
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
-        """Every record of the commitlog in log order from physical offset `start` (a record start)."""
+        """Every record of the commitlog in log order from physical offset `start` (a record start).
+
+        Raises:
+            StoreClosedError: the store was closed.
+            MessageNotFoundError: `start` is inside the stored log but no record starts there.
+        """
         self._check_open()
+        if start is not None and self.commitlog.min_offset <= start < self.commitlog.max_offset:
+            self.commitlog.message_at(start)  # raises, naming the offset, unless a record starts there
         return self.commitlog.scan(start, end)
 
     def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32, *, tags: str | None = None,
@@ -899,8 +915,12 @@ class MessageStore:
 
         Raises:
             StoreClosedError: the store was closed.
+            InvalidArgumentError: `max_count` below 1 (RocketMQ's broker answers one message then; a
+                caller asking for none is more likely a bug).
         """
         self._check_open()
+        if type(max_count) is not int or max_count < 1:
+            raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
         cq = self._queues.get((topic, queue_id))
         if cq is None or cq.max_offset == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
@@ -954,9 +974,12 @@ class MessageStore:
 
         Raises:
             StoreClosedError: the store was closed.
+            InvalidArgumentError: `max_count` below 1.
         """
         self._check_open()
-        max_count = min(max_count, self.config.max_query_results) if max_count > 1 else 1
+        if type(max_count) is not int or max_count < 1:
+            raise InvalidArgumentError(f"query: max_count must be an int of at least 1, not {max_count!r}")
+        max_count = min(max_count, self.config.max_query_results)
         end = LONG_MAX if end_ms is None else end_ms
         any_time = begin_ms <= 0 and end_ms is None
         widened_begin = 0 if begin_ms <= 1000 else begin_ms - 1000  # index times: whole seconds after the file's begin
@@ -1040,6 +1063,15 @@ def _subscription_codes(expression: str | None) -> set[int] | None:
     return {java_hash(t.strip()) for t in expression.split("||") if t.strip()}
 
 
+_LAST_MS_OF_YEAR_9999 = 253_402_300_799_999  # local time (retention's delete hour) ends there
+
+
+def _check_int(what: str, value: object, maximum: int) -> None:
+    """Raises InvalidArgumentError unless `value` is an int in [0, maximum]."""
+    if type(value) is not int or not 0 <= value <= maximum:
+        raise InvalidArgumentError(f"{what} must be an int in [0, {maximum}], not {value!r}")
+
+
 def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
     """Find a queue's end in memory (no writes): the valid entries pointing below `phy_end`."""
     from rocketstore.format.consume_queue import iter_written_units
@@ -1064,6 +1096,14 @@ def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
 
 
 def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
+    """The config to open with: `config` checked against the geometry the store recorded, or that one.
+
+    Raises:
+        StoreLayoutError: `config/` is not a directory, the recorded geometry is not readable (not
+            JSON, an unknown field, a value that is not a positive int), or it differs from `config`.
+    """
+    if (root / CONFIG_DIR).exists() and not (root / CONFIG_DIR).is_dir():
+        raise StoreLayoutError(f"{root / CONFIG_DIR} is a file, not the store's config directory")
     recorded_path = root / CONFIG_DIR / STORE_CONFIG_FILE
     recorded: dict[str, Any] = {}
     if recorded_path.exists():
@@ -1071,6 +1111,15 @@ def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
             recorded = json.loads(recorded_path.read_text(encoding="utf-8")).get("geometry", {})
         except (ValueError, AttributeError):
             raise StoreLayoutError(f"{recorded_path} is not valid JSON") from None
+        if not isinstance(recorded, dict):
+            raise StoreLayoutError(f"{recorded_path}: geometry is not an object")
+        geometry_fields = StoreConfig().geometry()
+        for name, value in recorded.items():
+            if name not in geometry_fields:
+                raise StoreLayoutError(f"{recorded_path}: unknown geometry field {name!r} "
+                                       f"(known: {', '.join(geometry_fields)})")
+            if type(value) is not int or value <= 0:
+                raise StoreLayoutError(f"{recorded_path}: geometry field {name!r} is {value!r}, not a positive int")
     if config is None:
         return StoreConfig().with_geometry(recorded)
     if recorded:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from rocketstore import GetResult, GetStatus
+from rocketstore import GetResult, GetStatus, InvalidArgumentError
 from rocketstore.broker.context import BrokerContext, RequestError, field_int, field_str
 from rocketstore.broker.long_poll import Wakeup
 from rocketstore.broker.server import Connection, Handler
@@ -70,7 +70,10 @@ class PullHandlers:
                 raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist")
             commit = field_int(cmd, "commitOffset", -1)
             if sys_flag & PULL_COMMIT_OFFSET and commit >= 0:
-                self.ctx.store.commit_offset(group, topic, queue_id, commit)
+                try:
+                    self.ctx.store.commit_offset(group, topic, queue_id, commit)
+                except InvalidArgumentError as exc:
+                    raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
             if sys_flag & PULL_SUBSCRIPTION:
                 expression = cmd.ext_fields.get("subscription")
             else:
@@ -123,9 +126,11 @@ class PullHandlers:
         try:
             group, topic = field_str(cmd, "consumerGroup"), field_str(cmd, "topic")
             queue_id, offset = field_int(cmd, "queueId"), field_int(cmd, "commitOffset")
+            self.ctx.store.commit_offset(group, topic, queue_id, offset)
         except RequestError as exc:
             return cmd.response(exc.code, exc.remark)
-        self.ctx.store.commit_offset(group, topic, queue_id, offset)
+        except InvalidArgumentError as exc:  # an offset or queue id RocketMQ's Java types cannot hold
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         return cmd.response(ResponseCode.SUCCESS)
 
     def _queue(self, cmd: RemotingCommand) -> tuple[str, int]:

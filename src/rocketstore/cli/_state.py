@@ -133,6 +133,10 @@ def load_config_file(path: Path) -> StoreConfig:
     known = {f.name for f in dataclasses.fields(StoreConfig)}
     try:
         if known & set(values):
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise UsageProblem(f"config file {path}: unknown setting(s) {', '.join(map(repr, unknown))} "
+                                   f"(known: {', '.join(sorted(known))})")
             return StoreConfig.from_dict(values)
         return StoreConfig.from_rocketmq({str(k): str(v) for k, v in values.items()})
     except (TypeError, ValueError) as exc:
