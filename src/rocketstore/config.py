@@ -120,7 +120,8 @@ class StoreConfig:
 
     def with_geometry(self, geometry: Mapping[str, Any]) -> StoreConfig:
         """This config with the geometry fields taken from `geometry` (unknown keys ignored)."""
-        return replace(self, **{k: int(v) for k, v in geometry.items() if k in GEOMETRY_FIELDS})
+        values: dict[str, Any] = {k: int(v) for k, v in geometry.items() if k in GEOMETRY_FIELDS}
+        return replace(self, **values)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every field."""

@@ -8,6 +8,7 @@ pick the twins even where the module was built (to compare the two, or to rule t
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -18,10 +19,9 @@ def _load() -> ModuleType | None:
     if os.environ.get(PURE_PYTHON_VARIABLE, "") not in ("", "0"):
         return None
     try:
-        from rocketstore import _speedups
+        return importlib.import_module("rocketstore._speedups")
     except ImportError:
         return None
-    return _speedups
 
 
 speedups: ModuleType | None = _load()

@@ -15,7 +15,7 @@ import types
 import zlib
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from rocketstore.config import StoreConfig
 from rocketstore.errors import InvalidMessageError
@@ -38,12 +38,6 @@ from rocketstore.results import PutStatus
 
 __all__ = [
     "BLANK_RECORD_SIZE",
-    "INDEXED_INDEX",
-    "KEYS_INDEX",
-    "QUEUE_ID_INDEX",
-    "SIZE_INDEX",
-    "TOPIC_INDEX",
-    "UNIQ_KEY_INDEX",
     "Prepared",
     "Preparer",
     "checked_topic",
@@ -104,11 +98,6 @@ class Prepared(NamedTuple):
     tags_code: int
     keys: tuple[str, ...]
     uniq_key: str | None
-
-
-TOPIC_INDEX, QUEUE_ID_INDEX, SIZE_INDEX, INDEXED_INDEX, KEYS_INDEX, UNIQ_KEY_INDEX = (
-    Prepared._fields.index(name) for name in ("topic", "queue_id", "size", "indexed", "keys", "uniq_key"))
-"""Positions of fields in a `Prepared` (indexing a tuple is cheaper than its attribute)."""
 
 
 def new_prepared(*fields: Any) -> Prepared:
@@ -283,7 +272,8 @@ class Preparer:
             uniq_key = properties.get(props.UNIQ_KEY)
             tags = properties.get(props.TAGS)
         else:  # the common case: only the tags/keys shorthands
-            props_text, keys, tags, uniq_key, wait = shorthand_properties(message.tags, message.keys)
+            props_text, keys, tags, uniq_key, wait = shorthand_properties(
+                message.tags, cast(tuple[str, ...], message.keys))  # Message makes its keys a tuple
         if len(props_text) > props.MAX_PROPERTIES_LENGTH:
             raise illegal(f"properties of {len(props_text)} characters exceed {props.MAX_PROPERTIES_LENGTH}")
         try:

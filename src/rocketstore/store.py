@@ -46,12 +46,6 @@ from rocketstore.native import speedups
 from rocketstore.pending_put import PendingPut, PutCombiner, with_status
 from rocketstore.prepare import (
     BLANK_RECORD_SIZE,
-    INDEXED_INDEX,
-    KEYS_INDEX,
-    QUEUE_ID_INDEX,
-    SIZE_INDEX,
-    TOPIC_INDEX,
-    UNIQ_KEY_INDEX,
     Prepared,
     Preparer,
     checked_topic,
@@ -119,8 +113,8 @@ def put_results_py(status: PutStatus, prefix: str, prepared: list[Prepared],
                    placed: list[tuple[int, int, int]]) -> list[PutResult]:
     """The PutResult of each prepared message at its (phy, queue offset, store timestamp), the message
     id being `prefix` and the physical offset in 16 hex digits. The twin of the compiled put_results."""
-    return [_put_result(status, phy, queue_offset, p[SIZE_INDEX], f"{prefix}{phy:016X}", store_ts, p[TOPIC_INDEX],
-                        p[QUEUE_ID_INDEX])
+    return [_put_result(status, phy, queue_offset, p.size, f"{prefix}{phy:016X}", store_ts, p.topic,
+                        p.queue_id)
             for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True)]
 
 
@@ -158,7 +152,7 @@ class MessageStore:
         self._delay_millis = config.delay_level_millis()
         self._preparer = Preparer(config, self._store_ip, self._delay_millis)
         self._queue_table: dict[tuple[str, int], int] = {}
-        self._arrival_listeners: list[Callable[[str, int, int], None]] = []
+        self._arrival_listeners: list[Callable[[str, int, int], object]] = []
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._last_store_timestamp = 0
         self._lock_file: StoreLock | None = None
@@ -410,7 +404,7 @@ class MessageStore:
         for listener in self._arrival_listeners:
             listener(topic, queue_id, queue_offset + 1)
 
-    def add_arrival_listener(self, callback: Callable[[str, int, int], None]) -> Callable[[], None]:
+    def add_arrival_listener(self, callback: Callable[[str, int, int], object]) -> Callable[[], None]:
         """Call `callback(topic, queue_id, max_offset)` whenever new entries reach a queue (puts,
         delayed deliveries, recovery). It runs on the writing thread under the store lock: keep it
         short and never call back into the store (hand the event to your own loop instead).
@@ -711,8 +705,8 @@ class MessageStore:
         i, n = 0, len(prepared)
         while i < n:
             mf = commitlog.queue.last
-            if mf is None or prepared[i][SIZE_INDEX] + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
-                mf = commitlog.file_for_append(prepared[i][SIZE_INDEX])
+            if mf is None or prepared[i].size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
+                mf = commitlog.file_for_append(prepared[i].size)
             phy = mf.file_from_offset + mf.wrote_position
             room = mf.file_size - mf.wrote_position - BLANK_RECORD_SIZE
             parts: list[bytes] = []
@@ -1052,8 +1046,8 @@ def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
     """Whether the last of the messages that get index entries has no key to index; None when none of
     them gets index entries."""
     for p in reversed(prepared):
-        if p[INDEXED_INDEX]:
-            return not (p[UNIQ_KEY_INDEX] or any(p[KEYS_INDEX]))
+        if p.indexed:
+            return not (p.uniq_key or any(p.keys))
     return None
 
 

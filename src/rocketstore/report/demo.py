@@ -117,7 +117,7 @@ def demo_config(store: Path, config: StoreConfig | None) -> StoreConfig | None:
 
     if config is not None or (store / "commitlog").is_dir():
         return config
-    return StoreConfig(**DEMO_GEOMETRY)
+    return StoreConfig().with_geometry(DEMO_GEOMETRY)
 
 
 def demo_messages(count: int, seed: int) -> Iterator[Message]:

@@ -141,7 +141,7 @@ def _message_stats(spark: SparkSession, stats: StoreStats, df: DataFrame) -> Non
     totals = df.agg(F.count("*").alias("n"), F.sum("storeSize").alias("bytes"),
                     F.min("storeTimestamp").alias("first"), F.max("storeTimestamp").alias("last")).first()
     stats.messages = int(totals["n"]) if totals is not None else 0
-    if not stats.messages:
+    if totals is None or not stats.messages:
         return
     stats.total_bytes = int(totals["bytes"])
     stats.first_store_timestamp, stats.last_store_timestamp = int(totals["first"]), int(totals["last"])

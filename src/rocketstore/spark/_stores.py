@@ -32,7 +32,7 @@ def make_config(geometry: tuple[tuple[str, int], ...]) -> StoreConfig | None:
     """A StoreConfig with the geometry overrides, or None to let the store read its own config."""
     from rocketstore import StoreConfig
 
-    return StoreConfig(**dict(geometry)) if geometry else None
+    return StoreConfig().with_geometry(dict(geometry)) if geometry else None
 
 
 def store_config(root: str, geometry: tuple[tuple[str, int], ...] = ()) -> StoreConfig:
@@ -45,7 +45,7 @@ def store_config(root: str, geometry: tuple[tuple[str, int], ...] = ()) -> Store
     from rocketstore.store import STORE_CONFIG_FILE
 
     if geometry:
-        return StoreConfig(**dict(geometry))
+        return StoreConfig().with_geometry(dict(geometry))
     recorded = os.path.join(root, CONFIG_DIR, STORE_CONFIG_FILE)
     if not os.path.exists(recorded):
         return StoreConfig()

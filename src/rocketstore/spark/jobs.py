@@ -375,7 +375,7 @@ def _config_from_args(args: argparse.Namespace) -> StoreConfig | None:
     from rocketstore import StoreConfig
 
     geometry = _geometry_args(args)
-    return StoreConfig(**geometry) if geometry else None
+    return StoreConfig().with_geometry(geometry) if geometry else None
 
 
 def _read_options(args: argparse.Namespace) -> dict[str, str]:

@@ -190,7 +190,7 @@ class RocketStoreWriter(DataSourceWriter):
         """
         return _stage(iterator, self.options, self.job_dir)
 
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Append every staged message through one store, then drop the staging directory.
 
         Raises:
@@ -205,7 +205,7 @@ class RocketStoreWriter(DataSourceWriter):
         finally:
             shutil.rmtree(self.job_dir, ignore_errors=True)
 
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Drop the staging directory; nothing reaches the store."""
         shutil.rmtree(self.job_dir, ignore_errors=True)
 
@@ -248,7 +248,7 @@ class RocketStoreStreamWriter(DataSourceStreamWriter):
         """Stage this task's rows of the micro-batch."""
         return _stage(iterator, self.options, self.run_dir)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Append the micro-batch unless this sink already committed it.
 
         Raises:
@@ -286,7 +286,7 @@ class RocketStoreStreamWriter(DataSourceStreamWriter):
             store.flush()
         _save_sink_state(self.options, {"batchId": batch_id, "state": "committed", "startPhyOffset": start})
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Drop the batch's staged files; nothing reaches the store."""
         for item in messages:
             if isinstance(item, StagedFile):
