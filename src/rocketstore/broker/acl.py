@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketstore.format.topics import RETRY_PREFIX
 from rocketstore.protocol import RemotingCommand, RequestCode
@@ -34,7 +34,6 @@ from rocketstore.protocol.bodies import decode_json_body
 
 PUB, SUB = 1, 2
 _PERMS = {"DENY": 0, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "ANY": PUB | SUB}
-_ADMIN_CODES = {RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.GET_ALL_TOPIC_CONFIG}
 
 
 class AclConfigError(ValueError):
@@ -202,44 +201,121 @@ def _group_of_retry(topic: str) -> str | None:
     return topic[len(RETRY_PREFIX):] if topic.startswith(RETRY_PREFIX) else None
 
 
-def _topic(topic: str, perm: int) -> tuple[str, str, int]:
+class Need(NamedTuple):
+    """A permission a request needs: PUB or SUB on a topic or a group."""
+
+    kind: str  # "topic" or "group"
+    name: str
+    perm: int
+
+
+TopicAt = Callable[[int], "str | None"]
+"""The topic of the record at a commitlog offset, None when there is none."""
+
+Rule = Callable[[RemotingCommand, TopicAt], list[Need]]
+
+
+def _topic(topic: str, perm: int) -> Need:
     """A topic need; a retry topic needs SUB on its group instead."""
     group = _group_of_retry(topic)
-    return ("group", group, SUB) if group is not None else ("topic", topic, perm)
+    return Need("group", group, SUB) if group is not None else Need("topic", topic, perm)
 
 
-def _needs(cmd: RemotingCommand) -> list[tuple[str, str, int]]:
-    """(kind, name, perm) pairs a request needs; kind is "topic" or "group"."""
-    f = cmd.ext_fields
-    code = cmd.code
-    if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE_V2):
-        return [_topic(f.get("topic", f.get("b", "")), PUB)]
-    handlers: dict[int, Callable[[], list[tuple[str, str, int]]]] = {
-        RequestCode.CONSUMER_SEND_MSG_BACK: lambda: [("group", f.get("group", ""), SUB)],
-        RequestCode.QUERY_MESSAGE: lambda: [_topic(f.get("topic", ""), SUB)],
-        RequestCode.PULL_MESSAGE: lambda: [_topic(f.get("topic", ""), SUB),
-                                           ("group", f.get("consumerGroup", ""), SUB)],
-        RequestCode.QUERY_CONSUMER_OFFSET: lambda: [_topic(f.get("topic", ""), SUB),
-                                                    ("group", f.get("consumerGroup", ""), SUB)],
-        RequestCode.UPDATE_CONSUMER_OFFSET: lambda: [_topic(f.get("topic", ""), SUB),
-                                                     ("group", f.get("consumerGroup", ""), SUB)],
-        RequestCode.GET_CONSUMER_LIST_BY_GROUP: lambda: [("group", f.get("consumerGroup", ""), SUB)],
-        RequestCode.UNREGISTER_CLIENT: lambda: ([("group", f["consumerGroup"], SUB)]
-                                                if f.get("consumerGroup") else []),
-        RequestCode.HEART_BEAT: lambda: _heartbeat_needs(cmd.body),
-    }
-    make = handlers.get(code)
-    return make() if make else []
+def topic_field(*names: str, perm: int) -> Rule:
+    """The topic named by the first present header field of `names`."""
+    def needs(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
+        f = cmd.ext_fields
+        return [_topic(next((f[n] for n in names if n in f), ""), perm)]
+    return needs
 
 
-def _heartbeat_needs(body: bytes) -> list[tuple[str, str, int]]:
-    data = decode_json_body(body) if body else {}
+def group_field(name: str, perm: int = SUB, *, optional: bool = False) -> Rule:
+    """The group named by header field `name` (with `optional`, nothing when the field is absent)."""
+    def needs(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
+        if optional and not cmd.ext_fields.get(name):
+            return []
+        return [Need("group", cmd.ext_fields.get(name, ""), perm)]
+    return needs
+
+
+def record_topic(name: str, perm: int = SUB) -> Rule:
+    """The topic of the record at the commitlog offset in header field `name`: a request that reads a
+    record by offset needs what reading its topic needs."""
+    def needs(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
+        try:
+            offset = int(cmd.ext_fields.get(name, ""))
+        except ValueError:
+            return []  # the handler refuses the request itself
+        topic = topic_at(offset)
+        return [] if topic is None else [_topic(topic, perm)]
+    return needs
+
+
+def _heartbeat(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
+    data = decode_json_body(cmd.body) if cmd.body else {}
     needs = []
     for consumer in data.get("consumerDataSet") or []:
-        needs.append(("group", str(consumer.get("groupName", "")), SUB))
+        needs.append(Need("group", str(consumer.get("groupName", "")), SUB))
         for sub in consumer.get("subscriptionDataSet") or []:
             needs.append(_topic(str(sub.get("topic", "")), SUB))
     return needs
+
+
+def _queue_locks(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
+    data = decode_json_body(cmd.body) if cmd.body else {}
+    needs = [Need("group", str(data.get("consumerGroup", "")), SUB)]
+    needs += [_topic(str(mq.get("topic", "")), SUB) for mq in data.get("mqSet") or [] if isinstance(mq, dict)]
+    return needs
+
+
+def _both(*rules: Rule) -> Rule:
+    def needs(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
+        return [need for rule in rules for need in rule(cmd, topic_at)]
+    return needs
+
+
+def _nothing(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
+    return []  # a signed request of any account
+
+
+ADMIN = "admin"
+"""The rule of the requests only an admin account may send."""
+
+NAME_SERVER = "name server"
+"""The rule of the name-server requests: no check (RocketMQ 4.x's name server has no ACL)."""
+
+_TOPIC_SUB = topic_field("topic", perm=SUB)
+_TOPIC_AND_GROUP = _both(_TOPIC_SUB, group_field("consumerGroup"))
+
+RULES: dict[int, Rule | str] = {
+    RequestCode.SEND_MESSAGE: topic_field("topic", perm=PUB),
+    RequestCode.SEND_MESSAGE_V2: topic_field("b", "topic", perm=PUB),
+    RequestCode.SEND_BATCH_MESSAGE: topic_field("b", "topic", perm=PUB),
+    RequestCode.CONSUMER_SEND_MSG_BACK: _both(group_field("group"), record_topic("offset")),
+    RequestCode.PULL_MESSAGE: _TOPIC_AND_GROUP,
+    RequestCode.QUERY_CONSUMER_OFFSET: _TOPIC_AND_GROUP,
+    RequestCode.UPDATE_CONSUMER_OFFSET: _TOPIC_AND_GROUP,
+    RequestCode.GET_MAX_OFFSET: _TOPIC_SUB,
+    RequestCode.GET_MIN_OFFSET: _TOPIC_SUB,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: _TOPIC_SUB,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: _TOPIC_SUB,
+    RequestCode.QUERY_MESSAGE: _TOPIC_SUB,
+    RequestCode.VIEW_MESSAGE_BY_ID: record_topic("offset"),
+    RequestCode.HEART_BEAT: _heartbeat,
+    RequestCode.UNREGISTER_CLIENT: group_field("consumerGroup", optional=True),
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: group_field("consumerGroup"),
+    RequestCode.LOCK_BATCH_MQ: _queue_locks,
+    RequestCode.UNLOCK_BATCH_MQ: _queue_locks,
+    RequestCode.UPDATE_AND_CREATE_TOPIC: ADMIN,
+    RequestCode.GET_ALL_TOPIC_CONFIG: ADMIN,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: NAME_SERVER,
+    RequestCode.GET_BROKER_CLUSTER_INFO: NAME_SERVER,
+    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NAME_SERVER,
+    RequestCode.REGISTER_BROKER: NAME_SERVER,
+    RequestCode.UNREGISTER_BROKER: NAME_SERVER,
+}
+"""What every request code the broker serves needs (a code missing here is refused, and a test holds
+the table to the handlers' codes)."""
 
 
 def _allowed(account: Account, kind: str, name: str, perm: int) -> bool:
@@ -255,13 +331,19 @@ class AclChecker:
 
     Args:
         config: the loaded ACL file.
+        topic_at: the topic of the record at a commitlog offset (None when there is none), for the
+            requests that name a record by its offset.
     """
 
-    def __init__(self, config: AclConfig) -> None:
+    def __init__(self, config: AclConfig, topic_at: TopicAt = lambda offset: None) -> None:
         self.config = config
+        self.topic_at = topic_at
 
     def check(self, cmd: RemotingCommand, peer_ip: str) -> str | None:
         """None when `cmd` may be served, else the reason it is refused."""
+        rule = RULES.get(cmd.code)
+        if rule == NAME_SERVER:
+            return None
         if any(fnmatch.fnmatch(peer_ip, pattern) for pattern in self.config.global_white_addresses):
             return None
         access_key = cmd.ext_fields.get(ACCESS_KEY)
@@ -276,11 +358,14 @@ class AclChecker:
             return "signature check failed"
         if account.admin:
             return None
-        if cmd.code in _ADMIN_CODES:
+        if rule is None:
+            return f"request code {cmd.code} has no permission rule"
+        if rule == ADMIN:
             return f"request code {cmd.code} needs an admin account"
+        assert callable(rule)
         try:
-            needs = _needs(cmd)
-        except Exception:  # an undecodable heartbeat body is refused, not crashed on
+            needs = rule(cmd, self.topic_at)
+        except Exception:  # an undecodable body is refused, not crashed on
             return "request body cannot be read for the permission check"
         for kind, name, perm in needs:
             if not _allowed(account, kind, name, perm):

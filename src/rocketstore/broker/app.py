@@ -13,9 +13,10 @@ import contextlib
 import logging
 import signal
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
-from rocketstore import FlushMode, MessageStore
+from rocketstore import FlushMode, MessageStore, RocketStoreError
 from rocketstore.broker.acl import AclChecker, AclConfig
 from rocketstore.broker.clients import ClientRegistry
 from rocketstore.broker.config import BrokerConfig, split_address
@@ -95,6 +96,8 @@ class BrokerApp:
             topics.adopt(store.topic_config(), store.queues())
             ctx = BrokerContext(cfg, store, topics, ClientRegistry(cfg.lock_expiry_ms))
             self.ctx = ctx
+            if self.acl is not None:
+                self.acl.topic_at = partial(_topic_at, store)
             broker_table: dict[int, Handler] = {}
             for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx)):
                 broker_table.update(group.table())
@@ -191,3 +194,11 @@ class BrokerApp:
             await self._stopping.wait()
         finally:
             await self.close()
+
+
+def _topic_at(store: MessageStore, offset: int) -> str | None:
+    """The topic of the record at `offset`, None when no record starts there (the ACL's record rule)."""
+    try:
+        return store.message_at(offset).topic
+    except (RocketStoreError, ValueError, OverflowError):
+        return None
