@@ -107,11 +107,11 @@ class BrokerApp:
                 broker_table.update(namesrv_table)
                 self._unchecked_codes = set(namesrv_table)
             broker = Dispatcher(broker_table, on_close=self._connection_closed, before=self._check_acl)
-            self.servers.append(RemotingServer(host, port, broker, cfg.max_frame_size_bytes))
+            self.servers.append(RemotingServer(host, port, broker, cfg.max_frame_size_bytes, cfg.limits))
             if cfg.namesrv and split_address(cfg.namesrv) != (host, port):
                 ns_host, ns_port = split_address(cfg.namesrv)
                 self.servers.append(RemotingServer(ns_host, ns_port, Dispatcher(namesrv_table),
-                                                   cfg.max_frame_size_bytes))
+                                                   cfg.max_frame_size_bytes, cfg.limits))
             for server in self.servers:
                 await server.start()
             if self.grpc_address is not None:

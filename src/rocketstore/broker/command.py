@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from rocketstore.broker.config import BrokerConfig, split_address
+from rocketstore.broker.server import ConnectionLimits
 from rocketstore.errors import RocketStoreError
 
 
@@ -71,6 +72,20 @@ def _grpc_address(value: str | None, acl_file: Path | None) -> str | None:
               help="plain_acl.yml: require signed requests from these accounts.")
 @click.option("--max-frame-size", default=16 * 1024 * 1024, show_default=True, type=click.IntRange(1024),
               help="Largest accepted request frame, in bytes.")
+@click.option("--max-connections", default=ConnectionLimits.max_connections, show_default=True,
+              type=click.IntRange(1), help="Open connections; one more is closed at once.")
+@click.option("--max-in-flight", default=ConnectionLimits.max_in_flight, show_default=True, type=click.IntRange(1),
+              help="Requests of one connection handled or held at once; more are not read until one ends.")
+@click.option("--max-unsent-bytes", default=ConnectionLimits.max_unsent_bytes, show_default=True,
+              type=click.IntRange(1024), help="Answers queued for a client that does not read them before "
+                                              "its requests stop being read.")
+@click.option("--max-buffered-bytes", default=ConnectionLimits.max_buffered_bytes, show_default=True,
+              type=click.IntRange(1024), help="Bytes of unfinished requests across all connections; the "
+                                              "connection that passes it is closed.")
+@click.option("--idle-timeout", default=ConnectionLimits.idle_timeout_s, show_default=True,
+              type=click.FloatRange(0.1), help="Seconds a connection may stay idle (or leave answers unread).")
+@click.option("--frame-timeout", default=ConnectionLimits.frame_timeout_s, show_default=True,
+              type=click.FloatRange(0.1), help="Seconds a client may take to finish a request it started.")
 @click.option("--delay-levels", default=None,
               help='Delay of each level for delayed and retried messages, e.g. "1s 5s 10s" '
                    "(default: the store's, RocketMQ's 18 levels).")
@@ -84,8 +99,10 @@ def _grpc_address(value: str | None, acl_file: Path | None) -> str | None:
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, cluster: str,
-          acl_file: Path | None, max_frame_size: int, delay_levels: str | None, max_reconsume_times: int,
-          flush_mode: str, grpc_address: str | None, log_level: str) -> None:
+          acl_file: Path | None, max_frame_size: int, max_connections: int, max_in_flight: int,
+          max_unsent_bytes: int, max_buffered_bytes: int, idle_timeout: float, frame_timeout: float,
+          delay_levels: str | None, max_reconsume_times: int, flush_mode: str, grpc_address: str | None,
+          log_level: str) -> None:
     """Serve the store at STORE to RocketMQ clients (Broker and NameServer roles). Stops on SIGTERM."""
     from rocketstore import FlushMode, StoreConfig
     from rocketstore.broker.acl import AclConfigError
@@ -95,7 +112,9 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = BrokerConfig(store_path=store, listen=listen, namesrv=namesrv,
                           broker_name=broker_name, cluster=cluster, acl_file=acl_file,
-                          max_frame_size_bytes=max_frame_size, max_reconsume_times=max_reconsume_times)
+                          max_frame_size_bytes=max_frame_size, max_reconsume_times=max_reconsume_times,
+                          limits=ConnectionLimits(max_connections, max_in_flight, max_unsent_bytes, max_buffered_bytes,
+                                                  idle_timeout, frame_timeout))
     if delay_levels is not None:
         try:
             StoreConfig(delay_levels=delay_levels).delay_level_millis()

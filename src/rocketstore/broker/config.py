@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from rocketstore.broker.server import ConnectionLimits
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -38,6 +40,8 @@ class BrokerConfig:
         lock_expiry_ms: queue locks of orderly consumers expire after this long without renewal.
         schedule_poll_interval_ms: how often delayed messages are checked for delivery.
         advertised_host: address given to clients in routes and msgIds (default: the listen host).
+        limits: what clients can make the server hold (connections, requests in flight, unread
+            answers, unfinished frames, idle time).
     """
 
     store_path: Path
@@ -53,6 +57,7 @@ class BrokerConfig:
     lock_expiry_ms: int = 60_000
     schedule_poll_interval_ms: int = 100
     advertised_host: str | None = None
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
     @property
     def broker_addr(self) -> str:

@@ -4,6 +4,11 @@ One `RemotingServer` listens on one address and hands every decoded request to a
 in a task of its own (pull requests may be held for seconds), writing back whatever response the
 handler returns. A connection that sends bytes which cannot be framed or decoded is closed; the
 error is logged and nothing reaches the handlers.
+
+What a client can make the server hold is bounded (`ConnectionLimits`): the connections, the requests
+of one connection in flight, the answers a client has not read (its requests are not read meanwhile),
+the bytes of unfinished frames across all connections, and the time a connection may stay idle or
+take to finish a frame.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from rocketstore.errors import ProtocolError
 from rocketstore.protocol import NEED_DATA, CommandReader, RemotingCommand, ResponseCode, encode_command
@@ -23,6 +29,32 @@ log = logging.getLogger("rocketstore.broker")
 READ_CHUNK = 256 * 1024
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one server holds for its clients at most.
+
+    Attributes:
+        max_connections: open connections; one more is closed at once (logged).
+        max_in_flight: requests of one connection being handled, held (long polling) or waiting for
+            their answer to be read; further requests are not read until one finishes.
+        max_unsent_bytes: answers queued for a client that does not read them; past this the
+            server stops reading that client's requests.
+        max_buffered_bytes: bytes of unfinished frames across all connections; the connection whose
+            bytes pass it is closed.
+        idle_timeout_s: a connection with nothing to read and nothing to answer for this long is closed
+            (RocketMQ closes idle channels after 120 s; clients heartbeat every 30 s).
+        frame_timeout_s: a frame started and not finished within this, or answers not read within
+            `idle_timeout_s`, close the connection.
+    """
+
+    max_connections: int = 1024
+    max_in_flight: int = 256
+    max_unsent_bytes: int = 8 * 1024 * 1024
+    max_buffered_bytes: int = 256 * 1024 * 1024
+    idle_timeout_s: float = 120.0
+    frame_timeout_s: float = 30.0
+
+
 class Connection:
     """One accepted client connection.
 
@@ -31,8 +63,9 @@ class Connection:
         local: ``ip:port`` we accepted on.
     """
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, max_unsent_bytes: int = 64 * 1024) -> None:
         self._writer = writer
+        writer.transport.set_write_buffer_limits(high=max_unsent_bytes)
         peer = writer.get_extra_info("peername") or ("?", 0)
         local = writer.get_extra_info("sockname") or ("?", 0)
         self.peer = f"{peer[0]}:{peer[1]}"
@@ -110,15 +143,19 @@ class RemotingServer:
         port: port to bind (0 picks a free one; see `port` after `start`).
         dispatcher: request handlers.
         max_frame_size: largest accepted frame; larger ones close the connection.
+        limits: what the clients can make the server hold.
     """
 
-    def __init__(self, host: str, port: int, dispatcher: Dispatcher, max_frame_size: int) -> None:
+    def __init__(self, host: str, port: int, dispatcher: Dispatcher, max_frame_size: int,
+                 limits: ConnectionLimits | None = None) -> None:
         self.host, self.port = host, port
         self.dispatcher = dispatcher
         self.max_frame_size = max_frame_size
+        self.limits = limits or ConnectionLimits()
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._conns: set[Connection] = set()
+        self._buffered = 0  # bytes of unfinished frames, all connections
 
     async def start(self) -> None:
         """Bind and start accepting.
@@ -144,19 +181,37 @@ class RemotingServer:
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(writer)
+        limits = self.limits
+        if len(self._conns) >= limits.max_connections:
+            log.warning("refusing a connection from %s: %d connections open (--max-connections)",
+                        writer.get_extra_info("peername"), len(self._conns))
+            writer.close()
+            return
+        conn = Connection(writer, limits.max_unsent_bytes)
         self._conns.add(conn)
         commands = CommandReader(self.max_frame_size)
+        in_flight = asyncio.Semaphore(limits.max_in_flight)
+        held = 0  # this connection's share of self._buffered
         try:
             while not conn.closed:
-                data = await reader.read(READ_CHUNK)
+                data = await self._read(reader, commands.buffered > 0, conn)
                 if not data:
                     break
                 commands.feed(data)
                 while (cmd := commands.next_command()) is not NEED_DATA:
                     assert isinstance(cmd, RemotingCommand)
                     if not cmd.is_response:
-                        self._spawn(cmd, conn)
+                        await in_flight.acquire()
+                        self._spawn(cmd, conn, in_flight)
+                        await asyncio.sleep(0)  # a quick answer is in the write buffer now
+                        if not await self._drained(conn):
+                            return
+                self._buffered += commands.buffered - held
+                held = commands.buffered
+                if self._buffered > limits.max_buffered_bytes:
+                    log.warning("closing %s: %d bytes of unfinished requests buffered across connections "
+                                "(--max-buffered-bytes)", conn.peer, self._buffered)
+                    break
         except ProtocolError as exc:
             log.warning("closing %s: %s", conn.peer, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -164,18 +219,43 @@ class RemotingServer:
         except Exception:  # connection loop: a decoder bug closes this connection, never the server
             log.exception("closing %s after an unexpected error", conn.peer)
         finally:
+            self._buffered -= held
             conn.close()
             self._conns.discard(conn)
             if self.dispatcher.on_close is not None:
                 self.dispatcher.on_close(conn)
 
-    def _spawn(self, cmd: RemotingCommand, conn: Connection) -> None:
-        task = asyncio.create_task(self._handle(cmd, conn))
+    async def _read(self, reader: asyncio.StreamReader, mid_frame: bool, conn: Connection) -> bytes:
+        """The next bytes, b"" when the connection ended or timed out (logged)."""
+        timeout = self.limits.frame_timeout_s if mid_frame else self.limits.idle_timeout_s
+        try:
+            return await asyncio.wait_for(reader.read(READ_CHUNK), timeout)
+        except asyncio.TimeoutError:
+            what = "a request left unfinished" if mid_frame else "idle"
+            log.info("closing %s: %s for %.0f s", conn.peer, what, timeout)
+            return b""
+
+    async def _drained(self, conn: Connection) -> bool:
+        """Wait while the client has more unsent answers than allowed; False when it does not read
+        them within the idle timeout (the connection is closed)."""
+        try:
+            await asyncio.wait_for(conn.drain(), self.limits.idle_timeout_s)
+        except asyncio.TimeoutError:
+            log.info("closing %s: its answers were not read for %.0f s", conn.peer, self.limits.idle_timeout_s)
+            conn.close()
+            return False
+        return True
+
+    def _spawn(self, cmd: RemotingCommand, conn: Connection, slot: asyncio.Semaphore) -> None:
+        task = asyncio.create_task(self._handle(cmd, conn, slot))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle(self, cmd: RemotingCommand, conn: Connection) -> None:
-        response = await self.dispatcher.dispatch(cmd, conn)
-        if response is not None and not cmd.is_oneway:
-            conn.send(response)
-            await conn.drain()
+    async def _handle(self, cmd: RemotingCommand, conn: Connection, slot: asyncio.Semaphore) -> None:
+        try:
+            response = await self.dispatcher.dispatch(cmd, conn)
+            if response is not None and not cmd.is_oneway:
+                conn.send(response)
+                await conn.drain()
+        finally:
+            slot.release()

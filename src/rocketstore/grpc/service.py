@@ -409,8 +409,13 @@ class GrpcEndpoint:
         host, _, port = self.address.rpartition(":")
         advertised_host = host if host not in ("", "0.0.0.0", "[::]") else "127.0.0.1"
         self.service = MessagingService(self.ctx, f"{advertised_host}:{port}")
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", self.max_message_bytes),
-                                          ("grpc.so_reuseport", 0)])
+        limits = self.ctx.config.limits  # the remoting server's bounds, applied the gRPC way
+        server = grpc.aio.server(
+            maximum_concurrent_rpcs=limits.max_connections * 4,  # RESOURCE_EXHAUSTED past it
+            options=[("grpc.max_receive_message_length", self.max_message_bytes),
+                     ("grpc.max_concurrent_streams", limits.max_in_flight),
+                     ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)),
+                     ("grpc.so_reuseport", 0)])
         descriptor = pb.service
         handlers = {m.name: _handler(self.service, m) for m in descriptor.methods}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))

@@ -274,6 +274,11 @@ class CommandReader:
         """Append received bytes."""
         self._frames.feed(data)
 
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as commands (an unfinished frame)."""
+        return self._frames.buffered
+
     def next_command(self) -> RemotingCommand | _NeedData:
         """The next whole command, or NEED_DATA.
 
