@@ -210,7 +210,6 @@ class MessageStore:
             (root / CONSUME_QUEUE_DIR).mkdir(exist_ok=True)
             self._lock_file = StoreLock(root)
             self._lock_file.acquire()
-            _record_geometry(root, self.config)
         abnormal = abort_file_exists(root)
         odd = None
         if not self.read_only:
@@ -222,6 +221,8 @@ class MessageStore:
         self.commitlog.load()
         self._load_queues()
         self.index.load()
+        if not self.read_only:  # the files matched the geometry: now it is the store's
+            _record_geometry(root, self.config)
         quarantine = None if self.read_only else root / recovery.QUARANTINE_DIR / CONFIG_DIR
         state_files = [p for p in (self.offsets.load(quarantine=quarantine), self.topics.load(quarantine=quarantine))
                        if p is not None]

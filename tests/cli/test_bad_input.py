@@ -15,7 +15,7 @@ GEO = "{geometry}"
 CASES = [
     ("missing store", ["topics", "{missing}", GEO], "no store at"),
     ("folder that is not a store", ["topics", "{not_a_store}", GEO], "not a store directory"),
-    ("store without its geometry", ["topics", STORE], "geometry"),
+    ("geometry flag the files contradict", ["topics", STORE, "--commitlog-file-size", "131072"], "geometry"),
     ("unknown topic (get)", ["get", STORE, GEO, "--topic", "Nope", "--queue", "0"], "unknown topic 'Nope'"),
     ("unknown topic (query-key)", ["query-key", STORE, GEO, "--topic", "Nope", "--key", "hot"], "unknown topic"),
     ("unknown topic (topics)", ["topics", STORE, GEO, "--topic", "Nope"], "unknown topic"),

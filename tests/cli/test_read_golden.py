@@ -214,3 +214,12 @@ def test_read_commands_never_write(cli, golden_store, golden_flags, golden_expec
         result = cli(args[0], golden_store, *args[1:], *golden_flags)
         assert result.code == 0, result.err
     assert tree_digest(golden_store) == before
+
+
+def test_read_only_commands_infer_the_geometry_of_a_store_rocketmq_wrote(cli, golden_store, golden_expected):
+    result = cli("topics", golden_store, "--json")
+    assert result.code == 0, result.err
+    assert ("note: geometry inferred from the files: commitlog_file_size 65536, consume_queue_file_entries 100, "
+            "index_hash_slots 100, index_max_entries 400") in result.err
+    assert result.json()["message_count"] == len(golden_expected["messages_in_commitlog_order"])
+    assert not (golden_store / "config" / "rocketstore.json").exists(), "a read-only command records nothing"

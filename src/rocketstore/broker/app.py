@@ -48,6 +48,11 @@ def open_store(config: BrokerConfig, delay_levels: str | None = None,
         StoreLayoutError: the store's files do not match its recorded geometry.
         ValueError: delay levels that cannot be parsed.
     """
+    if config.store_config is not None:  # given settings: one open, checked against what the store recorded
+        given = config.store_config
+        return MessageStore.open(config.store_path, replace(
+            given, store_host=config.broker_addr, delay_levels=delay_levels or given.delay_levels,
+            flush_mode=flush_mode or given.flush_mode))
     store = MessageStore.open(config.store_path)
     wanted = replace(store.config, store_host=config.broker_addr,
                      delay_levels=delay_levels or store.config.delay_levels,

@@ -11,6 +11,7 @@ import click
 
 from rocketstore.broker.config import BrokerConfig, split_address
 from rocketstore.broker.server import ConnectionLimits
+from rocketstore.cli._state import state, store_options
 from rocketstore.errors import RocketStoreError
 
 
@@ -98,6 +99,7 @@ def _grpc_address(value: str | None, acl_file: Path | None) -> str | None:
                    "'off' for none. Default 127.0.0.1:8081, or off when --acl is given (ACL does not cover it yet).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@store_options
 def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, cluster: str,
           acl_file: Path | None, max_frame_size: int, max_connections: int, max_in_flight: int,
           max_unsent_bytes: int, max_buffered_bytes: int, idle_timeout: float, frame_timeout: float,
@@ -107,6 +109,12 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
     from rocketstore import FlushMode, StoreConfig
     from rocketstore.broker.acl import AclConfigError
     from rocketstore.broker.app import BrokerApp
+    from rocketstore.cli._errors import UsageProblem
+
+    try:
+        store_config = state().store_config()
+    except UsageProblem as exc:
+        raise click.BadParameter(str(exc), param_hint="--config") from exc
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -114,7 +122,8 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
                           broker_name=broker_name, cluster=cluster, acl_file=acl_file,
                           max_frame_size_bytes=max_frame_size, max_reconsume_times=max_reconsume_times,
                           limits=ConnectionLimits(max_connections, max_in_flight, max_unsent_bytes, max_buffered_bytes,
-                                                  idle_timeout, frame_timeout))
+                                                  idle_timeout, frame_timeout),
+                          store_config=store_config)
     if delay_levels is not None:
         try:
             StoreConfig(delay_levels=delay_levels).delay_level_millis()

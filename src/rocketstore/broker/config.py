@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketstore.broker.server import ConnectionLimits
+from rocketstore.config import StoreConfig
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -42,6 +43,7 @@ class BrokerConfig:
         advertised_host: address given to clients in routes and msgIds (default: the listen host).
         limits: what clients can make the server hold (connections, requests in flight, unread
             answers, unfinished frames, idle time).
+        store_config: the store's settings (`--config`, geometry flags); None: what the store recorded.
     """
 
     store_path: Path
@@ -58,6 +60,7 @@ class BrokerConfig:
     schedule_poll_interval_ms: int = 100
     advertised_host: str | None = None
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    store_config: StoreConfig | None = None
 
     @property
     def broker_addr(self) -> str:

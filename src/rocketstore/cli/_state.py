@@ -86,14 +86,9 @@ def _set_geometry(ctx: click.Context, param: click.Parameter, value: int | None)
         ctx.ensure_object(CliState).geometry[param.name] = value
 
 
-def global_options(func: F) -> F:
-    """Add `--json`, `--debug`, `--config` and the geometry flags to a group or command."""
+def store_options(func: F) -> F:
+    """Add `--config` and the geometry flags (the store's settings) to a group or command."""
     options = [
-        click.option("--json", "json_output", is_flag=True, expose_value=False,
-                     callback=_set_flag("json_output"),
-                     help="Print JSON (stable snake_case field names) instead of tables."),
-        click.option("--debug", is_flag=True, expose_value=False, callback=_set_flag("debug"),
-                     help="Show the traceback of an error."),
         click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
                      expose_value=False, callback=_set_flag("config_file"),
                      help="Store settings: rocketstore JSON, or a RocketMQ broker.conf."),
@@ -101,6 +96,21 @@ def global_options(func: F) -> F:
     for flag, name in GEOMETRY_FLAGS.items():
         options.append(click.option(flag, name, type=click.IntRange(min=1), expose_value=False,
                                     callback=_set_geometry, help=_GEOMETRY_HELP[name]))
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def global_options(func: F) -> F:
+    """Add `--json`, `--debug` and the store options (`store_options`) to a group or command."""
+    options = [
+        click.option("--json", "json_output", is_flag=True, expose_value=False,
+                     callback=_set_flag("json_output"),
+                     help="Print JSON (stable snake_case field names) instead of tables."),
+        click.option("--debug", is_flag=True, expose_value=False, callback=_set_flag("debug"),
+                     help="Show the traceback of an error."),
+    ]
+    func = store_options(func)
     for option in reversed(options):
         func = option(func)
     return func
@@ -185,12 +195,33 @@ def open_store(path: Path, *, read_only: bool = True, repair: bool = False) -> I
     creatable = not path.exists() or path.is_dir() and not any(path.iterdir())
     if read_only or not creatable:
         check_store_dir(path)
-    with MessageStore.open(path, state().store_config(), read_only=read_only, repair=repair) as store:
+    config = state().store_config()
+    if config is None and read_only:
+        config = _inferred_config(path)
+    with MessageStore.open(path, config, read_only=read_only, repair=repair) as store:
         for problem in store.recovery.state_files:  # the store opened anyway: say what it read instead
             saved = f"; its bytes are in {problem.saved_to}" if problem.saved_to else ""
             click.echo(f"rocketstore: note: {problem.file} is damaged ({problem.problem}); "
                        f"read {problem.used} instead{saved}", err=True)
         yield store
+
+
+def _inferred_config(path: Path) -> StoreConfig | None:
+    """For a store that recorded no geometry (RocketMQ wrote it): the geometry its files give, said on
+    stderr when it is not the default; None to let the store decide."""
+    from rocketstore import StoreConfig
+    from rocketstore.log.geometry import infer_geometry
+    from rocketstore.store import STORE_CONFIG_FILE
+
+    if (path / "config" / STORE_CONFIG_FILE).exists():
+        return None
+    inferred = infer_geometry(path)
+    config = StoreConfig().with_geometry(inferred)
+    if config == StoreConfig():
+        return None
+    said = ", ".join(f"{name} {value}" for name, value in inferred.items())
+    click.echo(f"rocketstore: note: geometry inferred from the files: {said}", err=True)
+    return config
 
 
 def require_queue(store: MessageStore, topic: str, queue_id: int | None = None) -> None:
