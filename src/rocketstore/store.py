@@ -293,14 +293,14 @@ class MessageStore:
             with_index = msg.phy_offset >= index_from if abnormal else msg.phy_offset > index_from
             with_queue = msg.phy_offset >= cq_from
             try:
-                self._dispatcher.dispatch(req, queues=with_queue, index=with_index)
+                queued, indexed = self._dispatcher.dispatch(req, queues=with_queue, index=with_index)
             except StoreError as exc:
                 if not skip_gaps:
                     raise
                 report.dispatch_skipped.append(f"{msg.phy_offset}: {exc}")
-                self._dispatcher.dispatch(req, queues=False, index=with_index)
-            report.queue_entries_dispatched += with_queue
-            report.index_records_dispatched += with_index
+                queued, indexed = self._dispatcher.dispatch(req, queues=False, index=with_index)
+            report.queue_entries_dispatched += queued  # what was added, not what was looked at
+            report.index_records_dispatched += indexed
             self._last_store_timestamp = msg.store_timestamp
 
     def _start_services(self) -> None:

@@ -90,3 +90,15 @@ def _original_queue_bytes(expected: dict, topic: str, queue_id: int, entries: in
     rows = expected["queues"][topic][str(queue_id)]["cqEntries_queueOffset_commitLogOffset_size_tagsCode"]
     data = b"".join(struct.pack(">qiq", phy, size, code) for _, phy, size, code in rows[:entries])
     return data + bytes(entries * 20 - len(data))
+
+
+def test_recover_of_a_clean_store_ending_in_keyless_messages_reports_no_work(cli, tmp_path):
+    from rocketstore import Message, MessageStore, StoreConfig
+
+    store = tmp_path / "store"
+    with MessageStore.open(store, StoreConfig(index_hash_slots=50, index_max_entries=200)) as opened:
+        opened.put_batch([Message("T", b"keyed", keys=(f"k{i}",)) for i in range(500)])  # index files roll
+        opened.put_batch([Message("T", b"no key") for _ in range(30)])  # after the last indexed record
+    document = cli("recover", store, "--dry-run", "--json").json()
+    assert (document["clean"], document["queue_entries_dispatched"], document["index_records_dispatched"]) == (
+        True, 0, 0), "a store closed cleanly has nothing to dispatch"

@@ -112,7 +112,7 @@ def run_guarded(invoke: Callable[[], object], *, debug: Callable[[], bool]) -> N
                 message = f"{exc.strerror or _describe(exc)}: {exc.filename}"
             fail(message, ExitCode.PROBLEMS, debug=debug())
         message = _describe(exc)
-        if _is_layout_error(exc) and "rocketstore recover" not in message:
+        if _is_layout_error(exc) and "rocketstore recover" not in message and "geometry" not in message:
             message += " (a store RocketMQ wrote needs its geometry: --config or --commitlog-file-size ...)"
         fail(message, code, debug=debug())
     sys.exit(int(result) if isinstance(result, int) else int(ExitCode.OK))

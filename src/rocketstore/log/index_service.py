@@ -111,22 +111,26 @@ class IndexService:
         return self.files[-1]
 
     def build(self, topic: str, phy_offset: int, store_timestamp: int, keys: Iterable[str],
-              uniq_key: str | None) -> None:
+              uniq_key: str | None) -> bool:
         """Index one message under its UNIQ_KEY and each non-empty key (RocketMQ's buildIndex).
+
+        Returns:
+            whether keys were added (False: no key, or the message was indexed already).
 
         Raises:
             OSError: a new file cannot be created.
         """
         current = self.current()
         if phy_offset < current.header.end_phy_offset:
-            return  # already indexed
+            return False  # already indexed
         if not uniq_key and type(keys) is tuple and len(keys) == 1 and keys[0]:  # the usual message: one key
             packed = KEY.pack(index_hash_of_signed(java_hash_concat(index_key(topic, ""), keys[0])), phy_offset)
         else:
             packed = index_keys_of(((topic, phy_offset, keys, uniq_key),))
             if not packed:
-                return
+                return False
         self._put_keys(current, packed, store_timestamp)
+        return True
 
     def build_keys(self, keys: bytes | bytearray, store_timestamp: int, ends_keyless: bool) -> None:
         """`build` for the messages of a batch, all stored at `store_timestamp`, in log order: their

@@ -69,16 +69,22 @@ class Dispatcher:
         self.index = index
         self._on_queue_entry = on_queue_entry
 
-    def dispatch(self, req: DispatchRequest, *, queues: bool = True, index: bool = True) -> None:
+    def dispatch(self, req: DispatchRequest, *, queues: bool = True, index: bool = True) -> tuple[bool, bool]:
         """Apply one request (idempotent: entries already present are left alone).
+
+        Returns:
+            whether a queue entry was added, and whether index keys were.
 
         Raises:
             StoreError: a queue entry would leave a gap.
             OSError: a file could not be created.
         """
+        queued = indexed = False
         if queues and gets_queue_entry(req.sys_flag):
             cq = self._queue_for(req.topic, req.queue_id)
-            if cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset) and self._on_queue_entry:
+            queued = cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
+            if queued and self._on_queue_entry:
                 self._on_queue_entry(req)
         if index and gets_index_entry(req.sys_flag):
-            self.index.build(req.topic, req.phy_offset, req.store_timestamp, req.keys, req.uniq_key)
+            indexed = self.index.build(req.topic, req.phy_offset, req.store_timestamp, req.keys, req.uniq_key)
+        return queued, indexed
