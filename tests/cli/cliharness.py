@@ -26,6 +26,19 @@ class CliResult:
         assert self.code == code, f"{self.args}: exit {self.code}: {self.err}"
         return json.loads(self.out)
 
+    def json_lines(self, code: int = 0) -> list[Any]:
+        """The JSON Lines on stdout (one object per line, nothing else), after checking the exit code."""
+        assert self.code == code, f"{self.args}: exit {self.code}: {self.err}"
+        return [json.loads(line) for line in self.out.splitlines()]
+
+    def listing(self, key: str = "messages", code: int = 0) -> dict[str, Any]:
+        """A listing command's --json output as one dict: what stderr says about the list, with the
+        JSON Lines of stdout under `key`."""
+        records = self.json_lines(code)
+        about = [line for line in self.err.splitlines() if line.startswith("rocketstore: {")]
+        assert len(about) == 1, self.err
+        return {**json.loads(about[0][len("rocketstore: "):]), key: records}
+
     def lines(self) -> list[str]:
         return [line for line in self.out.splitlines() if line.strip()]
 

@@ -72,3 +72,12 @@ def test_python_dash_m_and_main_agree(cli, golden_store, golden_flags):
                           capture_output=True, text=True, env=command_env(), check=False)
     assert proc.returncode == 0
     assert proc.stdout == cli("topics", golden_store, *golden_flags, "--json").out
+
+
+@pytest.mark.parametrize(("command", "shown", "hidden_alias"), [
+    ("query-key", "--count", "--max"), ("export", "--topic", "--topics"), ("demo", "--count", "--messages")])
+def test_one_flag_name_per_idea_with_the_earlier_name_kept_hidden(command, shown, hidden_alias):
+    from .cliharness import run_cli
+
+    text = run_cli(command, "--help").out
+    assert f"{shown} " in text and f"{hidden_alias} " not in text

@@ -52,14 +52,14 @@ def test_topics_table_names_every_topic(cli, golden_store, golden_flags):
     result = cli("topics", golden_store, *golden_flags)
     assert result.code == 0, result.err
     assert all(topic in result.out for topic in ("TopicA", "TopicB", "TopicC"))
-    assert "3 topic(s), 12 queue(s), 520 message(s)" in result.out
+    assert "3 topic(s), 12 queue(s), 520 message(s)" in result.err
 
 
 @pytest.mark.parametrize("offset,count", [(0, 32), (100, 5), (95, 10), (150, 40)])
 def test_get_returns_the_queue_messages_rocketmq_stored(cli, golden_store, golden_flags, golden_expected,
                                                         offset, count):
     document = cli("get", golden_store, *golden_flags, "--topic", "TopicA", "--queue", "0",
-                   "--offset", str(offset), "--count", str(count), "--json").json()
+                   "--offset", str(offset), "--count", str(count), "--json").listing()
     queue = golden_expected["queues"]["TopicA"]["0"]
     want = [e for e in queue["cqEntries_queueOffset_commitLogOffset_size_tagsCode"]
             if offset <= e[0] < offset + count]
@@ -79,7 +79,7 @@ def test_get_as_rocketmq_gives_rocketmqs_own_answer(cli, golden_store, golden_fl
                 "--count", str(query["maxMsgNums"])]
         if query["subExpression"] is not None:
             args += ["--tags", query["subExpression"]]
-        document = cli("get", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").json()
+        document = cli("get", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").listing()
         want = query["result"]
         got = (document["status"], document["next_offset"], document["min_offset"], document["max_offset"],
                [m["queue_offset"] for m in document["messages"]])
@@ -89,7 +89,7 @@ def test_get_as_rocketmq_gives_rocketmqs_own_answer(cli, golden_store, golden_fl
 
 def test_get_with_a_tag_filter_returns_only_that_tag(cli, golden_store, golden_flags, golden_expected):
     document = cli("get", golden_store, *golden_flags, "--topic", "TopicB", "--queue", "1",
-                   "--tags", "TagA", "--json").json()
+                   "--tags", "TagA", "--json").listing()
     expected = next(q for q in golden_expected["queries"]["getMessage"]
                     if (q["topic"], q["queueId"], q["subExpression"]) == ("TopicB", 1, "TagA"))
     assert [m["queue_offset"] for m in document["messages"]] == [
@@ -102,7 +102,7 @@ def test_get_with_a_tag_filter_returns_only_that_tag(cli, golden_store, golden_f
 def test_query_key_finds_the_messages_carrying_the_key(cli, golden_store, golden_flags, golden_expected,
                                                        topic, key):
     document = cli("query-key", golden_store, *golden_flags, "--topic", topic, "--key", key,
-                   "--max", "64", "--json").json()
+                   "--max", "64", "--json").listing()
     expected = next(q for q in golden_expected["queries"]["queryMessage"]
                     if (q["topic"], q["key"], q["maxNum"]) == (topic, key, 64)) \
         if key == "hot" else None
@@ -121,11 +121,11 @@ def test_query_key_finds_the_messages_carrying_the_key(cli, golden_store, golden
 def test_query_key_as_rocketmq_gives_rocketmqs_own_answer(cli, golden_store, golden_flags, golden_expected, case):
     queries = [q for q in golden_expected["queries"]["queryMessage"] if q["key"] in ("Aa", "BB", "hot", "even")]
     query = queries[case * len(queries) // 8]
-    args = ["--topic", query["topic"], "--key", query["key"], "--max", str(query["maxNum"]),
+    args = ["--topic", query["topic"], "--key", query["key"], "--count", str(query["maxNum"]),
             "--begin", str(query["begin"])]
     if query["end"] < 2**63 - 1:
         args += ["--end", str(query["end"])]
-    document = cli("query-key", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").json()
+    document = cli("query-key", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").listing()
     assert [m["phy_offset"] for m in document["messages"]] == [
         m["commitLogOffset"] for m in query["result"]["messages"]]
 
@@ -135,7 +135,7 @@ def test_query_key_time_window_bounds_the_result(cli, golden_store, golden_flags
     hot = sorted(o for o, m in by_offset.items() if m["topic"] == "TopicA" and "hot" in (m["keys"] or "").split())
     begin, end = by_offset[hot[5]]["storeTimestamp"], by_offset[hot[9]]["storeTimestamp"]
     document = cli("query-key", golden_store, *golden_flags, "--topic", "TopicA", "--key", "hot",
-                   "--begin", str(begin), "--end", str(end), "--json").json()
+                   "--begin", str(begin), "--end", str(end), "--json").listing()
     assert [m["phy_offset"] for m in document["messages"]] == hot[5:10]
 
 

@@ -38,7 +38,7 @@ def test_verify_passes_the_golden_store(cli, golden_store, golden_flags, golden_
     assert document["index_files"] == len(golden_expected["index_headers"])
     assert document["index_entries"] == sum(h["indexCount"] - 1 for h in golden_expected["index_headers"].values())
     table = cli("verify", golden_store, *golden_flags)
-    assert table.code == 0 and "the store is consistent" in table.out
+    assert table.code == 0 and "the store is consistent" in table.err
 
 
 def test_verify_reports_a_body_crc_mismatch_at_its_record(cli, golden_store, golden_flags, golden_expected):
@@ -80,7 +80,7 @@ def test_verify_reports_garbage_after_the_end_of_the_log(cli, golden_store, gold
 def test_dump_commitlog_decodes_records_and_the_blank(cli, golden_store, golden_flags, golden_expected):
     walk = golden_expected["commitlog_walk"][0]
     messages = [m for m in golden_expected["messages_in_commitlog_order"] if m["commitLogOffset"] < 65536]
-    document = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "1000", "--json").json()
+    document = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "1000", "--json").listing("items")
     assert (document["kind"], document["file_size"], document["next_pos"]) == ("commitlog", 65536, None)
     *records, blank = document["items"]
     assert [(r["pos"], r["size"], r["topic"], r["queue_offset"], r["msg_id"]) for r in records] == [
@@ -92,27 +92,27 @@ def test_dump_commitlog_decodes_records_and_the_blank(cli, golden_store, golden_
 
 def test_dump_at_a_position_pages_through_the_file(cli, golden_store, golden_flags, golden_expected):
     messages = golden_expected["messages_in_commitlog_order"]
-    first = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "2", "--json").json()
+    first = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "2", "--json").listing("items")
     assert first["next_pos"] == messages[2]["commitLogOffset"]
     page = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--at", str(first["next_pos"]), "--count", "2",
-               "--json").json()
+               "--json").listing("items")
     assert [i["pos"] for i in page["items"]] == [m["commitLogOffset"] for m in messages[2:4]]
     inside = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--at", str(messages[2]["commitLogOffset"] + 1),
-                 "--json").json()
+                 "--json").listing("items")
     assert [i["kind"] for i in inside["items"]] == ["corrupt"]
 
 
 def test_dump_consume_queue_index_and_checkpoint(cli, golden_store, golden_flags, golden_expected):
     queue = golden_expected["queues"]["TopicA"]["0"]
     cq = cli("dump", golden_store, *golden_flags, golden_store / "consumequeue/TopicA/0/00000000000000002000",
-             "--count", "200", "--json").json()
+             "--count", "200", "--json").listing("items")
     entries = [i for i in cq["items"] if i["kind"] == "entry"]
     assert [[i["queue_offset"], i["phy_offset"], i["size"], i["tags_code"]] for i in entries] == [
         e for e in queue["cqEntries_queueOffset_commitLogOffset_size_tagsCode"] if e[0] >= 100]
     assert cq["items"][-1]["kind"] == "empty"
 
     name, header = sorted(golden_expected["index_headers"].items())[0]
-    index = cli("dump", golden_store, *golden_flags, f"index/{name}", "--count", "100000", "--json").json()
+    index = cli("dump", golden_store, *golden_flags, f"index/{name}", "--count", "100000", "--json").listing("items")
     assert index["header"]["index_count"] == header["indexCount"]
     assert index["header"]["begin_phy_offset"] == header["beginPhyOffset"]
     assert index["header"]["end_timestamp"] == header["endTimestamp"]

@@ -1,8 +1,16 @@
-"""Printing results: one JSON document with `--json`, rich tables otherwise.
+"""Printing results: JSON with `--json`, tables otherwise.
 
 A command builds plain records (dicts with stable snake_case keys) and hands them to `show` with the
 columns a table should have; JSON output is those records, unchanged. Messages become records with the
 `StoredMessage` field names (`message_record`).
+
+* On a terminal, tables are drawn with rich; on a pipe they are tab-separated text with one header
+  line and nothing else (values whole, tabs and newlines escaped as \\t and \\n), as `sqlite3 -tabs`
+  prints them; a title, a footer or "nothing found" go to stderr then.
+* `--json` prints one JSON document for a command that answers one object, and JSON Lines (one
+  record per line, nothing else on stdout) for a command that lists messages or records (`stream`);
+  what describes the list (a get's status and next offset, a dump's file header) is one line of JSON
+  on stderr, after `rocketstore: `.
 """
 
 from __future__ import annotations
@@ -60,6 +68,32 @@ def to_jsonable(value: Any) -> Any:
 
 def emit_json(document: Any) -> None:
     click.echo(json.dumps(to_jsonable(document), indent=2, ensure_ascii=False))
+
+
+def emit_json_line(record: Any) -> None:
+    """One record as one line of JSON (JSON Lines)."""
+    click.echo(json.dumps(to_jsonable(record), ensure_ascii=False, separators=(",", ":")))
+
+
+def note(text: str) -> None:
+    """A line for the person at the terminal, on stderr (never mixed into the data on stdout)."""
+    click.echo(text, err=True)
+
+
+def _tsv_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def tsv(records: Iterable[Mapping[str, Any]], columns: Sequence[Column]) -> None:
+    """`records` as tab-separated lines under a header line; whole values (no preview cut)."""
+    click.echo("\t".join(column.key for column in columns))
+    for record in records:
+        cells = []
+        for column in columns:
+            value = record.get(column.key)
+            text = ("" if value is None else str(value)) if column.render is preview else column.render(value)
+            cells.append(_tsv_cell(text))
+        click.echo("\t".join(cells))
 
 
 def decode_body(body: bytes) -> tuple[str, str]:
@@ -138,12 +172,28 @@ def table(records: Iterable[Mapping[str, Any]], columns: Sequence[Column], title
 
 
 def show(document: Any, records: Sequence[Mapping[str, Any]], columns: Sequence[Column], *,
-         title: str | None = None, footer: str | None = None, empty: str = "nothing found") -> None:
-    """Print `document` as JSON with --json, else `records` as a table (and a footer line)."""
+         title: str | None = None, footer: str | None = None, empty: str = "nothing found",
+         stream: bool = False) -> None:
+    """Print `document` as JSON with --json (`records` as JSON Lines with `stream`), else `records` as a
+    table (and a footer line)."""
     if state().json_output:
-        emit_json(document)
+        if not stream:
+            emit_json(document)
+            return
+        for record in records:
+            emit_json_line(record)
+        if isinstance(document, Mapping):  # what describes the list (status, next offset...), on stderr
+            about = {k: v for k, v in document.items() if v is not records}
+            note(f"rocketstore: {json.dumps(to_jsonable(about), ensure_ascii=False, separators=(',', ':'))}")
         return
     out = console()
+    if not out.is_terminal:
+        tsv(records, columns)
+        if not records:
+            note(f"rocketstore: ({empty})")
+        if footer:
+            note(f"rocketstore: {footer}")
+        return
     if records:
         out.print(table(records, columns, title))
     else:
@@ -171,8 +221,15 @@ def fields_table(document: Mapping[str, Any], *, title: str | None = None) -> Ta
 
 
 def show_fields(document: Mapping[str, Any], *, title: str | None = None) -> None:
-    """Print one record as JSON with --json, else as a field/value table."""
+    """Print one record as JSON with --json, else as a field/value table (tab-separated on a pipe)."""
     if state().json_output:
         emit_json(document)
         return
-    console().print(fields_table(document, title=title))
+    out = console()
+    if not out.is_terminal:
+        rows = [{"field": key, "value": json.dumps(to_jsonable(value), ensure_ascii=False)
+                 if isinstance(value, (dict, list, tuple)) else "" if value is None else str(to_jsonable(value))}
+                for key, value in document.items()]
+        tsv(rows, (Column("field", "field"), Column("value", "value")))
+        return
+    out.print(fields_table(document, title=title))

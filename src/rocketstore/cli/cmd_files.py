@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import click
 
 from rocketstore.cli._errors import ProblemsFound, UsageProblem
-from rocketstore.cli._output import Column, console, emit_json, fields_table, number, show, when
+from rocketstore.cli._output import (
+    Column,
+    console,
+    emit_json,
+    emit_json_line,
+    fields_table,
+    note,
+    number,
+    show,
+    to_jsonable,
+    when,
+)
 from rocketstore.cli._state import check_store_dir, global_options, state, store_argument, store_config_of
 
 PROBLEM_COLUMNS = (Column("file", "file"), Column("pos", "pos", number, "right"), Column("problem", "message"))
@@ -92,7 +104,14 @@ def dump(store: Path, file: Path, at: int, count: int, verbose: bool) -> None:
 
 def _show_dump(document: dict[str, Any], verbose: bool) -> None:
     if state().json_output:
-        emit_json(document)
+        if document["kind"] == "checkpoint":  # one object
+            emit_json(document)
+            return
+        # records as JSON Lines; what describes the file, on stderr
+        about = {k: v for k, v in document.items() if k != "items"}
+        note(f"rocketstore: {json.dumps(to_jsonable(about), ensure_ascii=False, separators=(',', ':'))}")
+        for item in document["items"]:
+            emit_json_line(item)
         return
     out = console()
     if "header" in document:

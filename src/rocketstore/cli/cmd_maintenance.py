@@ -94,18 +94,20 @@ def _partition_columns(values: tuple[str, ...]) -> tuple[str, ...]:
               show_default=True, help="Output file format.")
 @click.option("--partition-by", multiple=True, default=("topic",), show_default=True,
               help="Partition columns (comma list; 'none' for none).")
-@click.option("--topics", default=None, help="Only these topics (comma list).")
+@click.option("--topic", "topics", default=None, help="Only these topics (comma list).")
+@click.option("--topics", "topics_alias", default=None, hidden=True)  # the earlier name
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
 @master_option
 @global_options
 def export(store: Path, out: Path, file_format: str, partition_by: tuple[str, ...], topics: str | None,
-           overwrite: bool, master: str | None) -> None:
+           topics_alias: str | None, overwrite: bool, master: str | None) -> None:
     """Write every message of STORE as Parquet (or JSON, ORC) files under OUT, a Spark job.
     Columns are the Spark source's (topic, queueId, queueOffset, commitLogOffset, ..., body).
     (mqadmin has no equivalent.)
     """
     from rocketstore.spark.jobs import export as export_job
 
+    topics = topics_alias if topics_alias is not None else topics
     check_store_dir(store)
     if out.exists() and not overwrite:
         raise UsageProblem(f"{out} exists: choose another OUT or give --overwrite")
@@ -120,7 +122,7 @@ def export(store: Path, out: Path, file_format: str, partition_by: tuple[str, ..
 
 
 def _read_options(topics: str | None) -> dict[str, str]:
-    """Options of the `rocketstore` Spark source from the global geometry flags and --topics."""
+    """Options of the `rocketstore` Spark source from the global geometry flags and --topic."""
     options: dict[str, str] = {}
     config = state().store_config()
     if config is not None:

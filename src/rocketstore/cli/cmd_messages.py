@@ -152,7 +152,7 @@ def put(store: Path, topic: str, queue_id: int, tags: str | None, keys: str | No
             records = _put_lines(opened, make)
         else:
             records = [_result_record(first, opened.put(first))]
-    show(records if lines else records[0], records, PUT_COLUMNS, empty="no lines on standard input")
+    show(records if lines else records[0], records, PUT_COLUMNS, empty="no lines on standard input", stream=lines)
     failed = [r for r in records if r["status"] != "PUT_OK"]
     if failed:
         raise ProblemsFound(f"{len(failed)} of {len(records)} puts returned {failed[0]['status']}")
@@ -253,7 +253,7 @@ def get(store: Path, topic: str, queue_id: int, offset: int | None, count: int, 
     footer = (f"status {document['status']}, next offset {document['next_offset']}, "
               f"queue offsets [{document['min_offset']}, {document['max_offset']})")
     show(document, document["messages"], MESSAGE_COLUMNS, title=f"{topic}/{queue_id}", footer=footer,
-         empty="no messages")
+         empty="no messages", stream=True)
 
 
 COMMANDS = (put, get)

@@ -21,16 +21,18 @@ _NOT_FOUND = (LookupError, ValueError)  # what the store raises for an id or off
 @click.option("--key", required=True, help="A KEYS token or a UNIQ_KEY.")
 @click.option("--begin", "begin_ms", type=TIME, default=0, help="Stored at or after TIME (epoch ms or ISO 8601).")
 @click.option("--end", "end_ms", type=TIME, default=None, help="Stored at or before TIME.")
-@click.option("--max", "max_count", type=click.IntRange(min=1), default=64, show_default=True,
+@click.option("--count", "max_count", type=click.IntRange(min=1), default=64, show_default=True,
               help="At most this many (the newest), capped by the store's max_query_results.")
+@click.option("--max", "max_alias", type=click.IntRange(min=1), default=None, hidden=True)  # the earlier name
 @click.option("--as-rocketmq", "as_rocketmq", is_flag=True,
               help="Answer exactly as RocketMQ's queryMessage: every message whose key hash matches "
                    "(collisions included), time bounds checked to the second.")
 @global_options
 def query_key(store: Path, topic: str, key: str, begin_ms: int, end_ms: int | None, max_count: int,
-              as_rocketmq: bool) -> None:
+              max_alias: int | None, as_rocketmq: bool) -> None:
     """Messages carrying KEY (a KEYS token or a UNIQ_KEY), from the index (mqadmin queryMsgByKey,
     queryMsgByUniqueKey)."""
+    max_count = max_alias if max_alias is not None else max_count
     if end_ms is not None and end_ms < begin_ms:
         raise UsageProblem("--end is before --begin")
     bounds = {"max_count": max_count, "begin_ms": begin_ms, "end_ms": end_ms}
@@ -45,7 +47,7 @@ def query_key(store: Path, topic: str, key: str, begin_ms: int, end_ms: int | No
         "as_rocketmq": as_rocketmq, "messages": [message_record(m) for m in found],
     }
     show(document, document["messages"], MESSAGE_COLUMNS, title=f"{topic} key {key!r}",
-         footer=f"{len(found)} message(s)", empty="no message carries this key")
+         footer=f"{len(found)} message(s)", empty="no message carries this key", stream=True)
 
 
 @click.command("query-id")

@@ -96,8 +96,9 @@ class _DemoProgress:
 @click.command()
 @click.argument("directory", required=False, default="demo-store",
                 type=click.Path(file_okay=False, path_type=Path))
-@click.option("--messages", type=click.IntRange(min=1), default=20_000, show_default=True,
+@click.option("--count", "messages", type=click.IntRange(min=1), default=20_000, show_default=True,
               help="Messages to write.")
+@click.option("--messages", "messages_alias", type=click.IntRange(min=1), default=None, hidden=True)  # earlier name
 @click.option("--seed", type=int, default=7, show_default=True, help="Seed of the generated workload.")
 @click.option("--export", "export_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the Parquet export goes (default: DIRECTORY.parquet beside it).")
@@ -105,14 +106,16 @@ class _DemoProgress:
               help="Also write the HTML report of the demo store to this file.")
 @master_option
 @global_options
-def demo(directory: Path, messages: int, seed: int, export_dir: Path | None, report_file: Path | None,
-         master: str | None) -> None:
+def demo(directory: Path, messages: int, messages_alias: int | None, seed: int, export_dir: Path | None,
+         report_file: Path | None, master: str | None) -> None:
     """The demo pipeline: write a store with a realistic mix of topics, queues, tags and keys into
     DIRECTORY (default ./demo-store; adds to it when it is already a store, refuses any other
     non-empty folder), then run Spark over it: rebuild its queues and index, export it to Parquet,
     and summarise it per topic and queue with Spark SQL. (mqadmin has no equivalent.)
     """
     from rocketstore.report.demo import DemoRefused, check_target, run_demo
+
+    messages = messages_alias if messages_alias is not None else messages
 
     export_dir = export_dir or directory.with_name(directory.name + ".parquet")
     try:
