@@ -32,14 +32,22 @@ from rocketstore.format.message import (
     store_timestamp_pos,
 )
 from rocketstore.format.msgid import decode_msg_id, msg_id_prefix
+from rocketstore.format.store_dirs import (
+    COMMITLOG_DIR,
+    CONFIG_DIR,
+    CONSUME_QUEUE_DIR,
+    QUARANTINE_DIR,
+    STORE_CONFIG_FILE,
+    queue_dirs,
+)
 from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.commitlog import CommitLog
-from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
+from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.consumer_offsets import ConsumerOffsets
 from rocketstore.log.entry_run import EntryReader
 from rocketstore.log.index_service import IndexService
-from rocketstore.log.json_config import CONFIG_DIR, JAVA_INT_MAX, JAVA_LONG_MAX
+from rocketstore.log.json_config import JAVA_INT_MAX, JAVA_LONG_MAX
 from rocketstore.log.topic_config import TopicConfigs
 from rocketstore.message import Message
 from rocketstore.native import speedups
@@ -65,7 +73,6 @@ from rocketstore.services.service import Service
 from rocketstore.storage import fs
 from rocketstore.storage.marker_files import StoreLock, abort_file_exists, create_abort_file, remove_abort_file
 
-STORE_CONFIG_FILE = "rocketstore.json"
 DISK_FULL_REASON = "disk full"
 MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
 CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
@@ -206,7 +213,7 @@ class MessageStore:
         root = self.path
         if not self.read_only:
             root.mkdir(parents=True, exist_ok=True)
-            (root / "commitlog").mkdir(exist_ok=True)
+            (root / COMMITLOG_DIR).mkdir(exist_ok=True)
             (root / CONSUME_QUEUE_DIR).mkdir(exist_ok=True)
             self._lock_file = StoreLock(root)
             self._lock_file.acquire()
@@ -214,7 +221,7 @@ class MessageStore:
         odd = None
         if not self.read_only:
             cfg = self.config
-            odd = odd_files.set_aside(root, root / recovery.QUARANTINE_DIR,
+            odd = odd_files.set_aside(root, root / QUARANTINE_DIR,
                                       commitlog_file_size=cfg.commitlog_file_size, index_slots=cfg.index_hash_slots,
                                       index_max_entries=cfg.index_max_entries, resize_commitlog=repair)
         self.checkpoint = StoreCheckpoint(root, read_only=self.read_only)
@@ -223,7 +230,7 @@ class MessageStore:
         self.index.load()
         if not self.read_only:  # the files matched the geometry: now it is the store's
             _record_geometry(root, self.config)
-        quarantine = None if self.read_only else root / recovery.QUARANTINE_DIR / CONFIG_DIR
+        quarantine = None if self.read_only else root / QUARANTINE_DIR / CONFIG_DIR
         state_files = [p for p in (self.offsets.load(quarantine=quarantine), self.topics.load(quarantine=quarantine))
                        if p is not None]
         if self.read_only:
@@ -333,7 +340,7 @@ class MessageStore:
                 self.path, self._delay_millis, queue_for=lambda qid: self._queues.get((SCHEDULE_TOPIC, qid)),
                 read=self.commitlog.message_at, deliver=self._deliver_delayed, clock=self.clock,
                 interval_ms=cfg.schedule_interval_ms)
-            problem = self._schedule.load(quarantine=self.path / recovery.QUARANTINE_DIR / CONFIG_DIR)
+            problem = self._schedule.load(quarantine=self.path / QUARANTINE_DIR / CONFIG_DIR)
             if problem is not None:
                 self.recovery.state_files.append(problem)
             services.append(self._schedule)
@@ -367,17 +374,11 @@ class MessageStore:
             self._read_only_reason = None
 
     def _load_queues(self) -> None:
-        base = self.path / CONSUME_QUEUE_DIR
-        if not base.is_dir():
-            return
-        for topic_dir in sorted(p for p in base.iterdir() if p.is_dir()):
-            for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
-                if not queue_dir.name.lstrip("-").isdigit():
-                    continue
-                cq = ConsumeQueue(self.path, topic_dir.name, int(queue_dir.name),
-                                  self.config.consume_queue_file_entries, read_only=self.read_only)
-                cq.load()
-                self._queues[(cq.topic, cq.queue_id)] = cq
+        for topic, queue_id, _ in queue_dirs(self.path):
+            cq = ConsumeQueue(self.path, topic, queue_id, self.config.consume_queue_file_entries,
+                              read_only=self.read_only)
+            cq.load()
+            self._queues[(cq.topic, cq.queue_id)] = cq
 
     def _rebuild_queue_table(self) -> None:
         min_phy = self.commitlog.min_offset

@@ -15,8 +15,8 @@ import pytest
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.errors import StoreLayoutError
 from rocketstore.format.consume_queue import UNIT_SIZE
+from rocketstore.format.store_dirs import QUARANTINE_DIR
 from rocketstore.report.verify import verify_store
-from rocketstore.services.recovery import QUARANTINE_DIR
 
 ENTRIES = 10  # per consume-queue file
 CONFIG = StoreConfig(commitlog_file_size=64 * 1024, consume_queue_file_entries=ENTRIES, index_hash_slots=64,

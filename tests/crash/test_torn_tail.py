@@ -12,7 +12,7 @@ import pytest
 from rocketstore import FlushMode, MessageStore, RecoveryMode
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.properties import encode_properties
-from rocketstore.services.recovery import QUARANTINE_DIR
+from rocketstore.format.store_dirs import QUARANTINE_DIR
 from rocketstore.storage import fs
 
 from .faults import commitlog_files, cut_at, flip_bit, make_abort

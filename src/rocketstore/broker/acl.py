@@ -138,7 +138,7 @@ def _perm(text: object) -> int:
 
 def _perm_table(entries: object) -> dict[str, int]:
     table = {}
-    for entry in entries or []:
+    for entry in entries if isinstance(entries, list) else []:
         name, sep, perm = str(entry).partition("=")
         if not sep:
             raise AclConfigError(f"permission entry {entry!r} is not NAME=PERM")

@@ -144,7 +144,7 @@ class BrokerApp:
     def _connection_closed(self, conn: Connection) -> None:
         if self.ctx is None:
             return
-        self.ctx.waiters.release_matching(lambda owner: owner[0] is conn)
+        self.ctx.waiters.release_matching(lambda owner: isinstance(owner, tuple) and owner[0] is conn)
         for group in self.ctx.clients.connection_closed(conn):
             self.ctx.clients.notify_changed(group)
 

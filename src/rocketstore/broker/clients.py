@@ -80,9 +80,9 @@ class ClientRegistry:
                 del members[client_id]
                 self._release_client(group, client_id)
                 changed.append(group)
-        for members in self.producers.values():
-            for client_id in [cid for cid, c in members.items() if c is conn]:
-                del members[client_id]
+        for producers in self.producers.values():
+            for client_id in [cid for cid, c in producers.items() if c is conn]:
+                del producers[client_id]
         return changed
 
     def consumer_ids(self, group: str) -> list[str]:

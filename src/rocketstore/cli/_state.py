@@ -210,8 +210,8 @@ def _inferred_config(path: Path) -> StoreConfig | None:
     """For a store that recorded no geometry (RocketMQ wrote it): the geometry its files give, said on
     stderr when it is not the default; None to let the store decide."""
     from rocketstore import StoreConfig
+    from rocketstore.format.store_dirs import STORE_CONFIG_FILE
     from rocketstore.log.geometry import infer_geometry
-    from rocketstore.store import STORE_CONFIG_FILE
 
     if (path / "config" / STORE_CONFIG_FILE).exists():
         return None

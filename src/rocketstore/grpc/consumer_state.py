@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from rocketstore.errors import RocketStoreError
+from rocketstore.format.store_dirs import CONFIG_DIR
 
-STATE_FILE = Path("config") / "grpcConsumerState.json"
+STATE_FILE = Path(CONFIG_DIR) / "grpcConsumerState.json"
 FORMAT_VERSION = 1
 
 

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 
 from rocketstore.format.checkpoint import FIELDS_V4, PAGE_SIZE, Checkpoint
+from rocketstore.format.store_dirs import CHECKPOINT_FILE
 from rocketstore.storage import fs
-
-CHECKPOINT_FILE = "checkpoint"
 
 
 class StoreCheckpoint:

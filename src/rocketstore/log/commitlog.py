@@ -17,10 +17,9 @@ from rocketstore.format.message import (
     encode_blank,
     record_at,
 )
+from rocketstore.format.store_dirs import COMMITLOG_DIR
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
-
-COMMITLOG_DIR = "commitlog"
 
 
 class CommitLog:

@@ -17,11 +17,10 @@ from rocketstore.format.consume_queue import (
     scan_entries,
     unpack_unit,
 )
+from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR
 from rocketstore.storage import sparse
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
-
-CONSUME_QUEUE_DIR = "consumequeue"
 
 RECOVER_LAST_FILES = 3
 

@@ -6,14 +6,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rocketstore.log.json_config import (
-    CONFIG_DIR,
-    JAVA_INT_MAX,
-    StateFileProblem,
-    java_int,
-    load_state,
-    write_json,
-)
+from rocketstore.format.store_dirs import CONFIG_DIR
+from rocketstore.log.json_config import JAVA_INT_MAX, StateFileProblem, java_int, load_state, write_json
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
 TOPIC_GROUP_SEPARATOR = "@"

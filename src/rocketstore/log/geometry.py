@@ -16,9 +16,7 @@ from pathlib import Path
 
 from rocketstore.format.consume_queue import UNIT_SIZE
 from rocketstore.format.index import index_file_size
-from rocketstore.log.commitlog import COMMITLOG_DIR
-from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR
-from rocketstore.log.index_service import INDEX_DIR
+from rocketstore.format.store_dirs import COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
 
 ENTRIES_PER_SLOT = 4  # RocketMQ's defaults: maxHashSlotNum 5,000,000, maxIndexNum 20,000,000
 

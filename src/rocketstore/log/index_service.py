@@ -10,10 +10,10 @@ from rocketstore.errors import StoreLayoutError
 from rocketstore.format.filenames import index_file_name
 from rocketstore.format.index import index_key
 from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, java_hash_concat
+from rocketstore.format.store_dirs import INDEX_DIR
 from rocketstore.log.index_file import KEY, IndexFile
 from rocketstore.native import speedups
 
-INDEX_DIR = "index"
 INDEX_BATCH_MIN = 16  # without the compiled hash: from this many keys on, index_keys_of hashes them with numpy
 
 

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rocketstore.format.json_text import quote_integer_keys
+from rocketstore.format.store_dirs import CONFIG_DIR  # noqa: F401 (re-exported)
 from rocketstore.storage import fs
 
 _T = TypeVar("_T")
 JAVA_LONG_MAX = 2**63 - 1
 JAVA_INT_MAX = 2**31 - 1
 
-CONFIG_DIR = "config"
 
 
 def loads_lenient(text: str) -> Any:

@@ -7,14 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rocketstore.log.json_config import (
-    CONFIG_DIR,
-    JAVA_INT_MAX,
-    StateFileProblem,
-    java_int,
-    load_state,
-    write_json,
-)
+from rocketstore.format.store_dirs import CONFIG_DIR
+from rocketstore.log.json_config import JAVA_INT_MAX, StateFileProblem, java_int, load_state, write_json
 
 TOPICS_FILE = "topics.json"
 PERM_READ_WRITE = 6

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore.format.store_dirs import COMMITLOG_DIR
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -103,11 +105,11 @@ def check_target(store: Path, export: Path) -> bool:
         DemoRefused: `store` or `export` is a folder that holds something other than a store or a
             previous Parquet export.
     """
-    if store.exists() and (not store.is_dir() or any(store.iterdir()) and not (store / "commitlog").is_dir()):
+    if store.exists() and (not store.is_dir() or any(store.iterdir()) and not (store / COMMITLOG_DIR).is_dir()):
         raise DemoRefused(f"{store} exists and is not a store: choose another folder")
     if export.exists() and (not export.is_dir() or any(export.iterdir()) and not (export / "_SUCCESS").exists()):
         raise DemoRefused(f"{export} exists and is not a previous export: choose another --export folder")
-    return (store / "commitlog").is_dir()
+    return (store / COMMITLOG_DIR).is_dir()
 
 
 def demo_config(store: Path, config: StoreConfig | None) -> StoreConfig | None:
@@ -115,7 +117,7 @@ def demo_config(store: Path, config: StoreConfig | None) -> StoreConfig | None:
     (an existing store keeps the geometry it recorded)."""
     from rocketstore import StoreConfig
 
-    if config is not None or (store / "commitlog").is_dir():
+    if config is not None or (store / COMMITLOG_DIR).is_dir():
         return config
     return StoreConfig().with_geometry(DEMO_GEOMETRY)
 

@@ -29,6 +29,7 @@ from rocketstore.format.message import (
     decode_message,
     peek_prefix,
 )
+from rocketstore.format.store_dirs import CHECKPOINT_FILE, COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR, queue_id_of
 from rocketstore.format.sysflag import SysFlag
 from rocketstore.report._files import mapped as _mapped
 
@@ -36,10 +37,10 @@ MAGIC_NAMES = {MAGIC_V1: "MESSAGE_V1", MAGIC_V2: "MESSAGE_V2", BLANK_MAGIC: "BLA
 
 
 class FileKind(str, enum.Enum):
-    COMMITLOG = "commitlog"
-    CONSUME_QUEUE = "consumequeue"
-    INDEX = "index"
-    CHECKPOINT = "checkpoint"
+    COMMITLOG = COMMITLOG_DIR
+    CONSUME_QUEUE = CONSUME_QUEUE_DIR
+    INDEX = INDEX_DIR
+    CHECKPOINT = CHECKPOINT_FILE
 
 
 class DumpError(ValueError):
@@ -57,13 +58,14 @@ def file_kind(store: Path, file: Path) -> tuple[FileKind, str]:
     except ValueError:
         raise DumpError(f"{file} is not inside the store {store}") from None
     parts = rel.parts
-    if parts == ("checkpoint",):
+    if parts == (CHECKPOINT_FILE,):
         return FileKind.CHECKPOINT, rel.as_posix()
-    if len(parts) == 2 and parts[0] == "commitlog" and name_to_offset(parts[1]) is not None:
+    if len(parts) == 2 and parts[0] == COMMITLOG_DIR and name_to_offset(parts[1]) is not None:
         return FileKind.COMMITLOG, rel.as_posix()
-    if len(parts) == 4 and parts[0] == "consumequeue" and parts[2].isdigit() and name_to_offset(parts[3]) is not None:
+    if (len(parts) == 4 and parts[0] == CONSUME_QUEUE_DIR and queue_id_of(parts[2]) is not None
+            and name_to_offset(parts[3]) is not None):
         return FileKind.CONSUME_QUEUE, rel.as_posix()
-    if len(parts) == 2 and parts[0] == "index" and parts[1].isdigit():
+    if len(parts) == 2 and parts[0] == INDEX_DIR and parts[1].isdigit():
         return FileKind.INDEX, rel.as_posix()
     raise DumpError(f"{rel.as_posix()} is not a commitlog, consume-queue, index or checkpoint file")
 

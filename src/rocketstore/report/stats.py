@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocketstore.cli._timeparse import format_time_ms
 from rocketstore.format import index as index_format
+from rocketstore.format.store_dirs import COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
 from rocketstore.report._files import mapped
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def time_bucket_ms(first_ms: int, last_ms: int) -> int:
     return TIME_BUCKETS_MS[-1] * (span // (TIME_BUCKETS_MS[-1] * MAX_TIME_BUCKETS) + 1)
 
 
-FILE_KINDS = ("commitlog", "consumequeue", "index", "config", "other")
+FILE_KINDS = (COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR, CONFIG_DIR, "other")
 
 # StoreConfig geometry field -> option of the `rocketstore` Spark source.
 SOURCE_GEOMETRY_OPTIONS = {
@@ -186,7 +187,7 @@ def gather(spark: SparkSession, root: Path, config: StoreConfig | None) -> Store
         _message_stats(spark, stats, frame)
     finally:
         frame.unpersist()
-    index_dir = root / "index"
+    index_dir = root / INDEX_DIR
     paths = sorted(str(p) for p in index_dir.iterdir() if p.is_file()) if index_dir.is_dir() else []
     if paths:
         slots, max_entries = effective.index_hash_slots, effective.index_max_entries

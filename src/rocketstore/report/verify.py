@@ -28,6 +28,7 @@ from rocketstore.format import index as index_format
 from rocketstore.format.filenames import name_to_offset
 from rocketstore.format.javahash import index_key_hash
 from rocketstore.format.message import END_OF_FILE, NEED_DATA, StoredMessage, decode_message, peek_prefix
+from rocketstore.format.store_dirs import COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR, queue_dirs
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.report._files import first_nonzero as _first_nonzero
 from rocketstore.report._files import mapped as _mapped
@@ -36,7 +37,6 @@ from rocketstore.services.dispatch import request_from_message
 if TYPE_CHECKING:
     from rocketstore import StoreConfig
 
-COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR = "commitlog", "consumequeue", "index"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,15 +218,9 @@ class _Verifier:
     # -- consume queues --------------------------------------------------------------------------
 
     def consume_queues(self) -> None:
-        directory = self.root / CONSUME_QUEUE_DIR
-        if not directory.is_dir():
-            return
-        for topic_dir in sorted(p for p in directory.iterdir() if p.is_dir()):
-            for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
-                if not queue_dir.name.isdigit():
-                    continue
-                self.result.consume_queues += 1
-                self._check_queue(topic_dir.name, int(queue_dir.name), queue_dir)
+        for topic, queue_id, queue_dir in queue_dirs(self.root):
+            self.result.consume_queues += 1
+            self._check_queue(topic, queue_id, queue_dir)
         self._check_all_dispatched()
 
     def _check_queue(self, topic: str, queue_id: int, directory: Path) -> None:

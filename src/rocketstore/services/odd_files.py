@@ -26,8 +26,7 @@ from pathlib import Path
 from rocketstore.errors import StoreLayoutError
 from rocketstore.format.filenames import name_to_offset
 from rocketstore.format.index import index_file_size
-from rocketstore.log.commitlog import COMMITLOG_DIR
-from rocketstore.log.index_service import INDEX_DIR
+from rocketstore.format.store_dirs import COMMITLOG_DIR, INDEX_DIR
 from rocketstore.storage import fs
 
 COMMITLOG_FILES_DIR = "commitlog-files"

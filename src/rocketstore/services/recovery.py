@@ -32,15 +32,15 @@ from rocketstore.format.message import (
     peek_prefix,
     store_timestamp_pos,
 )
+from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, QUARANTINE_DIR
 from rocketstore.log.commitlog import CommitLog
-from rocketstore.log.consume_queue import CONSUME_QUEUE_DIR, ConsumeQueue
+from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_service import IndexService
 from rocketstore.log.json_config import StateFileProblem
 from rocketstore.services.odd_files import OddFile
 from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
 
-QUARANTINE_DIR = "quarantine"
 _PHY_OFFSET = struct.Struct(">q")
 NORMAL_RECOVERY_FILES = 3
 

@@ -21,9 +21,10 @@ from rocketstore._types import Clock
 from rocketstore.errors import InvalidMessageError, MessageNotFoundError, StoreReadOnlyError
 from rocketstore.format import properties as props
 from rocketstore.format.message import StoredMessage
+from rocketstore.format.store_dirs import CONFIG_DIR
 from rocketstore.format.topics import refuses_sends
 from rocketstore.log.consume_queue import ConsumeQueue
-from rocketstore.log.json_config import CONFIG_DIR, JAVA_INT_MAX, StateFileProblem, java_int, load_state, write_json
+from rocketstore.log.json_config import JAVA_INT_MAX, StateFileProblem, java_int, load_state, write_json
 from rocketstore.services.service import Service
 
 DELAY_OFFSET_FILE = "delayOffset.json"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocketstore.format.filenames import offset_to_name
 from rocketstore.format.message import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, StoredMessage, peek_prefix
+from rocketstore.format.store_dirs import COMMITLOG_DIR
 
 if TYPE_CHECKING:
     from rocketstore import MessageStore, StoreConfig
@@ -41,8 +42,7 @@ def store_config(root: str, geometry: tuple[tuple[str, int], ...] = ()) -> Store
     import json
 
     from rocketstore import StoreConfig
-    from rocketstore.log.json_config import CONFIG_DIR
-    from rocketstore.store import STORE_CONFIG_FILE
+    from rocketstore.format.store_dirs import CONFIG_DIR, STORE_CONFIG_FILE
 
     if geometry:
         return StoreConfig().with_geometry(dict(geometry))
@@ -109,7 +109,7 @@ def record_starts(root: str, file_size: int, lo: int, hi: int, step: int) -> lis
     while file_start < hi:
         pos = max(lo, file_start) - file_start
         end = min(hi - file_start, file_size)
-        path = os.path.join(root, "commitlog", offset_to_name(file_start))
+        path = os.path.join(root, COMMITLOG_DIR, offset_to_name(file_start))
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             end = min(end, len(buf))
             while pos < end:

@@ -33,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, INDEX_DIR
 from rocketstore.spark._stores import LogReader, commitlog_extent, record_starts, store_config
 
 if TYPE_CHECKING:
@@ -205,7 +206,7 @@ def _plan_ranges(root: str, config: StoreConfig | None,
 
 def _swap_in(root: str, staging: str) -> None:
     """Replace `consumequeue/` and `index/` with the rebuilt ones."""
-    for name in ("consumequeue", "index"):
+    for name in (CONSUME_QUEUE_DIR, INDEX_DIR):
         live, new, old = os.path.join(root, name), os.path.join(staging, name), os.path.join(staging, f"old-{name}")
         if os.path.exists(live):
             os.rename(live, old)
@@ -273,7 +274,7 @@ def _write_index(dispatched: Any, staging: str, cfg: StoreConfig, counts: Sequen
     if files == 0 and not empty_last:
         return 0, 0
     seeds = _index_seeds(dispatched, firsts, per_file, files + 1)
-    index_dir = os.path.join(staging, "index")
+    index_dir = os.path.join(staging, INDEX_DIR)
     os.makedirs(index_dir)
     now = int(time.time() * 1000)
     names = {f: os.path.join(index_dir, name_for(now + f)) for f in range(files + 1)}

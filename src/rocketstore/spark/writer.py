@@ -34,6 +34,7 @@ from typing import Any
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
+from rocketstore.format.store_dirs import CONFIG_DIR
 from rocketstore.spark.options import WriteOptions
 
 __all__ = [
@@ -211,12 +212,12 @@ class RocketStoreWriter(DataSourceWriter):
 
 
 def _state_path(opts: WriteOptions) -> str:
-    return os.path.join(opts.path, "config", SINK_STATE_FILE)
+    return os.path.join(opts.path, CONFIG_DIR, SINK_STATE_FILE)
 
 
 def load_sink_state(store_root: str) -> dict[str, dict[str, Any]]:
     """Every sink's record from `config/sparkSink.json` ({} when there is none)."""
-    path = os.path.join(store_root, "config", SINK_STATE_FILE)
+    path = os.path.join(store_root, CONFIG_DIR, SINK_STATE_FILE)
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)

@@ -8,10 +8,9 @@ import threading
 from pathlib import Path
 
 from rocketstore.errors import StoreLockedError
+from rocketstore.format.store_dirs import ABORT_FILE, LOCK_FILE
 from rocketstore.storage import fs
 
-LOCK_FILE = "lock"
-ABORT_FILE = "abort"
 LOCK_CONTENT = b"lock"
 
 # POSIX record locks belong to the process, so a second writer inside this process would get the lock

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from rocketstore import Message, MessageStore, RecoveryMode, StoreConfig
+from rocketstore.format.store_dirs import QUARANTINE_DIR
 from rocketstore.log.consume_queue import ConsumeQueue
-from rocketstore.services.recovery import QUARANTINE_DIR
 
 T0 = 1_800_000_000_000
 CFG = StoreConfig(commitlog_file_size=8192, consume_queue_file_entries=4, index_hash_slots=8, index_max_entries=6,
