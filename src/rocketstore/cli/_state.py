@@ -63,7 +63,7 @@ class CliState:
 
         base = load_config_file(self.config_file) if self.config_file else StoreConfig()
         try:
-            return dataclasses.replace(base, **self.geometry)
+            return base.with_geometry(self.geometry)
         except (TypeError, ValueError) as exc:
             raise UsageProblem(f"bad store geometry: {exc}") from exc
 

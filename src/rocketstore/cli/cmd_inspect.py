@@ -87,7 +87,8 @@ def progress(store: Path, group: str | None) -> None:
             known = ", ".join(sorted(offsets)) or "none"
             raise UsageProblem(f"unknown consumer group {group!r} (groups in this store: {known})")
         queues = opened.queues()
-        rows = []
+        rows: list[dict[str, Any]] = []
+        lag = 0
         for name in sorted(offsets):
             if group not in (None, name):
                 continue
@@ -96,7 +97,8 @@ def progress(store: Path, group: str | None) -> None:
                 rows.append({"group": name, "topic": topic, "queue_id": queue_id,
                              "committed_offset": committed, "max_offset": high,
                              "lag": max(high - committed, 0)})
-    document = {"groups": rows, "total_lag": sum(r["lag"] for r in rows)}
+                lag += max(high - committed, 0)
+    document = {"groups": rows, "total_lag": lag}
     show(document, rows, PROGRESS_COLUMNS, footer=f"total lag {document['total_lag']}",
          empty="no committed consumer offsets")
 

@@ -35,13 +35,13 @@ def query_key(store: Path, topic: str, key: str, begin_ms: int, end_ms: int | No
     max_count = max_alias if max_alias is not None else max_count
     if end_ms is not None and end_ms < begin_ms:
         raise UsageProblem("--end is before --begin")
-    bounds = {"max_count": max_count, "begin_ms": begin_ms, "end_ms": end_ms}
     with open_store(store) as opened:
         require_queue(opened, topic)
         if as_rocketmq:
-            found = [opened.message_at(phy) for phy in opened.index_lookup(topic, key, **bounds)]
+            found = [opened.message_at(phy) for phy in opened.index_lookup(topic, key, max_count=max_count,
+                                                                           begin_ms=begin_ms, end_ms=end_ms)]
         else:
-            found = opened.query(topic, key, **bounds)
+            found = opened.query(topic, key, max_count=max_count, begin_ms=begin_ms, end_ms=end_ms)
     document: dict[str, Any] = {
         "topic": topic, "key": key, "begin_ms": begin_ms, "end_ms": end_ms, "max_count": max_count,
         "as_rocketmq": as_rocketmq, "messages": [message_record(m) for m in found],
