@@ -257,7 +257,7 @@ def run_demo(spark_factory: Callable[[], Any], store: Path, export: Path, *, mes
              seed: int = 7, config: StoreConfig | None = None, progress: Progress | None = None,
              report: Path | None = None) -> DemoResult:
     """The whole demo: write `messages` messages into `store`, then rebuild, export to `export` and
-    summarise with Spark (the session comes from `spark_factory`, a context-manager factory), and
+    summarise with Spark (the Spark session comes from `spark_factory`, a context-manager factory), and
     write the HTML report to `report` when given.
 
     Raises:

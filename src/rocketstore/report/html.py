@@ -119,7 +119,7 @@ def build_report(spark: SparkSession, store_path: str | os.PathLike[str], out: s
     """Gather the store's figures with Spark, plot them and write the page to `out`.
 
     Args:
-        spark: a session with the `rocketstore` data source registered.
+        spark: a Spark session with the `rocketstore` data source registered.
         store_path: the store root (opened read-only).
         out: the HTML file to write (replaced if it exists).
         config: the store's geometry; None uses the geometry the store recorded.

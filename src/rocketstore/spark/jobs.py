@@ -220,7 +220,7 @@ def rebuild(spark: SparkSession, store_path: str | os.PathLike[str], config: Sto
     """Rebuild `consumequeue/` and `index/` of a store from its commitlog, in parallel.
 
     Args:
-        spark: the session to run on (the store path must be reachable by the driver and executors).
+        spark: the Spark session to run on (the store path must be reachable by the driver and executors).
         store_path: the store root.
         config: the store's geometry; None reads the store's `config/rocketstore.json` (or defaults).
         range_bytes: commitlog bytes per dispatch task.
@@ -312,7 +312,7 @@ def export(spark: SparkSession, store_path: str | os.PathLike[str], out: str | o
     """Write every message of a store (read through its consume queues) as a Spark table.
 
     Args:
-        spark: the session to run on.
+        spark: the Spark session to run on.
         store_path: the store root (or several, comma-separated).
         out: the output directory.
         format: any Spark file format (`parquet`, `json`, `orc`, ...).
@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     builder = SparkSession.builder.appName(f"rocketstore-{args.command}")
     if args.master:
-        # A session this command starts itself: its Python workers are this interpreter unless told.
+        # A Spark session this command starts itself: its Python workers are this interpreter unless told.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(args.master)
     spark = builder.getOrCreate()
