@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .cliharness import tree_digest
+from .cliharness import assert_one_line_error, tree_digest
 
 
 def _by_offset(golden_expected) -> dict[int, dict]:
@@ -219,7 +219,35 @@ def test_read_commands_never_write(cli, golden_store, golden_flags, golden_expec
 def test_read_only_commands_infer_the_geometry_of_a_store_rocketmq_wrote(cli, golden_store, golden_expected):
     result = cli("topics", golden_store, "--json")
     assert result.code == 0, result.err
-    assert ("note: geometry inferred from the files: commitlog_file_size 65536, consume_queue_file_entries 100, "
-            "index_hash_slots 100, index_max_entries 400") in result.err
+    assert ("note: geometry inferred from the files: commitlog files of 65536 bytes, consume-queue files of 100 "
+            "entries, index files of 100 hash slots, 400 entries (RocketMQ's ratio of 4 entries per slot)"
+            ) in result.err
     assert result.json()["message_count"] == len(golden_expected["messages_in_commitlog_order"])
     assert not (golden_store / "config" / "rocketstore.json").exists(), "a read-only command records nothing"
+
+
+def test_flags_win_and_the_files_fill_in_the_rest(cli, golden_store, golden_expected):
+    before = tree_digest(golden_store)
+    partial = cli("topics", golden_store, "--json", "--commitlog-file-size", "65536")
+    assert partial.code == 0, partial.err
+    assert "commitlog files" not in partial.err and "consume-queue files of 100 entries" in partial.err
+    assert partial.json()["message_count"] == len(golden_expected["messages_in_commitlog_order"])
+    # the index size fits 200 slots x 380 entries as well as RocketMQ's 100 x 400: given flags win
+    other = cli("topics", golden_store, "--json", "--index-hash-slots", "200", "--index-max-entries", "380")
+    assert other.code == 0, other.err
+    assert "index files" not in other.err
+    assert tree_digest(golden_store) == before
+
+
+def test_a_flag_the_files_contradict_is_one_line(cli, golden_store):
+    line = assert_one_line_error(cli("topics", golden_store, "--consume-queue-file-entries", "300"))
+    assert line.endswith("--consume-queue-file-entries 300 does not match the geometry of the store's files: "
+                         "consume-queue files of 100 entries"), line
+
+
+def test_writable_commands_take_no_geometry_from_the_files(cli, golden_store):
+    before = tree_digest(golden_store)
+    line = assert_one_line_error(cli("put", golden_store, "--topic", "TopicA", "--body", "x",
+                                     "--commitlog-file-size", "65536"))
+    assert "give --consume-queue-file-entries 100 --index-hash-slots 100 --index-max-entries 400" in line, line
+    assert tree_digest(golden_store) == before, "refused before the store was opened for writing"

@@ -73,10 +73,11 @@ def rebuild(store: Path, master: str | None) -> None:
     """Rebuild consumequeue/ and index/ from the commitlog as a Spark job. Takes the store's lock.
     (mqadmin has no equivalent: RocketMQ rebuilds only what recovery finds missing.)
     """
+    from rocketstore.cli._geometry import geometry_for
     from rocketstore.spark.jobs import rebuild as rebuild_job
 
     check_store_dir(store)
-    config = state().store_config()
+    config = geometry_for(store, read_only=False)  # refuses a geometry the store's files contradict
     with spark_session("rocketstore-rebuild", master=master, debug=state().debug) as spark:
         report = rebuild_job(spark, store, config)
     show_fields({"store": str(store), **dataclasses.asdict(report)}, title="rebuild")
@@ -110,7 +111,7 @@ def export(store: Path, out: Path, file_format: str, partition_by: tuple[str, ..
     if out.exists() and not overwrite:
         raise UsageProblem(f"{out} exists: choose another OUT or give --overwrite")
     columns = _partition_columns(partition_by)
-    options = _read_options(topics)
+    options = _read_options(store, topics)
     with spark_session("rocketstore-export", master=master, debug=state().debug) as spark:
         export_job(spark, store, out, file_format, columns, mode="overwrite" if overwrite else "errorifexists",
                    options=options)
@@ -119,10 +120,13 @@ def export(store: Path, out: Path, file_format: str, partition_by: tuple[str, ..
                  "rows": rows}, title="export")
 
 
-def _read_options(topics: str | None) -> dict[str, str]:
-    """Options of the `rocketstore` Spark source from the global geometry flags and --topics."""
+def _read_options(store: Path, topics: str | None) -> dict[str, str]:
+    """Options of the `rocketstore` Spark source from the geometry (given, or read off a RocketMQ store's
+    files) and --topic."""
+    from rocketstore.cli._geometry import geometry_for
+
     options: dict[str, str] = {}
-    config = state().store_config()
+    config = geometry_for(store, read_only=True)
     if config is not None:
         names = {"commitlog_file_size": "commitlogFileSize", "consume_queue_file_entries": "consumeQueueFileEntries",
                  "index_hash_slots": "indexHashSlots", "index_max_entries": "indexMaxEntries"}

@@ -65,12 +65,15 @@ def _precheck(store: Path, message: Message) -> None:
 
     Raises:
         InvalidMessageError: the store would refuse the message.
+        UsageProblem: the options' geometry does not fit the store's files.
     """
     from rocketstore import MessageStore
+    from rocketstore.cli._geometry import geometry_for
 
+    config = geometry_for(store, read_only=False)  # refuses a geometry the store's files contradict
     with tempfile.TemporaryDirectory(prefix="rocketstore-check-") as empty:
         where = store if (store / "commitlog").is_dir() else Path(empty)
-        with MessageStore.open(where, state().store_config(), read_only=True) as reader:
+        with MessageStore.open(where, config, read_only=True) as reader:
             reader.check_message(message)
 
 
