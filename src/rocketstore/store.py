@@ -32,6 +32,7 @@ from rocketstore.format.message import (
     store_timestamp_pos,
 )
 from rocketstore.format.msgid import decode_msg_id, msg_id_prefix
+from rocketstore.format.sysflag import gets_index_entry
 from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.commitlog import CommitLog
@@ -300,7 +301,7 @@ class MessageStore:
                 report.dispatch_skipped.append(f"{msg.phy_offset}: {exc}")
                 self._dispatcher.dispatch(req, queues=False, index=with_index)
             report.queue_entries_dispatched += with_queue
-            report.index_records_dispatched += with_index
+            report.index_records_dispatched += with_index and _has_index_keys(req)  # what the index took
             self._last_store_timestamp = msg.store_timestamp
 
     def _start_services(self) -> None:
@@ -1088,6 +1089,14 @@ def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
                 later.close()
             del cq.queue.files[idx + 1:]
             break
+
+
+def _has_index_keys(req: DispatchRequest) -> bool:
+    """True when the index gets an entry for this record: it is indexed at all (not a rollback) and
+    carries a UNIQ_KEY or a non-empty key (what `IndexService.build` writes). The index ends at its last
+    keyed record, so the records without keys after it are handed to the index again at every open:
+    `build` writes nothing for them, and recovery must not count them as work done."""
+    return gets_index_entry(req.sys_flag) and (bool(req.uniq_key) or any(req.keys))
 
 
 def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
