@@ -29,6 +29,27 @@ class CliResult:
     def lines(self) -> list[str]:
         return [line for line in self.out.splitlines() if line.strip()]
 
+    def json_lines(self, code: int = 0) -> list[Any]:
+        """The JSON Lines on stdout (one JSON value per line, each parsed alone), after checking the
+        exit code."""
+        assert self.code == code, f"{self.args}: exit {self.code}: {self.err}"
+        return [json.loads(line) for line in self.out.splitlines()]
+
+    def tsv(self, code: int = 0) -> list[dict[str, str]]:
+        """The rows of the tab-separated table on stdout (what a pipe gets), keyed by the header line's
+        names; checks there is exactly one header line and no box drawing or padding."""
+        assert self.code == code, f"{self.args}: exit {self.code}: {self.err}"
+        assert not set(self.out) & BOX_CHARACTERS, self.out
+        header, *rows = self.out.splitlines()
+        names = header.split("\t")
+        assert all(name == name.strip() and name for name in names), header
+        table = [dict(zip(names, row.split("\t"), strict=True)) for row in rows]
+        assert all(cell == cell.strip() for row in table for cell in row.values()), "no padding"
+        return table
+
+
+BOX_CHARACTERS = set("┃│━╇─┼┏┓┗┛╭╮╰╯")
+
 
 def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)

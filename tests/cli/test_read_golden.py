@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,13 @@ def _assert_same_message(record: dict, expected: dict) -> None:
         assert (record["body"], record["body_encoding"]) == (expected["bodyUtf8"], "utf-8")
 
 
+def _get_footer(result) -> tuple[str, int, int, int]:
+    """(status, next offset, min offset, max offset) from the line `get` prints beside its messages."""
+    found = re.search(r"status (\w+), next offset (\d+), queue offsets \[(\d+), (\d+)\)", result.err)
+    assert found, result.err
+    return found[1], int(found[2]), int(found[3]), int(found[4])
+
+
 def test_topics_lists_every_queue_with_offsets_counts_and_times(cli, golden_store, golden_flags, golden_expected):
     document = cli("topics", golden_store, *golden_flags, "--json").json()
     by_offset = _by_offset(golden_expected)
@@ -50,24 +58,27 @@ def test_topics_lists_every_queue_with_offsets_counts_and_times(cli, golden_stor
 
 def test_topics_table_names_every_topic(cli, golden_store, golden_flags):
     result = cli("topics", golden_store, *golden_flags)
-    assert result.code == 0, result.err
-    assert all(topic in result.out for topic in ("TopicA", "TopicB", "TopicC"))
-    assert "3 topic(s), 12 queue(s), 520 message(s)" in result.out
+    rows = result.tsv()
+    assert {row["topic"] for row in rows} == {"TopicA", "TopicB", "TopicC"} and len(rows) == 12
+    assert rows[0]["first stored (UTC)"] == "2026-11-22T03:53:36.598Z"
+    assert "3 topic(s), 12 queue(s), 520 message(s)" in result.err, "the footer goes beside the data"
 
 
 @pytest.mark.parametrize("offset,count", [(0, 32), (100, 5), (95, 10), (150, 40)])
 def test_get_returns_the_queue_messages_rocketmq_stored(cli, golden_store, golden_flags, golden_expected,
                                                         offset, count):
-    document = cli("get", golden_store, *golden_flags, "--topic", "TopicA", "--queue", "0",
-                   "--offset", str(offset), "--count", str(count), "--json").json()
+    result = cli("get", golden_store, *golden_flags, "--topic", "TopicA", "--queue", "0",
+                 "--offset", str(offset), "--count", str(count), "--json")
+    messages = result.json_lines()
     queue = golden_expected["queues"]["TopicA"]["0"]
     want = [e for e in queue["cqEntries_queueOffset_commitLogOffset_size_tagsCode"]
             if offset <= e[0] < offset + count]
-    assert [m["queue_offset"] for m in document["messages"]] == [e[0] for e in want]
-    assert document["next_offset"] == offset + len(want)
-    assert (document["min_offset"], document["max_offset"]) == (queue["minOffset"], queue["maxOffset"])
+    assert [m["queue_offset"] for m in messages] == [e[0] for e in want]
+    _status, next_offset, low, high = _get_footer(result)
+    assert next_offset == offset + len(want)
+    assert (low, high) == (queue["minOffset"], queue["maxOffset"])
     by_offset = _by_offset(golden_expected)
-    for record, entry in zip(document["messages"], want, strict=True):
+    for record, entry in zip(messages, want, strict=True):
         _assert_same_message(record, by_offset[entry[1]])
 
 
@@ -79,41 +90,39 @@ def test_get_as_rocketmq_gives_rocketmqs_own_answer(cli, golden_store, golden_fl
                 "--count", str(query["maxMsgNums"])]
         if query["subExpression"] is not None:
             args += ["--tags", query["subExpression"]]
-        document = cli("get", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").json()
+        result = cli("get", golden_store, *golden_flags, *args, "--as-rocketmq", "--json")
         want = query["result"]
-        got = (document["status"], document["next_offset"], document["min_offset"], document["max_offset"],
-               [m["queue_offset"] for m in document["messages"]])
+        got = (*_get_footer(result), [m["queue_offset"] for m in result.json_lines()])
         assert got == (want["status"], want["nextBeginOffset"], want["minOffset"], want["maxOffset"],
                        [m["queueOffset"] for m in want["messages"]]), query
 
 
 def test_get_with_a_tag_filter_returns_only_that_tag(cli, golden_store, golden_flags, golden_expected):
-    document = cli("get", golden_store, *golden_flags, "--topic", "TopicB", "--queue", "1",
-                   "--tags", "TagA", "--json").json()
+    messages = cli("get", golden_store, *golden_flags, "--topic", "TopicB", "--queue", "1",
+                   "--tags", "TagA", "--json").json_lines()
     expected = next(q for q in golden_expected["queries"]["getMessage"]
                     if (q["topic"], q["queueId"], q["subExpression"]) == ("TopicB", 1, "TagA"))
-    assert [m["queue_offset"] for m in document["messages"]] == [
-        m["queueOffset"] for m in expected["result"]["messages"]]
-    assert {m["tags"] for m in document["messages"]} == {"TagA"}
+    assert [m["queue_offset"] for m in messages] == [m["queueOffset"] for m in expected["result"]["messages"]]
+    assert {m["tags"] for m in messages} == {"TagA"}
 
 
 @pytest.mark.parametrize("topic,key", [("TopicA", "hot"), ("TopicA", "order-3"), ("TopicC", "AaAa"),
                                        ("TopicB", "nope")])
 def test_query_key_finds_the_messages_carrying_the_key(cli, golden_store, golden_flags, golden_expected,
                                                        topic, key):
-    document = cli("query-key", golden_store, *golden_flags, "--topic", topic, "--key", key,
-                   "--max", "64", "--json").json()
+    messages = cli("query-key", golden_store, *golden_flags, "--topic", topic, "--key", key,
+                   "--count", "64", "--json").json_lines()
     expected = next(q for q in golden_expected["queries"]["queryMessage"]
                     if (q["topic"], q["key"], q["maxNum"]) == (topic, key, 64)) \
         if key == "hot" else None
     by_offset = _by_offset(golden_expected)
     carriers = [o for o, m in by_offset.items() if m["topic"] == topic
                 and (key in (m["keys"] or "").split(" ") or m["uniqKey"] == key)]
-    got = [m["phy_offset"] for m in document["messages"]]
+    got = [m["phy_offset"] for m in messages]
     assert got == sorted(carriers)
     if expected is not None:
         assert got == [m["commitLogOffset"] for m in expected["result"]["messages"]]
-    for record in document["messages"]:
+    for record in messages:
         _assert_same_message(record, by_offset[record["phy_offset"]])
 
 
@@ -121,22 +130,21 @@ def test_query_key_finds_the_messages_carrying_the_key(cli, golden_store, golden
 def test_query_key_as_rocketmq_gives_rocketmqs_own_answer(cli, golden_store, golden_flags, golden_expected, case):
     queries = [q for q in golden_expected["queries"]["queryMessage"] if q["key"] in ("Aa", "BB", "hot", "even")]
     query = queries[case * len(queries) // 8]
-    args = ["--topic", query["topic"], "--key", query["key"], "--max", str(query["maxNum"]),
+    args = ["--topic", query["topic"], "--key", query["key"], "--count", str(query["maxNum"]),
             "--begin", str(query["begin"])]
     if query["end"] < 2**63 - 1:
         args += ["--end", str(query["end"])]
-    document = cli("query-key", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").json()
-    assert [m["phy_offset"] for m in document["messages"]] == [
-        m["commitLogOffset"] for m in query["result"]["messages"]]
+    messages = cli("query-key", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").json_lines()
+    assert [m["phy_offset"] for m in messages] == [m["commitLogOffset"] for m in query["result"]["messages"]]
 
 
 def test_query_key_time_window_bounds_the_result(cli, golden_store, golden_flags, golden_expected):
     by_offset = _by_offset(golden_expected)
     hot = sorted(o for o, m in by_offset.items() if m["topic"] == "TopicA" and "hot" in (m["keys"] or "").split())
     begin, end = by_offset[hot[5]]["storeTimestamp"], by_offset[hot[9]]["storeTimestamp"]
-    document = cli("query-key", golden_store, *golden_flags, "--topic", "TopicA", "--key", "hot",
-                   "--begin", str(begin), "--end", str(end), "--json").json()
-    assert [m["phy_offset"] for m in document["messages"]] == hot[5:10]
+    messages = cli("query-key", golden_store, *golden_flags, "--topic", "TopicA", "--key", "hot",
+                   "--begin", str(begin), "--end", str(end), "--json").json_lines()
+    assert [m["phy_offset"] for m in messages] == hot[5:10]
 
 
 def test_query_id_and_query_offset_return_the_record(cli, golden_store, golden_flags, golden_expected):

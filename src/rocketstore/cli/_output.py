@@ -1,8 +1,18 @@
-"""Printing results: one JSON document with `--json`, rich tables otherwise.
+r"""Printing results: tables for a terminal, tab-separated text for a pipe, JSON with `--json`.
 
 A command builds plain records (dicts with stable snake_case keys) and hands them to `show` with the
 columns a table should have; JSON output is those records, unchanged. Messages become records with the
 `StoredMessage` field names (`message_record`).
+
+| stdout          | records (`show`)                        | one record (`show_fields`)        |
+|-----------------|-----------------------------------------|-----------------------------------|
+| a terminal      | a rich table, title above, footer below | a field/value table               |
+| a pipe or file  | TSV: one header line, one line a record | TSV: `field<TAB>value` lines      |
+| `--json`        | JSON Lines (`lines=True`) or a document | one JSON document                 |
+
+In a pipe and with JSON Lines, stdout carries only data: the title is left out and the footer (counts,
+where to go on) goes to stderr. A TSV cell escapes backslash, tab, newline and carriage return as `\\`,
+`\t`, `\n`, `\r` (the text format of PostgreSQL's COPY), so every record stays one line.
 """
 
 from __future__ import annotations
@@ -10,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -62,6 +73,46 @@ def emit_json(document: Any) -> None:
     click.echo(json.dumps(to_jsonable(document), indent=2, ensure_ascii=False))
 
 
+def json_line(record: Any) -> str:
+    """One record as one line of JSON (JSON Lines)."""
+    return json.dumps(to_jsonable(record), ensure_ascii=False)
+
+
+def emit_json_lines(records: Iterable[Any]) -> None:
+    """Each record as one line of JSON, flushed as it goes."""
+    for record in records:
+        click.echo(json_line(record))
+    sys.stdout.flush()
+
+
+def piped() -> bool:
+    """True when stdout is not a terminal: tables print as tab-separated text."""
+    return not sys.stdout.isatty()
+
+
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_line(cells: Iterable[str]) -> str:
+    """Cells joined by tabs, each escaped so that the line holds exactly one record."""
+    return "\t".join(cell.translate(_TSV_ESCAPES) for cell in cells)
+
+
+def tsv_header(columns: Sequence[Column]) -> str:
+    return tsv_line(column.header for column in columns)
+
+
+def tsv_row(record: Mapping[str, Any], columns: Sequence[Column]) -> str:
+    return tsv_line(column.plain(record.get(column.key)) for column in columns)
+
+
+def note(text: str | None) -> None:
+    """A line beside the data (a footer, a count, where to go on): stderr when stdout carries data for
+    a program (a pipe, JSON Lines), else stdout."""
+    if text:
+        click.echo(text, err=piped() or state().json_output)
+
+
 def decode_body(body: bytes) -> tuple[str, str]:
     """(text, encoding): the body as UTF-8 text when it is valid UTF-8, else base64."""
     try:
@@ -91,6 +142,12 @@ class Column:
     justify: str = "left"
     flexible: bool = False
     """Shrinks (with an ellipsis) when the table is too wide; other columns keep their full width."""
+    full: Callable[[Any], str] | None = None
+    """How the value prints in tab-separated text when `render` shortens it (default: `render`)."""
+
+    def plain(self, value: Any) -> str:
+        """The value as a TSV cell: never shortened."""
+        return (self.full or self.render)(value)
 
 
 def when(timestamp_ms: Any) -> str:
@@ -111,6 +168,10 @@ def number(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
 MESSAGE_COLUMNS = (
     Column("queue", "queue_id", number, "right"),
     Column("offset", "queue_offset", number, "right"),
@@ -120,7 +181,7 @@ MESSAGE_COLUMNS = (
     Column("tags", "tags", number),
     Column("keys", "keys", joined, flexible=True),
     Column("msg id", "msg_id", number),
-    Column("body", "body", preview, flexible=True),
+    Column("body", "body", preview, flexible=True, full=text),
 )
 
 
@@ -138,10 +199,22 @@ def table(records: Iterable[Mapping[str, Any]], columns: Sequence[Column], title
 
 
 def show(document: Any, records: Sequence[Mapping[str, Any]], columns: Sequence[Column], *,
-         title: str | None = None, footer: str | None = None, empty: str = "nothing found") -> None:
-    """Print `document` as JSON with --json, else `records` as a table (and a footer line)."""
+         title: str | None = None, footer: str | None = None, empty: str = "nothing found",
+         lines: bool = False) -> None:
+    """Print `records` as a table (TSV in a pipe) with a footer line; with --json, `document` as one JSON
+    document, or with `lines` the records as JSON Lines (the footer then goes to stderr)."""
     if state().json_output:
-        emit_json(document)
+        if lines:
+            emit_json_lines(records)
+            note(footer)
+        else:
+            emit_json(document)
+        return
+    if piped():
+        click.echo(tsv_header(columns))
+        for record in records:
+            click.echo(tsv_row(record, columns))
+        note(footer if records else f"({empty})" + (f"; {footer}" if footer else ""))
         return
     out = console()
     if records:
@@ -152,27 +225,39 @@ def show(document: Any, records: Sequence[Mapping[str, Any]], columns: Sequence[
         out.print(footer)
 
 
+def field_text(key: str, value: Any) -> str:
+    """A field's value as a field/value table shows it; times as ISO 8601 UTC with the epoch ms."""
+    if isinstance(value, int) and not isinstance(value, bool) and key.endswith(("timestamp", "_ms")):
+        return f"{when(value)} ({value})"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(to_jsonable(value), ensure_ascii=False)
+    return "" if value is None else str(to_jsonable(value))
+
+
+FIELD_COLUMNS = (Column("field", "field"), Column("value", "value"))
+
+
 def fields_table(document: Mapping[str, Any], *, title: str | None = None) -> Table:
     """A two-column field/value table; times shown as ISO 8601 UTC with the epoch ms."""
     out = Table(title=title, title_justify="left", show_header=False, show_edge=False, pad_edge=False)
     out.add_column(style="bold")
     out.add_column()
     for key, value in document.items():
-        if isinstance(value, int) and not isinstance(value, bool) and key.endswith(("timestamp", "_ms")):
-            text = f"{when(value)} ({value})"
-        elif isinstance(value, float):
-            text = f"{value:.2f}"
-        elif isinstance(value, (dict, list, tuple)):
-            text = json.dumps(to_jsonable(value), ensure_ascii=False)
-        else:
-            text = "" if value is None else str(to_jsonable(value))
-        out.add_row(key, text)
+        out.add_row(key, field_text(key, value))
     return out
 
 
 def show_fields(document: Mapping[str, Any], *, title: str | None = None) -> None:
-    """Print one record as JSON with --json, else as a field/value table."""
+    """Print one record as JSON with --json, else as a field/value table (TSV `field<TAB>value` lines,
+    under a header line, in a pipe)."""
     if state().json_output:
         emit_json(document)
+        return
+    if piped():
+        click.echo(tsv_header(FIELD_COLUMNS))
+        for key, value in document.items():
+            click.echo(tsv_line((key, field_text(key, value))))
         return
     console().print(fields_table(document, title=title))

@@ -89,6 +89,34 @@ def state() -> CliState:
     return click.get_current_context().ensure_object(CliState)
 
 
+class _AliasedOption(click.Option):
+    """An option that still answers to earlier names, which --help and error messages leave out."""
+
+    def __init__(self, *args: Any, hidden_aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hidden_aliases = hidden_aliases
+
+    def _without_aliases(self, method: Callable[[click.Context], Any], ctx: click.Context) -> Any:
+        names = self.opts
+        self.opts = [name for name in names if name not in self.hidden_aliases]
+        try:
+            return method(ctx)
+        finally:
+            self.opts = names
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        return self._without_aliases(super().get_help_record, ctx)  # type: ignore[no-any-return]
+
+    def get_error_hint(self, ctx: click.Context) -> str:
+        return self._without_aliases(super().get_error_hint, ctx)  # type: ignore[no-any-return]
+
+
+def option(*names: str, aliases: tuple[str, ...] = (), **kwargs: Any) -> Callable[[F], F]:
+    """`click.option` that also accepts `aliases`, earlier names of the option kept working but hidden
+    (one name for one idea across commands: `--count` for "at most N", `--topic` for a topic filter)."""
+    return click.option(*names, *aliases, cls=_AliasedOption, hidden_aliases=aliases, **kwargs)
+
+
 def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
         if value:  # an option left out below the subcommand must not undo one given above it

@@ -13,7 +13,7 @@ import click
 from rocketstore.cli._errors import ProblemsFound, UsageProblem
 from rocketstore.cli._output import show_fields
 from rocketstore.cli._spark import master_option, spark_session
-from rocketstore.cli._state import check_store_dir, global_options, open_store, state, store_argument
+from rocketstore.cli._state import check_store_dir, global_options, open_store, option, state, store_argument
 
 
 def _recovery_document(report: Any, *, dry_run: bool) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def _partition_columns(values: tuple[str, ...]) -> tuple[str, ...]:
               show_default=True, help="Output file format.")
 @click.option("--partition-by", multiple=True, default=("topic",), show_default=True,
               help="Partition columns (comma list; 'none' for none).")
-@click.option("--topics", default=None, help="Only these topics (comma list).")
+@option("--topic", "topics", aliases=("--topics",), default=None, help="Only these topics (comma list).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
 @master_option
 @global_options
