@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rocketstore import MessageStore, StoreConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 store_argument = click.argument("store", type=click.Path(file_okay=False, path_type=Path))
 """The STORE argument every subcommand but `demo` takes."""
@@ -96,7 +97,7 @@ class _AliasedOption(click.Option):
         super().__init__(*args, **kwargs)
         self.hidden_aliases = hidden_aliases
 
-    def _without_aliases(self, method: Callable[[click.Context], Any], ctx: click.Context) -> Any:
+    def _without_aliases(self, method: Callable[[Any], T], ctx: click.Context | None) -> T:
         names = self.opts
         self.opts = [name for name in names if name not in self.hidden_aliases]
         try:
@@ -105,10 +106,10 @@ class _AliasedOption(click.Option):
             self.opts = names
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        return self._without_aliases(super().get_help_record, ctx)  # type: ignore[no-any-return]
+        return self._without_aliases(super().get_help_record, ctx)
 
-    def get_error_hint(self, ctx: click.Context) -> str:
-        return self._without_aliases(super().get_error_hint, ctx)  # type: ignore[no-any-return]
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return self._without_aliases(super().get_error_hint, ctx)
 
 
 def option(*names: str, aliases: tuple[str, ...] = (), **kwargs: Any) -> Callable[[F], F]:
