@@ -115,3 +115,18 @@ def test_commitlog_files_all_of_another_size_mean_the_geometry_is_wrong_and_noth
     after = digests(tmp_path)
     assert {k: v for k, v in after.items() if k != "config/rocketstore.json"} == \
         {k: v for k, v in before.items() if k != "config/rocketstore.json"}
+
+
+def test_a_writable_open_with_another_geometry_than_the_files_touches_nothing(tmp_path):
+    from tests.conftest import GOLDEN_GEOMETRY, copy_golden_store
+
+    store = copy_golden_store(tmp_path / "golden")  # written by RocketMQ: no config/rocketstore.json
+    before = digests(store)
+    with pytest.raises(StoreLayoutError, match="no commitlog file has the configured size"):
+        MessageStore.open(store)  # the default geometry: 1 GiB files
+    only_commitlog = StoreConfig(commitlog_file_size=GOLDEN_GEOMETRY["commitlog_file_size"],
+                                 consume_queue_file_entries=GOLDEN_GEOMETRY["consume_queue_file_entries"])
+    with pytest.raises(StoreLayoutError, match="no index file has the configured size"):
+        MessageStore.open(store, only_commitlog)  # the index geometry left at its default
+    assert digests(store) == before, "a refused open set files aside"
+    assert not (store / "quarantine").exists()

@@ -26,21 +26,29 @@ class CliResult:
         assert self.code == code, f"{self.args}: exit {self.code}: {self.err}"
         return json.loads(self.out)
 
+    def lines(self) -> list[str]:
+        return [line for line in self.out.splitlines() if line.strip()]
+
     def json_lines(self, code: int = 0) -> list[Any]:
-        """The JSON Lines on stdout (one object per line, nothing else), after checking the exit code."""
+        """The JSON Lines on stdout (one JSON value per line, each parsed alone), after checking the
+        exit code."""
         assert self.code == code, f"{self.args}: exit {self.code}: {self.err}"
         return [json.loads(line) for line in self.out.splitlines()]
 
-    def listing(self, key: str = "messages", code: int = 0) -> dict[str, Any]:
-        """A listing command's --json output as one dict: what stderr says about the list, with the
-        JSON Lines of stdout under `key`."""
-        records = self.json_lines(code)
-        about = [line for line in self.err.splitlines() if line.startswith("rocketstore: {")]
-        assert len(about) == 1, self.err
-        return {**json.loads(about[0][len("rocketstore: "):]), key: records}
+    def tsv(self, code: int = 0) -> list[dict[str, str]]:
+        """The rows of the tab-separated table on stdout (what a pipe gets), keyed by the header line's
+        names; checks there is exactly one header line and no box drawing or padding."""
+        assert self.code == code, f"{self.args}: exit {self.code}: {self.err}"
+        assert not set(self.out) & BOX_CHARACTERS, self.out
+        header, *rows = self.out.splitlines()
+        names = header.split("\t")
+        assert all(name == name.strip() and name for name in names), header
+        table = [dict(zip(names, row.split("\t"), strict=True)) for row in rows]
+        assert all(cell == cell.strip() for row in table for cell in row.values()), "no padding"
+        return table
 
-    def lines(self) -> list[str]:
-        return [line for line in self.out.splitlines() if line.strip()]
+
+BOX_CHARACTERS = set("┃│━╇─┼┏┓┗┛╭╮╰╯")
 
 
 def command_env(extra: dict[str, str] | None = None) -> dict[str, str]:

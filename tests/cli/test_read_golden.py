@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from .cliharness import tree_digest
+from .cliharness import assert_one_line_error, tree_digest
 
 
 def _by_offset(golden_expected) -> dict[int, dict]:
@@ -31,6 +32,13 @@ def _assert_same_message(record: dict, expected: dict) -> None:
         assert (record["body"], record["body_encoding"]) == (expected["bodyUtf8"], "utf-8")
 
 
+def _get_footer(result) -> tuple[str, int, int, int]:
+    """(status, next offset, min offset, max offset) from the line `get` prints beside its messages."""
+    found = re.search(r"status (\w+), next offset (\d+), queue offsets \[(\d+), (\d+)\)", result.err)
+    assert found, result.err
+    return found[1], int(found[2]), int(found[3]), int(found[4])
+
+
 def test_topics_lists_every_queue_with_offsets_counts_and_times(cli, golden_store, golden_flags, golden_expected):
     document = cli("topics", golden_store, *golden_flags, "--json").json()
     by_offset = _by_offset(golden_expected)
@@ -50,24 +58,27 @@ def test_topics_lists_every_queue_with_offsets_counts_and_times(cli, golden_stor
 
 def test_topics_table_names_every_topic(cli, golden_store, golden_flags):
     result = cli("topics", golden_store, *golden_flags)
-    assert result.code == 0, result.err
-    assert all(topic in result.out for topic in ("TopicA", "TopicB", "TopicC"))
-    assert "3 topic(s), 12 queue(s), 520 message(s)" in result.err
+    rows = result.tsv()
+    assert {row["topic"] for row in rows} == {"TopicA", "TopicB", "TopicC"} and len(rows) == 12
+    assert rows[0]["first stored (UTC)"] == "2026-11-22T03:53:36.598Z"
+    assert "3 topic(s), 12 queue(s), 520 message(s)" in result.err, "the footer goes beside the data"
 
 
 @pytest.mark.parametrize("offset,count", [(0, 32), (100, 5), (95, 10), (150, 40)])
 def test_get_returns_the_queue_messages_rocketmq_stored(cli, golden_store, golden_flags, golden_expected,
                                                         offset, count):
-    document = cli("get", golden_store, *golden_flags, "--topic", "TopicA", "--queue", "0",
-                   "--offset", str(offset), "--count", str(count), "--json").listing()
+    result = cli("get", golden_store, *golden_flags, "--topic", "TopicA", "--queue", "0",
+                 "--offset", str(offset), "--count", str(count), "--json")
+    messages = result.json_lines()
     queue = golden_expected["queues"]["TopicA"]["0"]
     want = [e for e in queue["cqEntries_queueOffset_commitLogOffset_size_tagsCode"]
             if offset <= e[0] < offset + count]
-    assert [m["queue_offset"] for m in document["messages"]] == [e[0] for e in want]
-    assert document["next_offset"] == offset + len(want)
-    assert (document["min_offset"], document["max_offset"]) == (queue["minOffset"], queue["maxOffset"])
+    assert [m["queue_offset"] for m in messages] == [e[0] for e in want]
+    _status, next_offset, low, high = _get_footer(result)
+    assert next_offset == offset + len(want)
+    assert (low, high) == (queue["minOffset"], queue["maxOffset"])
     by_offset = _by_offset(golden_expected)
-    for record, entry in zip(document["messages"], want, strict=True):
+    for record, entry in zip(messages, want, strict=True):
         _assert_same_message(record, by_offset[entry[1]])
 
 
@@ -79,41 +90,39 @@ def test_get_as_rocketmq_gives_rocketmqs_own_answer(cli, golden_store, golden_fl
                 "--count", str(query["maxMsgNums"])]
         if query["subExpression"] is not None:
             args += ["--tags", query["subExpression"]]
-        document = cli("get", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").listing()
+        result = cli("get", golden_store, *golden_flags, *args, "--as-rocketmq", "--json")
         want = query["result"]
-        got = (document["status"], document["next_offset"], document["min_offset"], document["max_offset"],
-               [m["queue_offset"] for m in document["messages"]])
+        got = (*_get_footer(result), [m["queue_offset"] for m in result.json_lines()])
         assert got == (want["status"], want["nextBeginOffset"], want["minOffset"], want["maxOffset"],
                        [m["queueOffset"] for m in want["messages"]]), query
 
 
 def test_get_with_a_tag_filter_returns_only_that_tag(cli, golden_store, golden_flags, golden_expected):
-    document = cli("get", golden_store, *golden_flags, "--topic", "TopicB", "--queue", "1",
-                   "--tags", "TagA", "--json").listing()
+    messages = cli("get", golden_store, *golden_flags, "--topic", "TopicB", "--queue", "1",
+                   "--tags", "TagA", "--json").json_lines()
     expected = next(q for q in golden_expected["queries"]["getMessage"]
                     if (q["topic"], q["queueId"], q["subExpression"]) == ("TopicB", 1, "TagA"))
-    assert [m["queue_offset"] for m in document["messages"]] == [
-        m["queueOffset"] for m in expected["result"]["messages"]]
-    assert {m["tags"] for m in document["messages"]} == {"TagA"}
+    assert [m["queue_offset"] for m in messages] == [m["queueOffset"] for m in expected["result"]["messages"]]
+    assert {m["tags"] for m in messages} == {"TagA"}
 
 
 @pytest.mark.parametrize("topic,key", [("TopicA", "hot"), ("TopicA", "order-3"), ("TopicC", "AaAa"),
                                        ("TopicB", "nope")])
 def test_query_key_finds_the_messages_carrying_the_key(cli, golden_store, golden_flags, golden_expected,
                                                        topic, key):
-    document = cli("query-key", golden_store, *golden_flags, "--topic", topic, "--key", key,
-                   "--max", "64", "--json").listing()
+    messages = cli("query-key", golden_store, *golden_flags, "--topic", topic, "--key", key,
+                   "--count", "64", "--json").json_lines()
     expected = next(q for q in golden_expected["queries"]["queryMessage"]
                     if (q["topic"], q["key"], q["maxNum"]) == (topic, key, 64)) \
         if key == "hot" else None
     by_offset = _by_offset(golden_expected)
     carriers = [o for o, m in by_offset.items() if m["topic"] == topic
                 and (key in (m["keys"] or "").split(" ") or m["uniqKey"] == key)]
-    got = [m["phy_offset"] for m in document["messages"]]
+    got = [m["phy_offset"] for m in messages]
     assert got == sorted(carriers)
     if expected is not None:
         assert got == [m["commitLogOffset"] for m in expected["result"]["messages"]]
-    for record in document["messages"]:
+    for record in messages:
         _assert_same_message(record, by_offset[record["phy_offset"]])
 
 
@@ -125,18 +134,17 @@ def test_query_key_as_rocketmq_gives_rocketmqs_own_answer(cli, golden_store, gol
             "--begin", str(query["begin"])]
     if query["end"] < 2**63 - 1:
         args += ["--end", str(query["end"])]
-    document = cli("query-key", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").listing()
-    assert [m["phy_offset"] for m in document["messages"]] == [
-        m["commitLogOffset"] for m in query["result"]["messages"]]
+    messages = cli("query-key", golden_store, *golden_flags, *args, "--as-rocketmq", "--json").json_lines()
+    assert [m["phy_offset"] for m in messages] == [m["commitLogOffset"] for m in query["result"]["messages"]]
 
 
 def test_query_key_time_window_bounds_the_result(cli, golden_store, golden_flags, golden_expected):
     by_offset = _by_offset(golden_expected)
     hot = sorted(o for o, m in by_offset.items() if m["topic"] == "TopicA" and "hot" in (m["keys"] or "").split())
     begin, end = by_offset[hot[5]]["storeTimestamp"], by_offset[hot[9]]["storeTimestamp"]
-    document = cli("query-key", golden_store, *golden_flags, "--topic", "TopicA", "--key", "hot",
-                   "--begin", str(begin), "--end", str(end), "--json").listing()
-    assert [m["phy_offset"] for m in document["messages"]] == hot[5:10]
+    messages = cli("query-key", golden_store, *golden_flags, "--topic", "TopicA", "--key", "hot",
+                   "--begin", str(begin), "--end", str(end), "--json").json_lines()
+    assert [m["phy_offset"] for m in messages] == hot[5:10]
 
 
 def test_query_id_and_query_offset_return_the_record(cli, golden_store, golden_flags, golden_expected):
@@ -219,7 +227,35 @@ def test_read_commands_never_write(cli, golden_store, golden_flags, golden_expec
 def test_read_only_commands_infer_the_geometry_of_a_store_rocketmq_wrote(cli, golden_store, golden_expected):
     result = cli("topics", golden_store, "--json")
     assert result.code == 0, result.err
-    assert ("note: geometry inferred from the files: commitlog_file_size 65536, consume_queue_file_entries 100, "
-            "index_hash_slots 100, index_max_entries 400") in result.err
+    assert ("note: geometry inferred from the files: commitlog files of 65536 bytes, consume-queue files of 100 "
+            "entries, index files of 100 hash slots, 400 entries (RocketMQ's ratio of 4 entries per slot)"
+            ) in result.err
     assert result.json()["message_count"] == len(golden_expected["messages_in_commitlog_order"])
     assert not (golden_store / "config" / "rocketstore.json").exists(), "a read-only command records nothing"
+
+
+def test_flags_win_and_the_files_fill_in_the_rest(cli, golden_store, golden_expected):
+    before = tree_digest(golden_store)
+    partial = cli("topics", golden_store, "--json", "--commitlog-file-size", "65536")
+    assert partial.code == 0, partial.err
+    assert "commitlog files" not in partial.err and "consume-queue files of 100 entries" in partial.err
+    assert partial.json()["message_count"] == len(golden_expected["messages_in_commitlog_order"])
+    # the index size fits 200 slots x 380 entries as well as RocketMQ's 100 x 400: given flags win
+    other = cli("topics", golden_store, "--json", "--index-hash-slots", "200", "--index-max-entries", "380")
+    assert other.code == 0, other.err
+    assert "index files" not in other.err
+    assert tree_digest(golden_store) == before
+
+
+def test_a_flag_the_files_contradict_is_one_line(cli, golden_store):
+    line = assert_one_line_error(cli("topics", golden_store, "--consume-queue-file-entries", "300"))
+    assert line.endswith("--consume-queue-file-entries 300 does not match the geometry of the store's files: "
+                         "consume-queue files of 100 entries"), line
+
+
+def test_writable_commands_take_no_geometry_from_the_files(cli, golden_store):
+    before = tree_digest(golden_store)
+    line = assert_one_line_error(cli("put", golden_store, "--topic", "TopicA", "--body", "x",
+                                     "--commitlog-file-size", "65536"))
+    assert "give --consume-queue-file-entries 100 --index-hash-slots 100 --index-max-entries 400" in line, line
+    assert tree_digest(golden_store) == before, "refused before the store was opened for writing"

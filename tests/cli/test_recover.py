@@ -102,3 +102,19 @@ def test_recover_of_a_clean_store_ending_in_keyless_messages_reports_no_work(cli
     document = cli("recover", store, "--dry-run", "--json").json()
     assert (document["clean"], document["queue_entries_dispatched"], document["index_records_dispatched"]) == (
         True, 0, 0), "a store closed cleanly has nothing to dispatch"
+
+
+def test_dry_run_on_a_cleanly_closed_store_reports_no_work(cli, golden_store, golden_flags):
+    """Messages without KEYS or UNIQ_KEY after the last indexed one give the index nothing: a recovery
+    after a clean close writes no index entry for them, and says so."""
+    lines = "".join(f"line {n}\n" for n in range(300))
+    put = cli("put", golden_store, *golden_flags, "--topic", "TopicA", "--lines", "--json", stdin=lines)
+    assert put.code == 0, put.err
+    index_before = tree_digest(golden_store / "index")
+    document = cli("recover", golden_store, *golden_flags, "--dry-run", "--json").json()
+    assert (document["mode"], document["clean"]) == ("normal", True)
+    assert document["queue_entries_dispatched"] == 0
+    assert document["index_records_dispatched"] == 0
+    done = cli("recover", golden_store, *golden_flags, "--json").json()
+    assert done["index_records_dispatched"] == 0
+    assert tree_digest(golden_store / "index") == index_before, "recovery wrote no index entry"

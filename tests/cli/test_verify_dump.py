@@ -38,7 +38,7 @@ def test_verify_passes_the_golden_store(cli, golden_store, golden_flags, golden_
     assert document["index_files"] == len(golden_expected["index_headers"])
     assert document["index_entries"] == sum(h["indexCount"] - 1 for h in golden_expected["index_headers"].values())
     table = cli("verify", golden_store, *golden_flags)
-    assert table.code == 0 and "the store is consistent" in table.err
+    assert table.tsv() == [] and "the store is consistent" in table.err
 
 
 def test_verify_reports_a_body_crc_mismatch_at_its_record(cli, golden_store, golden_flags, golden_expected):
@@ -65,7 +65,7 @@ def test_verify_reports_consume_queue_and_index_damage(cli, golden_store, golden
     assert (queue_file, 3 * cq_format.UNIT_SIZE) in where
     assert (f"index/{index_name}", entry_pos) in where
     table = cli("verify", golden_store, *golden_flags)
-    assert table.code == 1 and queue_file in table.out
+    assert (queue_file, str(3 * cq_format.UNIT_SIZE)) in {(row["file"], row["pos"]) for row in table.tsv(code=1)}
 
 
 def test_verify_reports_garbage_after_the_end_of_the_log(cli, golden_store, golden_flags, golden_expected):
@@ -80,9 +80,9 @@ def test_verify_reports_garbage_after_the_end_of_the_log(cli, golden_store, gold
 def test_dump_commitlog_decodes_records_and_the_blank(cli, golden_store, golden_flags, golden_expected):
     walk = golden_expected["commitlog_walk"][0]
     messages = [m for m in golden_expected["messages_in_commitlog_order"] if m["commitLogOffset"] < 65536]
-    document = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "1000", "--json").listing("items")
-    assert (document["kind"], document["file_size"], document["next_pos"]) == ("commitlog", 65536, None)
-    *records, blank = document["items"]
+    result = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "1000", "--json")
+    *records, blank = result.json_lines()
+    assert "more from byte" not in result.err
     assert [(r["pos"], r["size"], r["topic"], r["queue_offset"], r["msg_id"]) for r in records] == [
         (m["commitLogOffset"], m["storeSize"], m["topic"], m["queueOffset"], m["msgId"]) for m in messages]
     assert all(r["body_crc_ok"] and r["phy_offset_ok"] and r["magic"] == "MESSAGE_V1" for r in records)
@@ -92,49 +92,55 @@ def test_dump_commitlog_decodes_records_and_the_blank(cli, golden_store, golden_
 
 def test_dump_at_a_position_pages_through_the_file(cli, golden_store, golden_flags, golden_expected):
     messages = golden_expected["messages_in_commitlog_order"]
-    first = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "2", "--json").listing("items")
-    assert first["next_pos"] == messages[2]["commitLogOffset"]
-    page = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--at", str(first["next_pos"]), "--count", "2",
-               "--json").listing("items")
-    assert [i["pos"] for i in page["items"]] == [m["commitLogOffset"] for m in messages[2:4]]
+    first = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "2", "--json")
+    assert len(first.json_lines()) == 2
+    next_pos = messages[2]["commitLogOffset"]
+    assert f"more from byte {next_pos} (--at {next_pos})" in first.err
+    page = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--at", str(next_pos), "--count", "2",
+               "--json").json_lines()
+    assert [i["pos"] for i in page] == [m["commitLogOffset"] for m in messages[2:4]]
     inside = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--at", str(messages[2]["commitLogOffset"] + 1),
-                 "--json").listing("items")
-    assert [i["kind"] for i in inside["items"]] == ["corrupt"]
+                 "--json").json_lines()
+    assert [i["kind"] for i in inside] == ["corrupt"]
 
 
 def test_dump_consume_queue_index_and_checkpoint(cli, golden_store, golden_flags, golden_expected):
     queue = golden_expected["queues"]["TopicA"]["0"]
     cq = cli("dump", golden_store, *golden_flags, golden_store / "consumequeue/TopicA/0/00000000000000002000",
-             "--count", "200", "--json").listing("items")
-    entries = [i for i in cq["items"] if i["kind"] == "entry"]
+             "--count", "200", "--json").json_lines()
+    entries = [i for i in cq if i["kind"] == "entry"]
     assert [[i["queue_offset"], i["phy_offset"], i["size"], i["tags_code"]] for i in entries] == [
         e for e in queue["cqEntries_queueOffset_commitLogOffset_size_tagsCode"] if e[0] >= 100]
-    assert cq["items"][-1]["kind"] == "empty"
+    assert cq[-1]["kind"] == "empty"
 
     name, header = sorted(golden_expected["index_headers"].items())[0]
-    index = cli("dump", golden_store, *golden_flags, f"index/{name}", "--count", "100000", "--json").listing("items")
-    assert index["header"]["index_count"] == header["indexCount"]
-    assert index["header"]["begin_phy_offset"] == header["beginPhyOffset"]
-    assert index["header"]["end_timestamp"] == header["endTimestamp"]
-    dumped = [i for i in index["items"] if i["kind"] == "entry"]
+    index_header, *items = cli("dump", golden_store, *golden_flags, f"index/{name}", "--count", "100000",
+                               "--json").json_lines()
+    assert (index_header["kind"], index_header["pos"]) == ("header", 0)
+    assert index_header["index_count"] == header["indexCount"]
+    assert index_header["begin_phy_offset"] == header["beginPhyOffset"]
+    assert index_header["end_timestamp"] == header["endTimestamp"]
+    dumped = [i for i in items if i["kind"] == "entry"]
     assert [i["entry"] for i in dumped] == list(range(1, header["indexCount"]))
-    slots = [i for i in index["items"] if i["kind"] == "slot"]
+    slots = [i for i in items if i["kind"] == "slot"]
     assert len(slots) == header["hashSlotCount"]
 
-    checkpoint = cli("dump", golden_store, *golden_flags, "checkpoint", "--json").json()
+    (checkpoint,) = cli("dump", golden_store, *golden_flags, "checkpoint", "--json").json_lines()
     expected = golden_expected["checkpoint"]
-    assert checkpoint["header"]["physic_msg_timestamp"] == expected["physicMsgTimestamp"]
-    assert checkpoint["header"]["logics_msg_timestamp"] == expected["logicsMsgTimestamp"]
-    assert checkpoint["header"]["index_msg_timestamp"] == expected["indexMsgTimestamp"]
+    assert checkpoint["physic_msg_timestamp"] == expected["physicMsgTimestamp"]
+    assert checkpoint["logics_msg_timestamp"] == expected["logicsMsgTimestamp"]
+    assert checkpoint["index_msg_timestamp"] == expected["indexMsgTimestamp"]
 
 
 @pytest.mark.parametrize("verbose", [[], ["--verbose"]])
 def test_dump_tables_show_positions(cli, golden_store, golden_flags, golden_expected, verbose):
     second = golden_expected["messages_in_commitlog_order"][1]
     result = cli("dump", golden_store, *golden_flags, FIRST_FILE, "--count", "2", *verbose)
-    assert result.code == 0, result.err
-    assert second["msgId"] in result.out if verbose else str(second["commitLogOffset"]) in result.out
-    assert f"--at {golden_expected['messages_in_commitlog_order'][2]['commitLogOffset']}" in result.out
+    rows = result.tsv()
+    assert [row["pos"] for row in rows][1] == str(second["commitLogOffset"])
+    if verbose:  # every field of every record
+        assert rows[1]["msg_id"] == second["msgId"] and rows[1]["body_crc_ok"] == "True"
+    assert f"--at {golden_expected['messages_in_commitlog_order'][2]['commitLogOffset']}" in result.err
 
 
 def test_dump_of_a_file_outside_the_store_is_refused(cli, golden_store, golden_flags, tmp_path: Path):

@@ -11,7 +11,7 @@ import click
 
 from rocketstore.broker.config import BrokerConfig, split_address
 from rocketstore.broker.server import ConnectionLimits
-from rocketstore.cli._state import state, store_options
+from rocketstore.cli._state import store_options
 from rocketstore.errors import RocketStoreError
 
 
@@ -110,11 +110,12 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
     from rocketstore.broker.acl import AclConfigError
     from rocketstore.broker.app import BrokerApp
     from rocketstore.cli._errors import UsageProblem
+    from rocketstore.cli._geometry import geometry_for
 
     try:
-        store_config = state().store_config()
+        store_config = geometry_for(store, read_only=False)  # refuses a geometry the files contradict
     except UsageProblem as exc:
-        raise click.BadParameter(str(exc), param_hint="--config") from exc
+        raise click.UsageError(str(exc)) from exc
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,16 +1,18 @@
-"""Printing results: JSON with `--json`, tables otherwise.
+r"""Printing results: tables for a terminal, tab-separated text for a pipe, JSON with `--json`.
 
 A command builds plain records (dicts with stable snake_case keys) and hands them to `show` with the
 columns a table should have; JSON output is those records, unchanged. Messages become records with the
 `StoredMessage` field names (`message_record`).
 
-* On a terminal, tables are drawn with rich; on a pipe they are tab-separated text with one header
-  line and nothing else (values whole, tabs and newlines escaped as \\t and \\n), as `sqlite3 -tabs`
-  prints them; a title, a footer or "nothing found" go to stderr then.
-* `--json` prints one JSON document for a command that answers one object, and JSON Lines (one
-  record per line, nothing else on stdout) for a command that lists messages or records (`stream`);
-  what describes the list (a get's status and next offset, a dump's file header) is one line of JSON
-  on stderr, after `rocketstore: `.
+| stdout          | records (`show`)                        | one record (`show_fields`)        |
+|-----------------|-----------------------------------------|-----------------------------------|
+| a terminal      | a rich table, title above, footer below | a field/value table               |
+| a pipe or file  | TSV: one header line, one line a record | TSV: `field<TAB>value` lines      |
+| `--json`        | JSON Lines (`lines=True`) or a document | one JSON document                 |
+
+In a pipe and with JSON Lines, stdout carries only data: the title is left out and the footer (counts,
+where to go on) goes to stderr. A TSV cell escapes backslash, tab, newline and carriage return as `\\`,
+`\t`, `\n`, `\r` (the text format of PostgreSQL's COPY), so every record stays one line.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -70,30 +73,44 @@ def emit_json(document: Any) -> None:
     click.echo(json.dumps(to_jsonable(document), indent=2, ensure_ascii=False))
 
 
-def emit_json_line(record: Any) -> None:
+def json_line(record: Any) -> str:
     """One record as one line of JSON (JSON Lines)."""
-    click.echo(json.dumps(to_jsonable(record), ensure_ascii=False, separators=(",", ":")))
+    return json.dumps(to_jsonable(record), ensure_ascii=False)
 
 
-def note(text: str) -> None:
-    """A line for the person at the terminal, on stderr (never mixed into the data on stdout)."""
-    click.echo(text, err=True)
-
-
-def _tsv_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def tsv(records: Iterable[Mapping[str, Any]], columns: Sequence[Column]) -> None:
-    """`records` as tab-separated lines under a header line; whole values (no preview cut)."""
-    click.echo("\t".join(column.key for column in columns))
+def emit_json_lines(records: Iterable[Any]) -> None:
+    """Each record as one line of JSON, flushed as it goes."""
     for record in records:
-        cells = []
-        for column in columns:
-            value = record.get(column.key)
-            text = ("" if value is None else str(value)) if column.render is preview else column.render(value)
-            cells.append(_tsv_cell(text))
-        click.echo("\t".join(cells))
+        click.echo(json_line(record))
+    sys.stdout.flush()
+
+
+def piped() -> bool:
+    """True when stdout is not a terminal: tables print as tab-separated text."""
+    return not sys.stdout.isatty()
+
+
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_line(cells: Iterable[str]) -> str:
+    """Cells joined by tabs, each escaped so that the line holds exactly one record."""
+    return "\t".join(cell.translate(_TSV_ESCAPES) for cell in cells)
+
+
+def tsv_header(columns: Sequence[Column]) -> str:
+    return tsv_line(column.header for column in columns)
+
+
+def tsv_row(record: Mapping[str, Any], columns: Sequence[Column]) -> str:
+    return tsv_line(column.plain(record.get(column.key)) for column in columns)
+
+
+def note(text: str | None) -> None:
+    """A line beside the data (a footer, a count, where to go on): stderr when stdout carries data for
+    a program (a pipe, JSON Lines), else stdout."""
+    if text:
+        click.echo(text, err=piped() or state().json_output)
 
 
 def decode_body(body: bytes) -> tuple[str, str]:
@@ -125,6 +142,12 @@ class Column:
     justify: str = "left"
     flexible: bool = False
     """Shrinks (with an ellipsis) when the table is too wide; other columns keep their full width."""
+    full: Callable[[Any], str] | None = None
+    """How the value prints in tab-separated text when `render` shortens it (default: `render`)."""
+
+    def plain(self, value: Any) -> str:
+        """The value as a TSV cell: never shortened."""
+        return (self.full or self.render)(value)
 
 
 def when(timestamp_ms: Any) -> str:
@@ -145,6 +168,10 @@ def number(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
 MESSAGE_COLUMNS = (
     Column("queue", "queue_id", number, "right"),
     Column("offset", "queue_offset", number, "right"),
@@ -154,7 +181,7 @@ MESSAGE_COLUMNS = (
     Column("tags", "tags", number),
     Column("keys", "keys", joined, flexible=True),
     Column("msg id", "msg_id", number),
-    Column("body", "body", preview, flexible=True),
+    Column("body", "body", preview, flexible=True, full=text),
 )
 
 
@@ -173,27 +200,23 @@ def table(records: Iterable[Mapping[str, Any]], columns: Sequence[Column], title
 
 def show(document: Any, records: Sequence[Mapping[str, Any]], columns: Sequence[Column], *,
          title: str | None = None, footer: str | None = None, empty: str = "nothing found",
-         stream: bool = False) -> None:
-    """Print `document` as JSON with --json (`records` as JSON Lines with `stream`), else `records` as a
-    table (and a footer line)."""
+         lines: bool = False) -> None:
+    """Print `records` as a table (TSV in a pipe) with a footer line; with --json, `document` as one JSON
+    document, or with `lines` the records as JSON Lines (the footer then goes to stderr)."""
     if state().json_output:
-        if not stream:
+        if lines:
+            emit_json_lines(records)
+            note(footer)
+        else:
             emit_json(document)
-            return
+        return
+    if piped():
+        click.echo(tsv_header(columns))
         for record in records:
-            emit_json_line(record)
-        if isinstance(document, Mapping):  # what describes the list (status, next offset...), on stderr
-            about = {k: v for k, v in document.items() if v is not records}
-            note(f"rocketstore: {json.dumps(to_jsonable(about), ensure_ascii=False, separators=(',', ':'))}")
+            click.echo(tsv_row(record, columns))
+        note(footer if records else f"({empty})" + (f"; {footer}" if footer else ""))
         return
     out = console()
-    if not out.is_terminal:
-        tsv(records, columns)
-        if not records:
-            note(f"rocketstore: ({empty})")
-        if footer:
-            note(f"rocketstore: {footer}")
-        return
     if records:
         out.print(table(records, columns, title))
     else:
@@ -202,34 +225,39 @@ def show(document: Any, records: Sequence[Mapping[str, Any]], columns: Sequence[
         out.print(footer)
 
 
+def field_text(key: str, value: Any) -> str:
+    """A field's value as a field/value table shows it; times as ISO 8601 UTC with the epoch ms."""
+    if isinstance(value, int) and not isinstance(value, bool) and key.endswith(("timestamp", "_ms")):
+        return f"{when(value)} ({value})"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(to_jsonable(value), ensure_ascii=False)
+    return "" if value is None else str(to_jsonable(value))
+
+
+FIELD_COLUMNS = (Column("field", "field"), Column("value", "value"))
+
+
 def fields_table(document: Mapping[str, Any], *, title: str | None = None) -> Table:
     """A two-column field/value table; times shown as ISO 8601 UTC with the epoch ms."""
     out = Table(title=title, title_justify="left", show_header=False, show_edge=False, pad_edge=False)
     out.add_column(style="bold")
     out.add_column()
     for key, value in document.items():
-        if isinstance(value, int) and not isinstance(value, bool) and key.endswith(("timestamp", "_ms")):
-            text = f"{when(value)} ({value})"
-        elif isinstance(value, float):
-            text = f"{value:.2f}"
-        elif isinstance(value, (dict, list, tuple)):
-            text = json.dumps(to_jsonable(value), ensure_ascii=False)
-        else:
-            text = "" if value is None else str(to_jsonable(value))
-        out.add_row(key, text)
+        out.add_row(key, field_text(key, value))
     return out
 
 
 def show_fields(document: Mapping[str, Any], *, title: str | None = None) -> None:
-    """Print one record as JSON with --json, else as a field/value table (tab-separated on a pipe)."""
+    """Print one record as JSON with --json, else as a field/value table (TSV `field<TAB>value` lines,
+    under a header line, in a pipe)."""
     if state().json_output:
         emit_json(document)
         return
-    out = console()
-    if not out.is_terminal:
-        rows = [{"field": key, "value": json.dumps(to_jsonable(value), ensure_ascii=False)
-                 if isinstance(value, (dict, list, tuple)) else "" if value is None else str(to_jsonable(value))}
-                for key, value in document.items()]
-        tsv(rows, (Column("field", "field"), Column("value", "value")))
+    if piped():
+        click.echo(tsv_header(FIELD_COLUMNS))
+        for key, value in document.items():
+            click.echo(tsv_line((key, field_text(key, value))))
         return
-    out.print(fields_table(document, title=title))
+    console().print(fields_table(document, title=title))

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rocketstore import MessageStore, StoreConfig
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 store_argument = click.argument("store", type=click.Path(file_okay=False, path_type=Path))
 """The STORE argument every subcommand but `demo` takes."""
@@ -67,10 +68,54 @@ class CliState:
         except (TypeError, ValueError) as exc:
             raise UsageProblem(f"bad store geometry: {exc}") from exc
 
+    def explicit_geometry(self) -> dict[str, tuple[int, str]]:
+        """The geometry fields the options set themselves: field -> (value, the option that set it);
+        a flag wins over the config file.
+
+        Raises:
+            UsageProblem: the config file cannot be read or names unknown settings.
+        """
+        given: dict[str, tuple[int, str]] = {}
+        if self.config_file is not None:
+            for name, value in config_file_geometry(self.config_file).items():
+                given[name] = (value, f"--config {self.config_file}")
+        flags = {name: flag for flag, name in GEOMETRY_FLAGS.items()}
+        for name, value in self.geometry.items():
+            given[name] = (value, f"{flags[name]} {value}")
+        return given
+
 
 def state() -> CliState:
     """The CliState of the command being run."""
     return click.get_current_context().ensure_object(CliState)
+
+
+class _AliasedOption(click.Option):
+    """An option that still answers to earlier names, which --help and error messages leave out."""
+
+    def __init__(self, *args: Any, hidden_aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hidden_aliases = hidden_aliases
+
+    def _without_aliases(self, method: Callable[[Any], T], ctx: click.Context | None) -> T:
+        names = self.opts
+        self.opts = [name for name in names if name not in self.hidden_aliases]
+        try:
+            return method(ctx)
+        finally:
+            self.opts = names
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        return self._without_aliases(super().get_help_record, ctx)
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return self._without_aliases(super().get_error_hint, ctx)
+
+
+def option(*names: str, aliases: tuple[str, ...] = (), **kwargs: Any) -> Callable[[F], F]:
+    """`click.option` that also accepts `aliases`, earlier names of the option kept working but hidden
+    (one name for one idea across commands: `--count` for "at most N", `--topic` for a topic filter)."""
+    return click.option(*names, *aliases, cls=_AliasedOption, hidden_aliases=aliases, **kwargs)
 
 
 def _set_flag(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
@@ -125,21 +170,7 @@ def load_config_file(path: Path) -> StoreConfig:
     """
     from rocketstore import StoreConfig
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageProblem(f"cannot read config file {path}: {exc.strerror}") from exc
-    if path.suffix.lower() == ".json":
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageProblem(f"config file {path} is not JSON: {exc}") from exc
-        if not isinstance(values, dict):
-            raise UsageProblem(f"config file {path} must hold one JSON object")
-    else:
-        values = _read_properties(text)
-    if isinstance(values.get("geometry"), dict):  # the layout of a store's own config/rocketstore.json
-        values = {**{k: v for k, v in values.items() if k != "geometry"}, **values["geometry"]}
+    values = _config_values(path)
     known = {f.name for f in dataclasses.fields(StoreConfig)}
     try:
         if known & set(values):
@@ -151,6 +182,52 @@ def load_config_file(path: Path) -> StoreConfig:
         return StoreConfig.from_rocketmq({str(k): str(v) for k, v in values.items()})
     except (TypeError, ValueError) as exc:
         raise UsageProblem(f"config file {path}: {exc}") from exc
+
+
+# Geometry field -> its name in a RocketMQ broker.conf.
+_ROCKETMQ_GEOMETRY_NAMES = {
+    "commitlog_file_size": "mappedFileSizeCommitLog",
+    "consume_queue_file_entries": "mappedFileSizeConsumeQueue",
+    "index_hash_slots": "maxHashSlotNum",
+    "index_max_entries": "maxIndexNum",
+}
+
+
+def config_file_geometry(path: Path) -> dict[str, int]:
+    """The geometry fields the config file at `path` sets itself (not the defaults it leaves in place).
+
+    Raises:
+        UsageProblem: the file is missing, unreadable or not understood.
+    """
+    values = _config_values(path)
+    config = load_config_file(path)
+    return {name: getattr(config, name) for name, theirs in _ROCKETMQ_GEOMETRY_NAMES.items()
+            if name in values or theirs in values}
+
+
+def _config_values(path: Path) -> dict[str, Any]:
+    """The settings in a config file, as written (a store's `geometry` object flattened).
+
+    Raises:
+        UsageProblem: the file is missing, unreadable, or not JSON / properties.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageProblem(f"cannot read config file {path}: {exc.strerror}") from exc
+    values: dict[str, Any]
+    if path.suffix.lower() == ".json":
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageProblem(f"config file {path} is not JSON: {exc}") from exc
+        if not isinstance(values, dict):
+            raise UsageProblem(f"config file {path} must hold one JSON object")
+    else:
+        values = dict(_read_properties(text))
+    if isinstance(values.get("geometry"), dict):  # the layout of a store's own config/rocketstore.json
+        values = {**{k: v for k, v in values.items() if k != "geometry"}, **values["geometry"]}
+    return values
 
 
 def _read_properties(text: str) -> dict[str, str]:
@@ -191,37 +268,18 @@ def open_store(path: Path, *, read_only: bool = True, repair: bool = False) -> I
         RocketStoreError: the store refused to open (locked, geometry mismatch, ...).
     """
     from rocketstore import MessageStore
+    from rocketstore.cli._geometry import geometry_for
 
     creatable = not path.exists() or path.is_dir() and not any(path.iterdir())
     if read_only or not creatable:
         check_store_dir(path)
-    config = state().store_config()
-    if config is None and read_only:
-        config = _inferred_config(path)
+    config = geometry_for(path, read_only=read_only)
     with MessageStore.open(path, config, read_only=read_only, repair=repair) as store:
         for problem in store.recovery.state_files:  # the store opened anyway: say what it read instead
             saved = f"; its bytes are in {problem.saved_to}" if problem.saved_to else ""
             click.echo(f"rocketstore: note: {problem.file} is damaged ({problem.problem}); "
                        f"read {problem.used} instead{saved}", err=True)
         yield store
-
-
-def _inferred_config(path: Path) -> StoreConfig | None:
-    """For a store that recorded no geometry (RocketMQ wrote it): the geometry its files give, said on
-    stderr when it is not the default; None to let the store decide."""
-    from rocketstore import StoreConfig
-    from rocketstore.format.store_dirs import STORE_CONFIG_FILE
-    from rocketstore.log.geometry import infer_geometry
-
-    if (path / "config" / STORE_CONFIG_FILE).exists():
-        return None
-    inferred = infer_geometry(path)
-    config = StoreConfig().with_geometry(inferred)
-    if config == StoreConfig():
-        return None
-    said = ", ".join(f"{name} {value}" for name, value in inferred.items())
-    click.echo(f"rocketstore: note: geometry inferred from the files: {said}", err=True)
-    return config
 
 
 def require_queue(store: MessageStore, topic: str, queue_id: int | None = None) -> None:
@@ -240,13 +298,16 @@ def require_queue(store: MessageStore, topic: str, queue_id: int | None = None) 
 
 
 def store_config_of(path: Path) -> StoreConfig:
-    """The options' StoreConfig, else the geometry the store at `path` recorded (else defaults).
+    """The options' StoreConfig (completed from the files, see `geometry_for`), else the geometry the
+    store at `path` recorded (else defaults).
 
     Raises:
         UsageProblem: `path` holds no store.
         RocketStoreError: the store refused to open.
     """
-    given = state().store_config()
+    from rocketstore.cli._geometry import geometry_for
+
+    given = geometry_for(path, read_only=True)
     if given is not None:
         return given
     with open_store(path) as store:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +12,14 @@ from rocketstore.cli._errors import ProblemsFound, UsageProblem
 from rocketstore.cli._output import (
     Column,
     console,
-    emit_json,
-    emit_json_line,
+    emit_json_lines,
+    field_text,
     fields_table,
     note,
     number,
+    piped,
     show,
-    to_jsonable,
+    show_fields,
     when,
 )
 from rocketstore.cli._state import check_store_dir, global_options, state, store_argument, store_config_of
@@ -102,16 +103,34 @@ def dump(store: Path, file: Path, at: int, count: int, verbose: bool) -> None:
     _show_dump(document, verbose)
 
 
+def _dump_lines(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """What `dump --json` streams: the file's header (if it has one) as a record of kind `header` at
+    byte 0, then each item."""
+    header = [{"kind": "header", "pos": 0, **document["header"]}] if "header" in document else []
+    return header + list(document["items"])
+
+
+def _more(document: dict[str, Any]) -> str | None:
+    at = document.get("next_pos")
+    return None if at is None else f"more from byte {at} (--at {at})"
+
+
 def _show_dump(document: dict[str, Any], verbose: bool) -> None:
     if state().json_output:
-        if document["kind"] == "checkpoint":  # one object
-            emit_json(document)
+        emit_json_lines(_dump_lines(document))
+        note(_more(document))
+        return
+    if piped():  # the items (the checkpoint: its fields) as TSV; the header beside them on stderr
+        if document["kind"] == "checkpoint":
+            show_fields(document["header"])
             return
-        # records as JSON Lines; what describes the file, on stderr
-        about = {k: v for k, v in document.items() if k != "items"}
-        note(f"rocketstore: {json.dumps(to_jsonable(about), ensure_ascii=False, separators=(',', ':'))}")
-        for item in document["items"]:
-            emit_json_line(item)
+        for key, value in document.get("header", {}).items():
+            click.echo(f"{key}\t{field_text(key, value)}", err=True)
+        columns = _item_columns(document["kind"])
+        if verbose and document["kind"] == "commitlog":  # every field of every record
+            names = dict.fromkeys(key for item in document["items"] for key in item)
+            columns = tuple(Column(key, key, functools.partial(field_text, key)) for key in names)
+        show(document, document["items"], columns, footer=_more(document))
         return
     out = console()
     if "header" in document:

@@ -13,7 +13,7 @@ import click
 from rocketstore.cli._errors import ProblemsFound, UsageProblem
 from rocketstore.cli._output import show_fields
 from rocketstore.cli._spark import master_option, spark_session
-from rocketstore.cli._state import check_store_dir, global_options, open_store, state, store_argument
+from rocketstore.cli._state import check_store_dir, global_options, open_store, option, state, store_argument
 
 
 def _recovery_document(report: Any, *, dry_run: bool) -> dict[str, Any]:
@@ -73,10 +73,11 @@ def rebuild(store: Path, master: str | None) -> None:
     """Rebuild consumequeue/ and index/ from the commitlog as a Spark job. Takes the store's lock.
     (mqadmin has no equivalent: RocketMQ rebuilds only what recovery finds missing.)
     """
+    from rocketstore.cli._geometry import geometry_for
     from rocketstore.spark.jobs import rebuild as rebuild_job
 
     check_store_dir(store)
-    config = state().store_config()
+    config = geometry_for(store, read_only=False)  # refuses a geometry the store's files contradict
     with spark_session("rocketstore-rebuild", master=master, debug=state().debug) as spark:
         report = rebuild_job(spark, store, config)
     show_fields({"store": str(store), **dataclasses.asdict(report)}, title="rebuild")
@@ -94,25 +95,23 @@ def _partition_columns(values: tuple[str, ...]) -> tuple[str, ...]:
               show_default=True, help="Output file format.")
 @click.option("--partition-by", multiple=True, default=("topic",), show_default=True,
               help="Partition columns (comma list; 'none' for none).")
-@click.option("--topic", "topics", default=None, help="Only these topics (comma list).")
-@click.option("--topics", "topics_alias", default=None, hidden=True)  # the earlier name
+@option("--topic", "topics", aliases=("--topics",), default=None, help="Only these topics (comma list).")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists.")
 @master_option
 @global_options
 def export(store: Path, out: Path, file_format: str, partition_by: tuple[str, ...], topics: str | None,
-           topics_alias: str | None, overwrite: bool, master: str | None) -> None:
+           overwrite: bool, master: str | None) -> None:
     """Write every message of STORE as Parquet (or JSON, ORC) files under OUT, a Spark job.
     Columns are the Spark source's (topic, queueId, queueOffset, commitLogOffset, ..., body).
     (mqadmin has no equivalent.)
     """
     from rocketstore.spark.jobs import export as export_job
 
-    topics = topics_alias if topics_alias is not None else topics
     check_store_dir(store)
     if out.exists() and not overwrite:
         raise UsageProblem(f"{out} exists: choose another OUT or give --overwrite")
     columns = _partition_columns(partition_by)
-    options = _read_options(topics)
+    options = _read_options(store, topics)
     with spark_session("rocketstore-export", master=master, debug=state().debug) as spark:
         export_job(spark, store, out, file_format, columns, mode="overwrite" if overwrite else "errorifexists",
                    options=options)
@@ -121,10 +120,13 @@ def export(store: Path, out: Path, file_format: str, partition_by: tuple[str, ..
                  "rows": rows}, title="export")
 
 
-def _read_options(topics: str | None) -> dict[str, str]:
-    """Options of the `rocketstore` Spark source from the global geometry flags and --topic."""
+def _read_options(store: Path, topics: str | None) -> dict[str, str]:
+    """Options of the `rocketstore` Spark source from the geometry (given, or read off a RocketMQ store's
+    files) and --topic."""
+    from rocketstore.cli._geometry import geometry_for
+
     options: dict[str, str] = {}
-    config = state().store_config()
+    config = geometry_for(store, read_only=True)
     if config is not None:
         names = {"commitlog_file_size": "commitlogFileSize", "consume_queue_file_entries": "consumeQueueFileEntries",
                  "index_hash_slots": "indexHashSlots", "index_max_entries": "indexMaxEntries"}

@@ -14,7 +14,19 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rocketstore.cli._errors import ProblemsFound, UsageProblem
-from rocketstore.cli._output import MESSAGE_COLUMNS, Column, console, message_record, number, show
+from rocketstore.cli._output import (
+    MESSAGE_COLUMNS,
+    Column,
+    console,
+    json_line,
+    message_record,
+    note,
+    number,
+    piped,
+    show,
+    tsv_header,
+    tsv_row,
+)
 from rocketstore.cli._state import global_options, open_store, require_queue, state, store_argument
 
 if TYPE_CHECKING:
@@ -65,12 +77,15 @@ def _precheck(store: Path, message: Message) -> None:
 
     Raises:
         InvalidMessageError: the store would refuse the message.
+        UsageProblem: the options' geometry does not fit the store's files.
     """
     from rocketstore import MessageStore
+    from rocketstore.cli._geometry import geometry_for
 
+    config = geometry_for(store, read_only=False)  # refuses a geometry the store's files contradict
     with tempfile.TemporaryDirectory(prefix="rocketstore-check-") as empty:
         where = store if (store / "commitlog").is_dir() else Path(empty)
-        with MessageStore.open(where, state().store_config(), read_only=True) as reader:
+        with MessageStore.open(where, config, read_only=True) as reader:
             reader.check_message(message)
 
 
@@ -95,22 +110,29 @@ def _stdin_lines() -> Iterator[bytes]:
             yield line
 
 
-def _put_lines(store: MessageStore, make: Callable[[bytes], Message]) -> list[dict[str, Any]]:
-    """Put one message per line of standard input, in batches, with a progress bar on stderr."""
+def _put_lines(store: MessageStore, make: Callable[[bytes], Message],
+               written: Callable[[list[dict[str, Any]]], None]) -> list[dict[str, Any]]:
+    """Put one message per line of standard input, in batches, with a progress bar on stderr; each
+    batch's results go to `written` as soon as the store answered them."""
     records: list[dict[str, Any]] = []
     columns = (TextColumn("putting"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console(stderr=True), transient=True) as progress:
         task = progress.add_task("put", total=None)
         batch: list[Message] = []
+
+        def put_batch() -> None:
+            done = [_result_record(m, r) for m, r in zip(batch, store.put_batch(batch), strict=True)]
+            written(done)
+            records.extend(done)
+            progress.advance(task, len(batch))
+            batch.clear()
+
         for line in _stdin_lines():
             batch.append(make(line))
             if len(batch) == _LINE_BATCH:
-                records += [_result_record(m, r) for m, r in zip(batch, store.put_batch(batch), strict=True)]
-                progress.advance(task, len(batch))
-                batch = []
+                put_batch()
         if batch:
-            records += [_result_record(m, r) for m, r in zip(batch, store.put_batch(batch), strict=True)]
-            progress.advance(task, len(batch))
+            put_batch()
     return records
 
 
@@ -147,12 +169,26 @@ def put(store: Path, topic: str, queue_id: int, tags: str | None, keys: str | No
 
     first = None if lines else make(_read_body(body, file))  # read input before touching the store
     _precheck(store, first or make(b""))
+    streamed = lines and (state().json_output or piped())  # JSON Lines, TSV: each batch as it is written
+    if streamed and not state().json_output:
+        click.echo(tsv_header(PUT_COLUMNS))
+
+    def written(records: list[dict[str, Any]]) -> None:
+        if streamed:
+            for record in records:
+                click.echo(json_line(record) if state().json_output else tsv_row(record, PUT_COLUMNS))
+            sys.stdout.flush()
+
     with open_store(store, read_only=False) as opened:
         if first is None:
-            records = _put_lines(opened, make)
+            records = _put_lines(opened, make, written)
         else:
             records = [_result_record(first, opened.put(first))]
-    show(records if lines else records[0], records, PUT_COLUMNS, empty="no lines on standard input", stream=lines)
+    if streamed:
+        note(f"{len(records)} message(s) put" if records else "(no lines on standard input)")
+    else:
+        show(records[0] if records and not lines else records, records, PUT_COLUMNS,
+             empty="no lines on standard input")
     failed = [r for r in records if r["status"] != "PUT_OK"]
     if failed:
         raise ProblemsFound(f"{len(failed)} of {len(records)} puts returned {failed[0]['status']}")
@@ -185,9 +221,11 @@ def _follow(store_path: Path, topic: str, queue_id: int, offset: int, tags: str 
     """Print new messages as they arrive, like `tail -f`, until Ctrl-C (SIGINT); reopens the store
     read-only each poll. Ctrl-C only asks the loop to stop: it is never raised inside the store's code,
     where it could leave a lock taken and the close waiting for it."""
-    as_json = state().json_output
+    as_json, as_tsv = state().json_output, piped()
     out = console()
     stopping = False
+    if as_tsv and not as_json:
+        click.echo(tsv_header(MESSAGE_COLUMNS))
 
     def stop(signum: int, frame: object) -> None:
         nonlocal stopping
@@ -202,7 +240,9 @@ def _follow(store_path: Path, topic: str, queue_id: int, offset: int, tags: str 
                     for message in result.messages:
                         record = message_record(message)
                         if as_json:
-                            click.echo(_json_line(record))
+                            click.echo(json_line(record))
+                        elif as_tsv:
+                            click.echo(tsv_row(record, MESSAGE_COLUMNS))
                         else:
                             out.print(" ".join(c.render(record.get(c.key)) for c in MESSAGE_COLUMNS[1:]))
                     if result.next_offset <= offset:
@@ -214,12 +254,6 @@ def _follow(store_path: Path, topic: str, queue_id: int, offset: int, tags: str 
                 time.sleep(min(left, 0.1))  # a sleep goes on after the handler (PEP 475): look every 0.1 s
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _json_line(record: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(record, ensure_ascii=False)
 
 
 @click.command()
@@ -234,7 +268,7 @@ def _json_line(record: dict[str, Any]) -> str:
 @click.option("--as-rocketmq", "as_rocketmq", is_flag=True,
               help="Answer exactly as RocketMQ's getMessage: one call, at most 32 messages, stopping at a "
                    "consume-queue file end.")
-@click.option("--follow", "-f", is_flag=True, help="Keep printing new messages (JSON Lines with --json).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new messages.")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=0.5, show_default=True,
               help="Seconds between polls with --follow.")
 @global_options
@@ -253,7 +287,7 @@ def get(store: Path, topic: str, queue_id: int, offset: int | None, count: int, 
     footer = (f"status {document['status']}, next offset {document['next_offset']}, "
               f"queue offsets [{document['min_offset']}, {document['max_offset']})")
     show(document, document["messages"], MESSAGE_COLUMNS, title=f"{topic}/{queue_id}", footer=footer,
-         empty="no messages", stream=True)
+         empty="no messages", lines=True)
 
 
 COMMANDS = (put, get)

@@ -9,7 +9,7 @@ import click
 
 from rocketstore.cli._errors import UsageProblem
 from rocketstore.cli._output import MESSAGE_COLUMNS, message_record, show, show_fields
-from rocketstore.cli._state import global_options, open_store, require_queue, store_argument
+from rocketstore.cli._state import global_options, open_store, option, require_queue, store_argument
 from rocketstore.cli._timeparse import TIME
 
 _NOT_FOUND = (LookupError, ValueError)  # what the store raises for an id or offset it has no message for
@@ -21,18 +21,16 @@ _NOT_FOUND = (LookupError, ValueError)  # what the store raises for an id or off
 @click.option("--key", required=True, help="A KEYS token or a UNIQ_KEY.")
 @click.option("--begin", "begin_ms", type=TIME, default=0, help="Stored at or after TIME (epoch ms or ISO 8601).")
 @click.option("--end", "end_ms", type=TIME, default=None, help="Stored at or before TIME.")
-@click.option("--count", "max_count", type=click.IntRange(min=1), default=64, show_default=True,
-              help="At most this many (the newest), capped by the store's max_query_results.")
-@click.option("--max", "max_alias", type=click.IntRange(min=1), default=None, hidden=True)  # the earlier name
+@option("--count", "max_count", aliases=("--max",), type=click.IntRange(min=1), default=64, show_default=True,
+        help="At most this many (the newest), capped by the store's max_query_results.")
 @click.option("--as-rocketmq", "as_rocketmq", is_flag=True,
               help="Answer exactly as RocketMQ's queryMessage: every message whose key hash matches "
                    "(collisions included), time bounds checked to the second.")
 @global_options
 def query_key(store: Path, topic: str, key: str, begin_ms: int, end_ms: int | None, max_count: int,
-              max_alias: int | None, as_rocketmq: bool) -> None:
+              as_rocketmq: bool) -> None:
     """Messages carrying KEY (a KEYS token or a UNIQ_KEY), from the index (mqadmin queryMsgByKey,
     queryMsgByUniqueKey)."""
-    max_count = max_alias if max_alias is not None else max_count
     if end_ms is not None and end_ms < begin_ms:
         raise UsageProblem("--end is before --begin")
     with open_store(store) as opened:
@@ -47,7 +45,7 @@ def query_key(store: Path, topic: str, key: str, begin_ms: int, end_ms: int | No
         "as_rocketmq": as_rocketmq, "messages": [message_record(m) for m in found],
     }
     show(document, document["messages"], MESSAGE_COLUMNS, title=f"{topic} key {key!r}",
-         footer=f"{len(found)} message(s)", empty="no message carries this key", stream=True)
+         footer=f"{len(found)} message(s)", empty="no message carries this key", lines=True)
 
 
 @click.command("query-id")

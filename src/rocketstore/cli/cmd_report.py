@@ -21,7 +21,7 @@ from rich.progress import (
 from rocketstore.cli._errors import ProblemsFound, UsageProblem
 from rocketstore.cli._output import Column, console, number, show, show_fields, when
 from rocketstore.cli._spark import master_option, spark_session
-from rocketstore.cli._state import check_store_dir, global_options, state, store_argument
+from rocketstore.cli._state import check_store_dir, global_options, option, state, store_argument
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -96,9 +96,8 @@ class _DemoProgress:
 @click.command()
 @click.argument("directory", required=False, default="demo-store",
                 type=click.Path(file_okay=False, path_type=Path))
-@click.option("--count", "messages", type=click.IntRange(min=1), default=20_000, show_default=True,
-              help="Messages to write.")
-@click.option("--messages", "messages_alias", type=click.IntRange(min=1), default=None, hidden=True)  # earlier name
+@option("--count", "messages", aliases=("--messages",), type=click.IntRange(min=1), default=20_000,
+        show_default=True, help="Messages to write.")
 @click.option("--seed", type=int, default=7, show_default=True, help="Seed of the generated workload.")
 @click.option("--export", "export_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the Parquet export goes (default: DIRECTORY.parquet beside it).")
@@ -106,16 +105,14 @@ class _DemoProgress:
               help="Also write the HTML report of the demo store to this file.")
 @master_option
 @global_options
-def demo(directory: Path, messages: int, messages_alias: int | None, seed: int, export_dir: Path | None,
-         report_file: Path | None, master: str | None) -> None:
+def demo(directory: Path, messages: int, seed: int, export_dir: Path | None, report_file: Path | None,
+         master: str | None) -> None:
     """The demo pipeline: write a store with a realistic mix of topics, queues, tags and keys into
     DIRECTORY (default ./demo-store; adds to it when it is already a store, refuses any other
     non-empty folder), then run Spark over it: rebuild its queues and index, export it to Parquet,
     and summarise it per topic and queue with Spark SQL. (mqadmin has no equivalent.)
     """
     from rocketstore.report.demo import DemoRefused, check_target, run_demo
-
-    messages = messages_alias if messages_alias is not None else messages
 
     export_dir = export_dir or directory.with_name(directory.name + ".parquet")
     try:

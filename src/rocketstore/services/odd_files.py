@@ -54,16 +54,32 @@ class OddFiles:
 def set_aside(root: Path, quarantine: Path, *, commitlog_file_size: int, index_slots: int, index_max_entries: int,
               resize_commitlog: bool) -> OddFiles:
     """Set aside the index files, and with `resize_commitlog` the commitlog files, of the wrong size;
-    their bytes go under `quarantine`.
+    their bytes go under `quarantine`. Nothing is touched when no file of a kind has the configured
+    size: the configuration is wrong then, not the files.
 
     Raises:
-        StoreLayoutError: no commitlog file has the configured size (the configuration is wrong).
+        StoreLayoutError: no commitlog file, or no index file, has the configured size.
         OSError: a copy or a move failed; the file it concerned is unchanged then.
     """
-    found = OddFiles(_index(root, quarantine, index_file_size(index_slots, index_max_entries)))
+    commitlog = _sized(root / COMMITLOG_DIR)
+    index = _sized(root / INDEX_DIR)
+    index_size = index_file_size(index_slots, index_max_entries)
+    _check_geometry(root / COMMITLOG_DIR, commitlog, commitlog_file_size, "commitlog", "--commitlog-file-size")
+    _check_geometry(root / INDEX_DIR, index, index_size, "index",
+                    f"--index-hash-slots and --index-max-entries ({index_slots} x {index_max_entries} make "
+                    f"{index_size} bytes)")
+    found = OddFiles(_index(root, index, quarantine, index_size))
     if resize_commitlog:
-        found.first_resized_offset = _commitlog(root, quarantine, commitlog_file_size, found.files)
+        found.first_resized_offset = _commitlog(commitlog, quarantine, commitlog_file_size, found.files)
     return found
+
+
+def _check_geometry(directory: Path, files: list[tuple[Path, int]], expected: int, kind: str, flags: str) -> None:
+    if files and all(size != expected for _, size in files):
+        sizes = sorted({size for _, size in files})
+        raise StoreLayoutError(f"{directory}: no {kind} file has the configured size {expected} (sizes found: "
+                               f"{', '.join(map(str, sizes))}): give the store's own geometry ({flags}, or "
+                               "config/rocketstore.json) instead")
 
 
 def _sized(directory: Path) -> list[tuple[Path, int]]:
@@ -75,8 +91,7 @@ def _sized(directory: Path) -> list[tuple[Path, int]]:
     return [(path, size) for path, size in found if size > 0]
 
 
-def _index(root: Path, quarantine: Path, expected: int) -> list[OddFile]:
-    files = _sized(root / INDEX_DIR)
+def _index(root: Path, files: list[tuple[Path, int]], quarantine: Path, expected: int) -> list[OddFile]:
     first_odd = next((n for n, (_, size) in enumerate(files) if size != expected), None)
     if first_odd is None:
         return []
@@ -94,16 +109,10 @@ def _index(root: Path, quarantine: Path, expected: int) -> list[OddFile]:
     return moved
 
 
-def _commitlog(root: Path, quarantine: Path, expected: int, out: list[OddFile]) -> int | None:
-    files = _sized(root / COMMITLOG_DIR)
+def _commitlog(files: list[tuple[Path, int]], quarantine: Path, expected: int, out: list[OddFile]) -> int | None:
     odd = [(path, size) for path, size in files if size != expected]
     if not odd:
         return None
-    if len(odd) == len(files):
-        sizes = sorted({size for _, size in odd})
-        raise StoreLayoutError(f"{root / COMMITLOG_DIR}: no commitlog file has the configured size {expected} "
-                               f"(sizes found: {', '.join(map(str, sizes))}): give the store's own geometry "
-                               "(--commitlog-file-size, or config/rocketstore.json) instead")
     target = quarantine / COMMITLOG_FILES_DIR
     target.mkdir(parents=True, exist_ok=True)
     for path, size in odd:
