@@ -110,14 +110,15 @@ def _accepts(port: int) -> bool:
     return False
 
 
-def client_venv_python() -> Path:
-    """Python of a venv holding the real client, created (once, under a lock) if missing.
+def client_venv(requirement: str, check_import: str, env_variable: str, *, timeout_s: float = 900) -> Path:
+    """Python of a venv holding one client from PyPI, created (once, under a lock) if missing.
 
-    The folder is $ROCKETSTORE_CLIENT_VENV, else <tmp>/rocketstore-client-rocketmq-0.4.4. Fails (never
-    skips) when the client cannot be installed.
+    The folder is $`env_variable`, else <tmp>/rocketstore-client-<requirement>: each client has a venv of
+    its own (rocketmq 0.4.4 and rocketmq-python-client 5.x install into the same `rocketmq` package
+    folder). Fails (never skips) when the client cannot be installed.
     """
-    root = Path(os.environ.get("ROCKETSTORE_CLIENT_VENV")
-                or Path(tempfile.gettempdir()) / "rocketstore-client-rocketmq-0.4.4")
+    name = requirement.replace("==", "-")
+    root = Path(os.environ.get(env_variable) or Path(tempfile.gettempdir()) / f"rocketstore-client-{name}")
     python = root / "bin" / "python"
     marker = root / ".rocketstore-installed"
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -126,14 +127,20 @@ def client_venv_python() -> Path:
         if marker.exists() and python.exists():
             return python
         steps = [[sys.executable, "-m", "venv", "--clear", str(root)],
-                 [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", CLIENT_REQUIREMENT],
-                 [str(python), "-c", "import rocketmq.client"]]
+                 [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", requirement],
+                 [str(python), "-c", f"import {check_import}"]]
         for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=600)
+            done = subprocess.run(step, capture_output=True, text=True, timeout=timeout_s)
             if done.returncode != 0:
-                pytest.fail(f"cannot prepare the real client ({' '.join(step)}):\n{done.stdout}\n{done.stderr}")
-        marker.write_text(CLIENT_REQUIREMENT)
+                pytest.fail(f"cannot prepare the client {requirement} ({' '.join(step)}):\n{done.stdout}\n"
+                            f"{done.stderr}")
+        marker.write_text(requirement)
     return python
+
+
+def client_venv_python() -> Path:
+    """Python of the venv holding the real C++ client, rocketmq 0.4.4 ($ROCKETSTORE_CLIENT_VENV)."""
+    return client_venv(CLIENT_REQUIREMENT, "rocketmq.client", "ROCKETSTORE_CLIENT_VENV")
 
 
 class RealClient:

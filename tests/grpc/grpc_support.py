@@ -3,50 +3,25 @@ gRPC endpoint, and raw calls of our own over grpcio for what the client never se
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 
 from rocketstore.broker.client import RemotingClient
 from rocketstore.grpc.protos import SERVICE, pb
 from rocketstore.protocol import RequestCode, ResponseCode
-from tests.broker.broker_support import BrokerProcess, ClientProcess, finish, free_port
+from tests.broker.broker_support import BrokerProcess, ClientProcess, client_venv, finish, free_port
 
 CLIENT5_REQUIREMENT = "rocketmq-python-client==5.1.2"
 CLIENT5_SCRIPT = Path(__file__).parent / "clients" / "rmq5_client.py"
 
 
 def client5_venv_python() -> Path:
-    """Python of a venv holding the official 5.x client, created (once, under a lock) if missing.
-
-    The folder is $ROCKETSTORE_CLIENT5_VENV, else <tmp>/rocketstore-client-rocketmq-python-client-5.1.2
-    (it installs into the same `rocketmq` package folder as rocketmq 0.4.4, so it has a venv of its own).
-    """
-    root = Path(os.environ.get("ROCKETSTORE_CLIENT5_VENV")
-                or Path(tempfile.gettempdir()) / "rocketstore-client-rocketmq-python-client-5.1.2")
-    python = root / "bin" / "python"
-    marker = root / ".rocketstore-installed"
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(root) + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and python.exists():
-            return python
-        steps = [[sys.executable, "-m", "venv", "--clear", str(root)],
-                 [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", CLIENT5_REQUIREMENT],
-                 [str(python), "-c", "import rocketmq.v5.consumer"]]
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
-            if done.returncode != 0:
-                pytest.fail(f"cannot prepare the 5.x client ({' '.join(step)}):\n{done.stdout}\n{done.stderr}")
-        marker.write_text(CLIENT5_REQUIREMENT)
-    return python
+    """Python of the venv holding the official 5.x client ($ROCKETSTORE_CLIENT5_VENV)."""
+    return client_venv(CLIENT5_REQUIREMENT, "rocketmq.v5.consumer", "ROCKETSTORE_CLIENT5_VENV")
 
 
 class Client5:
