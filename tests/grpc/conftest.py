@@ -7,8 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker.broker_support import RealClient, client_venv_python, create_store
+from tests.broker import conftest as broker_fixtures
 from tests.grpc.grpc_support import Client5, GrpcBroker, client5_venv_python
+
+# the broker tests' fixtures, shared
+client_python = broker_fixtures.client_python
+real_client = broker_fixtures.real_client
+store_dir = broker_fixtures.store_dir
 
 
 @pytest.fixture(scope="session")
@@ -19,21 +24,6 @@ def client5_python() -> Path:
 @pytest.fixture
 def client5(client5_python: Path, tmp_path: Path) -> Client5:
     return Client5(client5_python, tmp_path / "client5-home")
-
-
-@pytest.fixture(scope="session")
-def client_python() -> Path:
-    return client_venv_python()
-
-
-@pytest.fixture
-def real_client(client_python: Path, tmp_path: Path) -> RealClient:
-    return RealClient(client_python, tmp_path / "client-home")
-
-
-@pytest.fixture
-def store_dir(tmp_path: Path) -> Path:
-    return create_store(tmp_path / "store")
 
 
 @pytest.fixture
