@@ -58,8 +58,8 @@ class GrpcBroker(BrokerProcess):
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def create_topic(self, topic: str, queues: int = 4) -> None:
-        with RemotingClient(self.addr) as admin:
+    def create_topic(self, topic: str, queues: int = 4, credentials: tuple[str, str] | None = None) -> None:
+        with RemotingClient(self.addr, credentials=credentials) as admin:
             created = admin.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
                                     {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6})
             assert created.code == ResponseCode.SUCCESS

@@ -33,6 +33,8 @@ from rocketstore.protocol.acl import ACCESS_KEY, verify
 from rocketstore.protocol.bodies import decode_json_body
 
 PUB, SUB = 1, 2
+ANY = PUB | SUB
+"""A need met by either permission (a route query)."""
 _PERMS = {"DENY": 0, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "ANY": PUB | SUB}
 
 
@@ -215,7 +217,7 @@ TopicAt = Callable[[int], "str | None"]
 Rule = Callable[[RemotingCommand, TopicAt], list[Need]]
 
 
-def _topic(topic: str, perm: int) -> Need:
+def topic_need(topic: str, perm: int) -> Need:
     """A topic need; a retry topic needs SUB on its group instead."""
     group = _group_of_retry(topic)
     return Need("group", group, SUB) if group is not None else Need("topic", topic, perm)
@@ -225,7 +227,7 @@ def topic_field(*names: str, perm: int) -> Rule:
     """The topic named by the first present header field of `names`."""
     def needs(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
         f = cmd.ext_fields
-        return [_topic(next((f[n] for n in names if n in f), ""), perm)]
+        return [topic_need(next((f[n] for n in names if n in f), ""), perm)]
     return needs
 
 
@@ -247,7 +249,7 @@ def record_topic(name: str, perm: int = SUB) -> Rule:
         except ValueError:
             return []  # the handler refuses the request itself
         topic = topic_at(offset)
-        return [] if topic is None else [_topic(topic, perm)]
+        return [] if topic is None else [topic_need(topic, perm)]
     return needs
 
 
@@ -257,14 +259,14 @@ def _heartbeat(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
     for consumer in data.get("consumerDataSet") or []:
         needs.append(Need("group", str(consumer.get("groupName", "")), SUB))
         for sub in consumer.get("subscriptionDataSet") or []:
-            needs.append(_topic(str(sub.get("topic", "")), SUB))
+            needs.append(topic_need(str(sub.get("topic", "")), SUB))
     return needs
 
 
 def _queue_locks(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
     data = decode_json_body(cmd.body) if cmd.body else {}
     needs = [Need("group", str(data.get("consumerGroup", "")), SUB)]
-    needs += [_topic(str(mq.get("topic", "")), SUB) for mq in data.get("mqSet") or [] if isinstance(mq, dict)]
+    needs += [topic_need(str(mq.get("topic", "")), SUB) for mq in data.get("mqSet") or [] if isinstance(mq, dict)]
     return needs
 
 
@@ -318,12 +320,13 @@ RULES: dict[int, Rule | str] = {
 the table to the handlers' codes)."""
 
 
-def _allowed(account: Account, kind: str, name: str, perm: int) -> bool:
+def allowed(account: Account, kind: str, name: str, perm: int) -> bool:
+    """Whether `account` has `perm` on the topic or group `name` (ANY: PUB or SUB, either will do)."""
     if kind == "topic":
         have = account.topic_perms.get(name, account.default_topic_perm)
     else:
         have = account.group_perms.get(name, account.default_group_perm)
-    return have & perm == perm
+    return have & perm != 0 if perm == ANY else have & perm == perm
 
 
 class AclChecker:
@@ -368,6 +371,6 @@ class AclChecker:
         except Exception:  # an undecodable body is refused, not crashed on
             return "request body cannot be read for the permission check"
         for kind, name, perm in needs:
-            if not _allowed(account, kind, name, perm):
+            if not allowed(account, kind, name, perm):
                 return f"{access_key} has no {'PUB' if perm == PUB else 'SUB'} permission on {kind} {name}"
         return None

@@ -122,7 +122,8 @@ class BrokerApp:
             if self.grpc_address is not None:
                 from rocketstore.grpc.service import GrpcEndpoint  # grpcio is only needed with an endpoint
 
-                self.grpc = GrpcEndpoint(ctx, self.grpc_address, cfg.max_frame_size_bytes)
+                self.grpc = GrpcEndpoint(ctx, self.grpc_address, cfg.max_frame_size_bytes,
+                                         self.acl.config if self.acl is not None else None)
                 await self.grpc.start()
         except BaseException:
             await self._close_servers()

@@ -32,21 +32,17 @@ def _optional_address(ctx: click.Context, param: click.Parameter, value: str | N
 DEFAULT_GRPC = "127.0.0.1:8081"  # RocketMQ 5 proxy's grpcServerPort
 
 
-def _grpc_address(value: str | None, acl_file: Path | None) -> str | None:
-    """--grpc: None (not given) means the default, off with --acl; 'off' means none.
+def _grpc_address(value: str | None) -> str | None:
+    """--grpc: None (not given) means the default; 'off' means none. With --acl every gRPC call must be
+    signed by one of its accounts as well (grpc/auth.py).
 
     Raises:
-        click.BadParameter: not host:port, given beside --acl, or grpcio / grpcio-tools missing.
+        click.BadParameter: not host:port, or grpcio / grpcio-tools missing.
     """
     if value is not None and value.lower() in ("", "none", "off"):
         return None
     if value is None:
-        if acl_file is not None:
-            return None
         value = DEFAULT_GRPC
-    elif acl_file is not None:
-        raise click.BadParameter("the gRPC endpoint does not check --acl yet; use --grpc off with --acl",
-                                 param_hint="--grpc")
     try:
         split_address(value)
     except ValueError as exc:
@@ -96,7 +92,7 @@ def _grpc_address(value: str | None, acl_file: Path | None) -> str | None:
               help="sync: a send is acknowledged after its bytes are on disk (SYNC_FLUSH).")
 @click.option("--grpc", "grpc_address", default=None, metavar="HOST:PORT|off",
               help="Address of the gRPC endpoint for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService); "
-                   "'off' for none. Default 127.0.0.1:8081, or off when --acl is given (ACL does not cover it yet).")
+                   "'off' for none. Default 127.0.0.1:8081; with --acl its calls must be signed too.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 @store_options
@@ -130,7 +126,7 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
             StoreConfig(delay_levels=delay_levels).delay_level_millis()
         except (ValueError, KeyError, IndexError) as exc:
             raise click.BadParameter(f"{delay_levels!r} is not like '1s 5s 10s'", param_hint="--delay-levels") from exc
-    grpc_address = _grpc_address(grpc_address, acl_file)
+    grpc_address = _grpc_address(grpc_address)
     try:
         mode = FlushMode.SYNC if flush_mode == "sync" else FlushMode.ASYNC
         asyncio.run(BrokerApp(config, delay_levels, mode, grpc_address).serve_forever())

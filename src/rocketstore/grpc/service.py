@@ -20,9 +20,11 @@ from typing import Any
 import grpc
 
 from rocketstore import FlushMode, Message, PutResult, PutStatus
+from rocketstore.broker.acl import AclConfig
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
 from rocketstore.errors import InvalidMessageError, StoreError
+from rocketstore.grpc.auth import GrpcAuthenticator
 from rocketstore.grpc.consumer_state import ConsumerStateTable
 from rocketstore.grpc.convert import (
     MAX_BODY_BYTES,
@@ -362,7 +364,36 @@ def _guarded(name: str, impl: Callable[..., Any], response_type: Any) -> Callabl
     return guarded
 
 
-def _handler(service: MessagingService, method: Any) -> grpc.RpcMethodHandler:
+def _authenticated(auth: GrpcAuthenticator, name: str, impl: Callable[..., Any], response_type: Any,
+                   streaming_in: bool, streaming_out: bool) -> Callable[..., Any]:
+    """`impl` behind the credentials check: a refused call is answered with UNAUTHORIZED or FORBIDDEN
+    (a stream's first and only response) and never reaches the store."""
+
+    def refusal(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        refused = auth.check(name, context.invocation_metadata() or (), None if streaming_in else request)
+        if refused is None:
+            return None
+        code, reason = refused
+        log.info("refused gRPC %s from %s: %s", name, context.peer(), reason)
+        return response_type(status=status(pb.Code.Value(code), reason))
+
+    if streaming_out:
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            refused = refusal(request, context)
+            if refused is not None:
+                yield refused
+                return
+            async for response in impl(request, context):
+                yield response
+        return stream
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        refused = refusal(request, context)
+        return refused if refused is not None else await impl(request, context)
+    return unary
+
+
+def _handler(service: MessagingService, method: Any, auth: GrpcAuthenticator | None = None) -> grpc.RpcMethodHandler:
     request_type = getattr(pb, method.input_type.name)
     response_type = getattr(pb, method.output_type.name)
     name = method.name
@@ -374,6 +405,8 @@ def _handler(service: MessagingService, method: Any) -> grpc.RpcMethodHandler:
         impl = _not_served(name, response_type, streaming_out)
     if not streaming_in and not streaming_out:
         impl = _guarded(name, impl, response_type)
+    if auth is not None:
+        impl = _authenticated(auth, name, impl, response_type, streaming_in, streaming_out)
     kwargs = {"request_deserializer": request_type.FromString,
               "response_serializer": response_type.SerializeToString}
     if streaming_in:
@@ -390,12 +423,15 @@ class GrpcEndpoint:
         ctx: the broker's shared state.
         address: ``host:port`` to listen on.
         max_message_bytes: largest request accepted by gRPC itself.
+        acl: the accounts of `--acl`: every call must then be signed (grpc/auth.py).
     """
 
-    def __init__(self, ctx: BrokerContext, address: str, max_message_bytes: int) -> None:
+    def __init__(self, ctx: BrokerContext, address: str, max_message_bytes: int,
+                 acl: AclConfig | None = None) -> None:
         self.ctx = ctx
         self.address = address
         self.max_message_bytes = max_message_bytes
+        self.acl = acl
         self.server: grpc.aio.Server | None = None
         self.service: MessagingService | None = None
         self.port = 0
@@ -417,7 +453,8 @@ class GrpcEndpoint:
                      ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)),
                      ("grpc.so_reuseport", 0)])
         descriptor = pb.service
-        handlers = {m.name: _handler(self.service, m) for m in descriptor.methods}
+        auth = GrpcAuthenticator(self.acl, time.time) if self.acl is not None else None
+        handlers = {m.name: _handler(self.service, m, auth) for m in descriptor.methods}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         try:
             self.port = server.add_insecure_port(self.address)

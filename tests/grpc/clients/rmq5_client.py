@@ -26,7 +26,8 @@ def emit(obj):
 
 
 def config(args):
-    return ClientConfiguration(args.endpoint, Credentials(), request_timeout=5)
+    credentials = Credentials(args.ak, args.sk) if args.ak else Credentials()
+    return ClientConfiguration(args.endpoint, credentials, request_timeout=5)
 
 
 def produce(args):
@@ -99,6 +100,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["produce", "consume"])
     parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--ak", default="", help="access key: sign every call (with --sk)")
+    parser.add_argument("--sk", default="")
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", default="rocketstore_test_group")
     parser.add_argument("--count", type=int, default=1)
