@@ -113,7 +113,7 @@ def export(store: Path, out: Path, file_format: str, partition_by: tuple[str, ..
     columns = _partition_columns(partition_by)
     options = _read_options(store, topics)
     with spark_session("rocketstore-export", master=master, debug=state().debug) as spark:
-        export_job(spark, store, out, file_format, columns, mode="overwrite" if overwrite else "errorifexists",
+        export_job(spark, store, out, file_format, columns, mode="overwrite" if overwrite else "error",
                    options=options)
         rows = spark.read.format(file_format).load(str(out)).count()
     show_fields({"store": str(store), "out": str(out), "format": file_format, "partition_by": list(columns),

@@ -227,10 +227,17 @@ def rebuild(spark: SparkSession, store_path: str | os.PathLike[str], config: Sto
 
     Raises:
         rocketstore.errors.StoreLockedError: a writer (or a broker) has the store open.
+        rocketstore.errors.InvalidArgumentError: `spark` is a Spark Connect session (the rebuild hands
+            commitlog ranges to the executors as an RDD, which Spark Connect does not offer).
     """
+    from rocketstore.errors import InvalidArgumentError
     from rocketstore.format.filenames import index_file_name
     from rocketstore.storage.marker_files import StoreLock
 
+    if _is_connect(spark):
+        raise InvalidArgumentError("rebuild needs a classic Spark session (SparkSession.builder.master(...), or "
+                                   "`rocketstore rebuild --master ...`): it runs as RDD tasks, which Spark "
+                                   "Connect does not offer")
     began = time.monotonic()
     root = os.path.abspath(os.fspath(store_path))
     lock = StoreLock(Path(root))
@@ -251,6 +258,11 @@ def rebuild(spark: SparkSession, store_path: str | os.PathLike[str], config: Sto
         lock.release()
     return RebuildReport(len(ranges), queue_stats[0], queue_stats[1], index_files, index_keys,
                          time.monotonic() - began)
+
+
+def _is_connect(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect (remote) session."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _write_queues(dispatched: Any, staging: str, cfg: StoreConfig, parallelism: int) -> tuple[int, int]:
@@ -308,7 +320,7 @@ def _seed_keys(wanted: dict[int, int], firsts: dict[int, int], out: _RangeOutput
 
 def export(spark: SparkSession, store_path: str | os.PathLike[str], out: str | os.PathLike[str],
            format: str = "parquet", partition_by: Sequence[str] = ("topic",), *,
-           mode: str = "errorifexists", options: dict[str, str] | None = None) -> None:
+           mode: str = "error", options: dict[str, str] | None = None) -> None:
     """Write every message of a store (read through its consume queues) as a Spark table.
 
     Args:
@@ -317,7 +329,8 @@ def export(spark: SparkSession, store_path: str | os.PathLike[str], out: str | o
         out: the output directory.
         format: any Spark file format (`parquet`, `json`, `orc`, ...).
         partition_by: columns to partition the output by.
-        mode: Spark save mode.
+        mode: Spark save mode (`error`, `append`, `overwrite`, `ignore`; Spark Connect knows no
+            `errorifexists`, classic Spark takes both).
         options: further read options of the `rocketstore` source (`topics`, `scan`, geometry ...).
 
     Raises:
@@ -403,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_export.add_argument("out")
     p_export.add_argument("--format", default="parquet")
     p_export.add_argument("--partition-by", default="topic", help="comma-separated columns ('' for none)")
-    p_export.add_argument("--mode", default="errorifexists")
+    p_export.add_argument("--mode", default="error")
     p_summary = sub.add_parser("summary", parents=[geometry],
                                help="print messages, offsets, bytes and times per topic and queue")
     p_summary.add_argument("store")
