@@ -9,7 +9,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rocketstore"
 ORDER = ["format", "storage", "log", "services", "store"]
-ADAPTERS = {"spark", "cli", "broker", "report"}
+ADAPTERS = {"spark", "cli", "broker", "grpc", "report"}
 BASE = {"errors", "config", "_types", "native", "_speedups"}
 
 
@@ -43,9 +43,19 @@ def test_lower_layers_never_import_higher_ones(layer):
 
 def test_the_core_never_imports_an_adapter():
     core = [SRC / f"{name}.py"
-            for name in ("store", "prepare", "pending_put", "config", "errors", "message", "results", "__init__")]
+            for name in ("store", "prepare", "pending_put", "append_run", "config", "errors", "message", "results",
+                         "native", "_types", "__init__")]
     for layer in ORDER[:-1]:
         core.extend((SRC / layer).rglob("*.py"))
     for path in core:
         for module in _imports(path):
             assert _layer(module) not in ADAPTERS, f"{path.relative_to(SRC)} imports {module}"
+
+
+def test_every_top_level_module_has_a_place_in_the_layers():
+    placed = {"store", "prepare", "pending_put", "append_run", "message", "results", "__init__", "__main__"} | BASE
+    for path in SRC.glob("*.py"):
+        assert path.stem in placed, f"{path.name}: name its layer in tests/unit/test_layers.py"
+    for path in SRC.iterdir():
+        if path.is_dir() and (path / "__init__.py").exists():
+            assert path.name in set(ORDER) | ADAPTERS | {"protocol"}, f"{path.name}/: name its layer"
