@@ -31,7 +31,7 @@ from rocketstore.format.message import (
     topic_field,
 )
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
-from rocketstore.format.topics import SCHEDULE_TOPIC, refuses_sends
+from rocketstore.format.topics import BROKER_WRITTEN_TOPICS, SCHEDULE_TOPIC, refuses_sends
 from rocketstore.message import Message
 from rocketstore.native import speedups
 from rocketstore.results import PutStatus
@@ -119,6 +119,17 @@ def checked_topic(topic: str) -> bytes:
     if type(topic) is str and len(_CHECKED_TOPICS) < MAX_CHECKED_TOPICS:
         _CHECKED_TOPICS[topic] = part
     return part
+
+
+def broker_topic(topic: str) -> bytes:
+    """TOPICLENGTH + TOPIC of a topic only the broker writes (`BROKER_WRITTEN_TOPICS`).
+
+    Raises:
+        InvalidMessageError: any other topic.
+    """
+    if topic not in BROKER_WRITTEN_TOPICS:
+        raise illegal(f"topic {topic!r} is not one the broker writes ({', '.join(sorted(BROKER_WRITTEN_TOPICS))})")
+    return topic_field(topic.encode("ascii"))
 
 
 _SCHEDULE_TOPIC_PART = topic_field(SCHEDULE_TOPIC.encode("ascii"))
@@ -244,15 +255,19 @@ class Preparer:
                     prepared[i] = self.prepare_py(messages[i])
         return prepared
 
-    def prepare_py(self, message: Message) -> Prepared:
+    def prepare_py(self, message: Message, *, broker_written: bool = False) -> Prepared:
         """`prepare` in pure Python (the twin of rocketstore._speedups.prepare_plain, and the only path
         for messages with a properties mapping or a born host).
+
+        Args:
+            broker_written: the message goes to a topic only the broker writes (`broker_topic`), and
+                only there.
 
         Raises:
             InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED).
         """
         topic = message.topic
-        topic_part = checked_topic(topic)
+        topic_part = broker_topic(topic) if broker_written else checked_topic(topic)
         body = message.body
         if type(body) is not bytes:
             body = bytes(body)

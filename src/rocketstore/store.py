@@ -436,6 +436,24 @@ class MessageStore:
             raise ValueError(f"queue_nums must be at least 1, not {queue_nums}")
         self.topics.ensure(topic, queue_nums)
 
+    def record_topic(self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int) -> None:
+        """Record `topic` in config/topics.json with these queue counts and permission (RocketMQ's
+        updateAndCreateTopic), replacing what was recorded; written at flush and close.
+
+        Raises:
+            InvalidMessageError: a topic name a put would refuse.
+            InvalidArgumentError: queue counts outside 1..65535 or a permission outside 0..7.
+            StoreReadOnlyError: the store is read-only.
+        """
+        if self.read_only:
+            raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
+        checked_topic(topic)
+        for name, value, low, high in (("read_queue_nums", read_queue_nums, 1, 65535),
+                                       ("write_queue_nums", write_queue_nums, 1, 65535), ("perm", perm, 0, 7)):
+            if not isinstance(value, int) or not low <= value <= high:
+                raise InvalidArgumentError(f"record_topic: {name} {value!r} is not in {low}..{high}")
+        self.topics.put(topic, read_queue_nums, write_queue_nums, perm)
+
     def check_message(self, message: Message) -> None:
         """Apply every put-time rule to `message` without writing (works on read-only stores too).
 
@@ -652,6 +670,21 @@ class MessageStore:
         if not prepared:
             return []
         return self._write(prepared)
+
+    def put_broker_records(self, messages: Iterable[Message]) -> list[PutResult]:
+        """`put_batch` for the records a broker writes itself: transaction half messages, their end
+        records and discarded halves (format.topics.BROKER_WRITTEN_TOPICS). Every other rule of `put`
+        applies; producers' puts to these topics stay refused.
+
+        Raises:
+            InvalidMessageError: a message is not for one of those topics, or breaks a rule (nothing
+                was written).
+            StoreReadOnlyError: the store is read-only.
+            StoreClosedError: the store was closed.
+        """
+        self._check_writable()
+        prepared = [self._preparer.prepare_py(m, broker_written=True) for m in messages]
+        return self._write(prepared) if prepared else []
 
     def _check_writable(self) -> None:
         self._check_open()

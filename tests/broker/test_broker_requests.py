@@ -209,3 +209,17 @@ def test_sends_to_system_topics_are_refused_with_no_permission(broker: BrokerPro
         assert send(client, "T1", b"fine").code == ResponseCode.SUCCESS
     with MessageStore.open(broker.store, read_only=True) as store:
         assert [m.topic for m in store.scan()] == ["T1"]
+
+
+def test_a_created_topic_survives_a_restart_before_its_first_message(broker: BrokerProcess):
+    with RemotingClient(broker.addr) as client:
+        created = client.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                 {"topic": "Empty", "readQueueNums": 2, "writeQueueNums": 2, "perm": 4})
+        assert created.code == ResponseCode.SUCCESS
+    assert broker.stop() == 0
+    recorded = json.loads((broker.store / "config" / "topics.json").read_text())["topicConfigTable"]["Empty"]
+    assert (recorded["readQueueNums"], recorded["writeQueueNums"], recorded["perm"]) == (2, 2, 4)
+    broker.start()
+    with RemotingClient(broker.addr) as client:
+        table = json.loads(client.request(RequestCode.GET_ALL_TOPIC_CONFIG).body)["topicConfigTable"]
+    assert (table["Empty"]["writeQueueNums"], table["Empty"]["perm"]) == (2, 4)

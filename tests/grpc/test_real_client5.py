@@ -143,3 +143,22 @@ def test_max_attempts_send_a_message_to_the_dlq(store_dir, tmp_path, client5):
         dead = list(store.iter_queue("%DLQ%GDlq", 0))
     assert len(dead) == 1 and dead[0].body == b"x-body-0"
     assert dead[0].properties["DLQ_ORIGIN_TOPIC"] == "DlqTopic" and dead[0].reconsume_times == 1
+
+
+def test_push_consumer_gets_its_assignment_and_a_failed_message_again(grpc_broker, client5):
+    grpc_broker.create_topic("PushTopic", queues=2)
+    sent = [r for r in client5.run("produce", "--endpoint", grpc_broker.endpoint, "--topic", "PushTopic",
+                                   "--count", "3", "--key-prefix", "p-") if "message_id" in r]
+    lines = client5.run("push", "--endpoint", grpc_broker.endpoint, "--topic", "PushTopic", "--group", "GPush",
+                        "--expect", "3", "--fail-first", "--timeout", "30", timeout=60)
+    deliveries = _messages(lines)
+    by_id: dict[str, list[tuple[int, str]]] = {}
+    for d in deliveries:
+        by_id.setdefault(d["message_id"], []).append((d["attempt"], d["result"]))
+    assert sorted(by_id) == sorted(r["message_id"] for r in sent)
+    for attempts in by_id.values():  # failed once, then delivered again with the attempt raised
+        assert attempts[:2] == [(1, "failure"), (2, "success")]
+    assert lines[-1] == {"done": 3}
+    again = _messages(client5.run("consume", "--endpoint", grpc_broker.endpoint, "--topic", "PushTopic",
+                                  "--group", "GPush", "--expect", "1", "--timeout", "6"))
+    assert again == []  # the push consumer acknowledged every message it consumed

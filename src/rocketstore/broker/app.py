@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import time
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ from rocketstore.broker.handlers_send import SendHandlers
 from rocketstore.broker.namesrv import NameServerHandlers
 from rocketstore.broker.server import Connection, Dispatcher, Handler, RemotingServer
 from rocketstore.broker.topics import TopicTable
+from rocketstore.broker.transactions import TransactionTable
 from rocketstore.protocol import RemotingCommand, ResponseCode
 
 if TYPE_CHECKING:
@@ -99,7 +101,9 @@ class BrokerApp:
         try:
             topics = TopicTable(cfg.default_queue_nums)
             topics.adopt(store.topic_config(), store.queues())
-            ctx = BrokerContext(cfg, store, topics, ClientRegistry(cfg.lock_expiry_ms))
+            transactions = TransactionTable(store, cfg.transactions)
+            transactions.load()
+            ctx = BrokerContext(cfg, store, topics, ClientRegistry(cfg.lock_expiry_ms), transactions)
             self.ctx = ctx
             if self.acl is not None:
                 self.acl.topic_at = partial(_topic_at, store)
@@ -129,7 +133,7 @@ class BrokerApp:
             await self._close_servers()
             store.close()
             raise
-        self._tasks = [asyncio.create_task(self._flush_loop())]
+        self._tasks = [asyncio.create_task(self._flush_loop()), asyncio.create_task(self._transaction_check_loop())]
         log.info("broker %s serving %s on %s (name server %s, gRPC %s)", cfg.broker_name, cfg.store_path,
                  cfg.listen, cfg.namesrv or "-", self.grpc_address or "-")
 
@@ -158,6 +162,19 @@ class BrokerApp:
                     await asyncio.to_thread(self.ctx.store.flush)  # fsync must not stall the loop
             except Exception:  # service loop: record and keep going
                 log.exception("periodic flush failed")
+
+    async def _transaction_check_loop(self) -> None:
+        """Ask producers about open transactions that are due (TransactionTable.check)."""
+        settings = self.config.transactions
+        tick = min(max(min(settings.timeout_ms, settings.check_interval_ms) / 4000, 0.1), 5.0)
+        while not self._stopping.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), tick)
+            try:
+                if self.ctx is not None and not self._stopping.is_set():
+                    self.ctx.transactions.check(int(time.time() * 1000))
+            except Exception:  # service loop: record and keep going
+                log.exception("transaction check failed")
 
     @property
     def ports(self) -> list[int]:

@@ -11,6 +11,7 @@ import click
 
 from rocketstore.broker.config import BrokerConfig, split_address
 from rocketstore.broker.server import ConnectionLimits
+from rocketstore.broker.transactions import TransactionSettings
 from rocketstore.cli._state import store_options
 from rocketstore.errors import RocketStoreError
 
@@ -88,6 +89,15 @@ def _grpc_address(value: str | None) -> str | None:
                    "(default: the store's, RocketMQ's 18 levels).")
 @click.option("--max-reconsume-times", default=16, show_default=True, type=click.IntRange(0),
               help="Deliveries of a failing message before it goes to %DLQ%<group>.")
+@click.option("--transaction-timeout", default=TransactionSettings.timeout_ms / 1000, show_default=True,
+              type=click.FloatRange(0.1), help="Seconds a transaction may stay open before its producer is asked "
+                                               "whether to commit it.")
+@click.option("--transaction-check-interval", default=TransactionSettings.check_interval_ms / 1000,
+              show_default=True, type=click.FloatRange(0.1), help="Seconds between two checks of one open "
+                                                                  "transaction.")
+@click.option("--transaction-check-max", default=TransactionSettings.check_max, show_default=True,
+              type=click.IntRange(1), help="Checks of an open transaction before it is rolled back and kept in "
+                                           "TRANS_CHECK_MAX_TIME_TOPIC.")
 @click.option("--flush", "flush_mode", type=click.Choice(["async", "sync"]), default="async", show_default=True,
               help="sync: a send is acknowledged after its bytes are on disk (SYNC_FLUSH).")
 @click.option("--grpc", "grpc_address", default=None, metavar="HOST:PORT|off",
@@ -99,8 +109,9 @@ def _grpc_address(value: str | None) -> str | None:
 def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, cluster: str,
           acl_file: Path | None, max_frame_size: int, max_connections: int, max_in_flight: int,
           max_unsent_bytes: int, max_buffered_bytes: int, idle_timeout: float, frame_timeout: float,
-          delay_levels: str | None, max_reconsume_times: int, flush_mode: str, grpc_address: str | None,
-          log_level: str) -> None:
+          delay_levels: str | None, max_reconsume_times: int, transaction_timeout: float,
+          transaction_check_interval: float, transaction_check_max: int, flush_mode: str,
+          grpc_address: str | None, log_level: str) -> None:
     """Serve the store at STORE to RocketMQ clients (Broker and NameServer roles). Stops on SIGTERM."""
     from rocketstore import FlushMode, StoreConfig
     from rocketstore.broker.acl import AclConfigError
@@ -120,7 +131,10 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
                           max_frame_size_bytes=max_frame_size, max_reconsume_times=max_reconsume_times,
                           limits=ConnectionLimits(max_connections, max_in_flight, max_unsent_bytes, max_buffered_bytes,
                                                   idle_timeout, frame_timeout),
-                          store_config=store_config)
+                          store_config=store_config,
+                          transactions=TransactionSettings(int(transaction_timeout * 1000),
+                                                           int(transaction_check_interval * 1000),
+                                                           transaction_check_max))
     if delay_levels is not None:
         try:
             StoreConfig(delay_levels=delay_levels).delay_level_millis()

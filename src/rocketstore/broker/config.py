@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketstore.broker.server import ConnectionLimits
+from rocketstore.broker.transactions import TransactionSettings
 from rocketstore.config import StoreConfig
 
 
@@ -44,6 +45,7 @@ class BrokerConfig:
         limits: what clients can make the server hold (connections, requests in flight, unread
             answers, unfinished frames, idle time).
         store_config: the store's settings (`--config`, geometry flags); None: what the store recorded.
+        transactions: when open transactions are asked about, and how often before they are given up.
     """
 
     store_path: Path
@@ -61,6 +63,7 @@ class BrokerConfig:
     advertised_host: str | None = None
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     store_config: StoreConfig | None = None
+    transactions: TransactionSettings = field(default_factory=TransactionSettings)
 
     @property
     def broker_addr(self) -> str:

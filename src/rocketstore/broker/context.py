@@ -9,6 +9,7 @@ from rocketstore.broker.clients import ClientRegistry
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.long_poll import PullWaiters
 from rocketstore.broker.topics import TopicTable
+from rocketstore.broker.transactions import TransactionTable
 from rocketstore.protocol import RemotingCommand, ResponseCode
 
 
@@ -29,6 +30,7 @@ class BrokerContext:
     store: MessageStore
     topics: TopicTable
     clients: ClientRegistry
+    transactions: TransactionTable
     waiters: PullWaiters = field(default_factory=PullWaiters)
 
     def notify_arrival(self, topic: str, queue_id: int) -> None:

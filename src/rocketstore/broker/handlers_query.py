@@ -6,7 +6,7 @@ from __future__ import annotations
 from rocketstore.broker.context import BrokerContext, RequestError, field_int, field_str
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import TopicConfig, valid_topic
-from rocketstore.errors import MessageNotFoundError, StoreError
+from rocketstore.errors import MessageNotFoundError, RocketStoreError, StoreError
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import encode_json_body
 
@@ -60,6 +60,10 @@ class QueryHandlers:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, f"topic name {topic!r} is not allowed")
             config = TopicConfig(topic, field_int(cmd, "readQueueNums", 4), field_int(cmd, "writeQueueNums", 4),
                                  field_int(cmd, "perm", 6))
+            try:  # recorded in config/topics.json: the topic survives a restart before its first message
+                self.ctx.store.record_topic(topic, config.read_queue_nums, config.write_queue_nums, config.perm)
+            except RocketStoreError as exc:
+                raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from exc
         except RequestError as exc:
             return cmd.response(exc.code, exc.remark)
         self.ctx.topics.put(config)

@@ -76,15 +76,17 @@ class TopicTable:
     def adopt(self, recorded: Mapping[str, Mapping[str, Any]], queues: Mapping[str, list[int]]) -> None:
         """Know the topics of the store's topics.json (`recorded`) and of its queues.
 
-        A topic gets at least `default_queue_nums` queues (retry and dead-letter topics: as many as
-        they use), and always enough to reach its highest queue id.
+        A recorded topic gets its recorded queue count, one known only from its queues at least
+        `default_queue_nums` (retry and dead-letter topics: as many as they use); each always enough to
+        reach its highest queue id.
         """
         names = (set(recorded) | set(queues)) - {SCHEDULE_TOPIC}
         for name in names:
             ids = queues.get(name) or [0]
             item = recorded.get(name) or {}
-            need = max(max(ids) + 1, int(item.get("writeQueueNums", 0) or 0))
-            if not name.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            recorded_nums = int(item.get("writeQueueNums", 0) or 0)
+            need = max(max(ids) + 1, recorded_nums)
+            if not recorded_nums and not name.startswith((RETRY_PREFIX, DLQ_PREFIX)):
                 need = max(need, self.default_queue_nums)
             current = self.topics.get(name)
             if current is None:

@@ -17,12 +17,17 @@ RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    SCHEDULE_TOPIC,
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-})
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+"""Where a transactional message waits for its commit or rollback (queue 0)."""
+TRANS_OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+"""One record per ended transaction: tag "d", body the half message's queue offset."""
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+"""Where a half message goes after its producer was asked about it too many times."""
+BROKER_WRITTEN_TOPICS = frozenset({TRANS_HALF_TOPIC, TRANS_OP_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC})
+"""The topics `MessageStore.put_broker_records` writes (delayed messages reach SCHEDULE_TOPIC_XXXX by
+their DELAY property instead)."""
+
+NOT_ALLOWED_SEND_TOPICS = BROKER_WRITTEN_TOPICS | {SCHEDULE_TOPIC}
 """Topics only the broker writes (RocketMQ 4.9.8's NOT_ALLOWED_SEND_TOPIC_SET)."""
 
 SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {

@@ -11,9 +11,10 @@ within `MAX_SKEW_S` of the server's clock (14 h 15 min: clients such as the Pyth
 time with a `Z`, so any time zone must pass).
 
 What each call needs (`RULES`), on the topics and groups named in the request: SendMessage PUB on each
-message's topic; QueryRoute PUB or SUB on the topic; ReceiveMessage, AckMessage, ChangeInvisibleDuration
-and ForwardMessageToDeadLetterQueue SUB on the topic and the group; Heartbeat, Telemetry and
-NotifyClientTermination a valid signature only. A retry topic `%RETRY%G` is checked as group `G`.
+message's topic; EndTransaction PUB on its topic; QueryRoute PUB or SUB on the topic; QueryAssignment,
+ReceiveMessage, AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue SUB on the topic and the group;
+Heartbeat, Telemetry and NotifyClientTermination a valid signature only.
+A retry topic `%RETRY%G` is checked as group `G`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def _send(request: Any) -> list[Need]:
     return [topic_need(m.topic.name, PUB) for m in request.messages]
 
 
+def _end_transaction(request: Any) -> list[Need]:
+    return [topic_need(request.topic.name, PUB)]
+
+
 def _topic_and_group(request: Any) -> list[Need]:
     topic = request.message_queue.topic.name if hasattr(request, "message_queue") else request.topic.name
     return [topic_need(topic, SUB), Need("group", request.group.name, SUB)]
@@ -58,6 +63,8 @@ RULES: dict[str, Rule] = {
     "Telemetry": _signed_only,
     "NotifyClientTermination": _signed_only,
     "SendMessage": _send,
+    "EndTransaction": _end_transaction,
+    "QueryAssignment": _topic_and_group,
     "ReceiveMessage": _topic_and_group,
     "AckMessage": _topic_and_group,
     "ChangeInvisibleDuration": _topic_and_group,

@@ -19,11 +19,14 @@ from typing import Any
 
 import grpc
 
-from rocketstore import FlushMode, Message, PutResult, PutStatus
+from rocketstore import FlushMode, Message, PutStatus
 from rocketstore.broker.acl import AclConfig
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from rocketstore.broker.transactions import TransactionError
 from rocketstore.errors import InvalidMessageError, StoreError
+from rocketstore.format.message import StoredMessage
+from rocketstore.format.properties import REAL_QID, REAL_TOPIC
 from rocketstore.grpc.auth import GrpcAuthenticator
 from rocketstore.grpc.consumer_state import ConsumerStateTable
 from rocketstore.grpc.convert import (
@@ -44,6 +47,7 @@ log = logging.getLogger("rocketstore.grpc")
 CLIENT_ID_HEADER = "x-mq-client-id"
 MIN_INVISIBLE_MS_FOR_RECEIVE = 10_000  # ProxyConfig.minInvisibleTimeMillsForRecv
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # ProxyConfig.maxInvisibleTimeMills
+AUTO_RENEW_INVISIBLE_MS = 60_000  # ProxyConfig.defaultInvisibleTimeMills: push consumers' receives
 MIN_POLLING_MS = 5_000  # grpcClientConsumerMinLongPollingTimeoutMillis
 MAX_POLLING_MS = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
 RECHECK_S = 0.5  # held receives also look again this often (invisible times, delivery times)
@@ -56,8 +60,10 @@ PUT_STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: "MESSAGE_PROPERTIES_TOO_LARGE",
     PutStatus.OS_PAGECACHE_BUSY: "TOO_MANY_REQUESTS",
 }
-NOT_SERVED = ("QueryAssignment", "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "EndTransaction",
-              "RecallMessage", "SyncLiteSubscription")
+NOT_SERVED = ("PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage",
+              "SyncLiteSubscription")
+OUTBOX_COMMANDS = 256  # server commands waiting for a client's telemetry stream; past it one is dropped
+TRANSACTION_CODES = {"invalid_id": pb.Code.INVALID_TRANSACTION_ID, "too_many": pb.Code.TOO_MANY_REQUESTS}
 
 
 def _now_ms() -> int:
@@ -87,6 +93,7 @@ class MessagingService:
         self.ctx = ctx
         self.advertised = advertised
         self.settings: dict[str, Any] = {}  # client id -> the Settings it announced
+        self.outboxes: dict[str, asyncio.Queue[Any]] = {}  # client id -> commands for its telemetry stream
         self.state = ConsumerStateTable(ctx.store.path)
         self.state.load()
         self.pop = PopService(ctx.store, self.state, ctx.config.max_reconsume_times + 1,
@@ -96,9 +103,11 @@ class MessagingService:
         loop = asyncio.get_running_loop()
         self._remove_listener = ctx.store.add_arrival_listener(
             lambda topic, queue_id, max_offset: loop.call_soon_threadsafe(self._arrived))
+        self._remove_asker = ctx.transactions.add_asker(self._ask_producer)
 
     def close(self) -> None:
         self._remove_listener()
+        self._remove_asker()
 
     def _arrived(self) -> None:
         self._arrival.set()
@@ -124,22 +133,38 @@ class MessagingService:
             config = self._topic(request.topic, PERM_READ | PERM_WRITE)
         except GrpcStatusError as exc:
             return pb.QueryRouteResponse(status=status(exc.code, exc.message))
-        endpoints = pb.Endpoints()
-        if request.HasField("endpoints") and request.endpoints.addresses:
-            endpoints.CopyFrom(request.endpoints)
-        else:
-            host, _, port = self.advertised.rpartition(":")
-            endpoints.scheme = pb.AddressScheme.IPv4
-            endpoints.addresses.add(host=host, port=int(port))
         response = pb.QueryRouteResponse(status=status(pb.Code.OK))
         for queue_id in range(config.write_queue_nums):
-            queue = response.message_queues.add(id=queue_id, permission=pb.Permission.READ_WRITE)
-            queue.topic.CopyFrom(request.topic)
-            queue.broker.name = self.ctx.config.broker_name
-            queue.broker.id = 0
-            queue.broker.endpoints.CopyFrom(endpoints)
-            queue.accept_message_types.extend([pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY])
+            self._queue(response.message_queues.add(), request, queue_id)
         return response
+
+    async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """What a push consumer receives from: this broker's queues as one assignment (queue id -1: any
+        queue, as RocketMQ 5's proxy assigns for pop consumption)."""
+        try:
+            check_group(request.group.name)
+            self._topic(request.topic, PERM_READ)
+        except GrpcStatusError as exc:
+            return pb.QueryAssignmentResponse(status=status(exc.code, exc.message))
+        response = pb.QueryAssignmentResponse(status=status(pb.Code.OK))
+        self._queue(response.assignments.add().message_queue, request, -1)
+        return response
+
+    def _queue(self, queue: Any, request: Any, queue_id: int) -> None:
+        """Fill a MessageQueue of the request's topic on this endpoint (the one the client named, if any)."""
+        queue.id = queue_id
+        queue.permission = pb.Permission.READ_WRITE
+        queue.topic.CopyFrom(request.topic)
+        queue.broker.name = self.ctx.config.broker_name
+        queue.broker.id = 0
+        if request.HasField("endpoints") and request.endpoints.addresses:
+            queue.broker.endpoints.CopyFrom(request.endpoints)
+        else:
+            host, _, port = self.advertised.rpartition(":")
+            queue.broker.endpoints.scheme = pb.AddressScheme.IPv4
+            queue.broker.endpoints.addresses.add(host=host, port=int(port))
+        queue.accept_message_types.extend([pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY,
+                                           pb.MessageType.TRANSACTION])
 
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request.HasField("group") and request.group.name:
@@ -156,25 +181,62 @@ class MessagingService:
         return pb.NotifyClientTerminationResponse(status=status(pb.Code.OK))
 
     async def Telemetry(self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-        """Answer each settings command with the settings a RocketMQ 5 proxy gives (settings.py)."""
+        """Answer each settings command with the settings a RocketMQ 5 proxy gives (settings.py), and pass
+        the server's own commands (transaction checks) to the client while the stream is open."""
         client_id = _client_id(context)
-        async for command in requests:
-            if command.WhichOneof("command") != "settings":
-                continue  # thread stack traces, verify results: nothing asked them
-            settings = command.settings
-            try:
-                if settings.WhichOneof("pub_sub") is None:
-                    raise GrpcStatusError(pb.Code.BAD_REQUEST,
-                                          "there is no publishing or subscription data in settings")
-                if settings.HasField("subscription"):
-                    check_group(settings.subscription.group.name)
-            except GrpcStatusError as exc:
-                yield pb.TelemetryCommand(status=status(exc.code, exc.message))
-                continue
-            self.settings[client_id] = settings
-            answer = client_settings(settings, self.ctx.store.config.delay_level_millis(),
-                                     self.ctx.config.max_reconsume_times + 1, MAX_BODY_BYTES)
-            yield pb.TelemetryCommand(status=status(pb.Code.OK), settings=answer)
+        outbox: asyncio.Queue[Any] = asyncio.Queue(OUTBOX_COMMANDS)
+        self.outboxes[client_id] = outbox
+        reader = asyncio.create_task(self._read_telemetry(requests, client_id, outbox))
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+        finally:
+            reader.cancel()
+            if self.outboxes.get(client_id) is outbox:
+                del self.outboxes[client_id]
+
+    async def _read_telemetry(self, requests: AsyncIterator[Any], client_id: str,
+                              outbox: asyncio.Queue[Any]) -> None:
+        try:
+            async for command in requests:
+                answer = self._telemetry_answer(command, client_id)
+                if answer is not None:
+                    await outbox.put(answer)
+        finally:
+            _offer(outbox, None)  # the client closed its side: end ours
+
+    def _telemetry_answer(self, command: Any, client_id: str) -> Any:
+        if command.WhichOneof("command") != "settings":
+            return None  # thread stack traces, verify results: nothing asked them
+        settings = command.settings
+        try:
+            if settings.WhichOneof("pub_sub") is None:
+                raise GrpcStatusError(pb.Code.BAD_REQUEST, "there is no publishing or subscription data in settings")
+            if settings.HasField("subscription"):
+                check_group(settings.subscription.group.name)
+        except GrpcStatusError as exc:
+            return pb.TelemetryCommand(status=status(exc.code, exc.message))
+        self.settings[client_id] = settings
+        answer = client_settings(settings, self.ctx.store.config.delay_level_millis(),
+                                 self.ctx.config.max_reconsume_times + 1, MAX_BODY_BYTES)
+        return pb.TelemetryCommand(status=status(pb.Code.OK), settings=answer)
+
+    def _ask_producer(self, half: StoredMessage, transaction_id: str) -> bool:
+        """Send a transaction check to one producer of the half message's topic (round robin)."""
+        topic = half.properties.get(REAL_TOPIC, "")
+        producers = [client for client, settings in self.settings.items()
+                     if client in self.outboxes and settings.HasField("publishing")
+                     and any(t.name == topic for t in settings.publishing.topics)]
+        if not producers:
+            return False
+        client = producers[next(self._round_robin) % len(producers)]
+        message = to_proto_message(half)
+        message.topic.name = topic
+        message.system_properties.queue_id = int(half.properties.get(REAL_QID, "0"))
+        command = pb.TelemetryCommand(status=status(pb.Code.OK))
+        command.recover_orphaned_transaction_command.message.CopyFrom(message)
+        command.recover_orphaned_transaction_command.transaction_id = transaction_id
+        return _offer(self.outboxes[client], command)
 
     # --- producing ----------------------------------------------------------------------------
 
@@ -187,8 +249,8 @@ class MessagingService:
             now = _now_ms()
             levels = self.ctx.store.config.delay_level_millis()
             plans = [to_store_message(m, first.topic.name, context.peer(), now, levels) for m in request.messages]
-            if any(p.transactional for p in plans):
-                raise GrpcStatusError(pb.Code.NOT_IMPLEMENTED, "transactional messages are not supported yet")
+            if any(p.transactional for p in plans) and len(plans) > 1:
+                raise GrpcStatusError(pb.Code.BAD_REQUEST, "a transactional message is sent on its own")
             group = first.system_properties.message_group if len(plans) == 1 else ""
             if group:
                 queue_id = zlib.crc32(group.encode()) % config.write_queue_nums
@@ -197,7 +259,12 @@ class MessagingService:
             records = [Message(p.message.topic, p.message.body, queue_id=queue_id, properties=p.message.properties,
                                sys_flag=p.message.sys_flag, born_timestamp=p.message.born_timestamp,
                                born_host=p.message.born_host) for p in plans]
-            results = await self._put(records)
+            transaction = ""
+            if plans[0].transactional:
+                started = await self._start_transaction(records[0])
+                results, transaction = [started.result], started.transaction_id
+            else:
+                results = await self._in_store(self.ctx.store.put_batch, records)
         except GrpcStatusError as exc:
             return pb.SendMessageResponse(status=status(exc.code, exc.message))
         response = pb.SendMessageResponse()
@@ -209,6 +276,7 @@ class MessagingService:
             if code == pb.Code.OK:
                 entry.message_id = plan.message_id
                 entry.offset = result.queue_offset
+                entry.transaction_id = transaction
             if result.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
                                  PutStatus.SLAVE_NOT_AVAILABLE):
                 self.ctx.notify_arrival(result.topic, result.queue_id)
@@ -217,16 +285,41 @@ class MessagingService:
         response.status.CopyFrom(status(only))
         return response
 
-    async def _put(self, records: list[Message]) -> list[PutResult]:
-        store = self.ctx.store
+    async def _start_transaction(self, record: Message) -> Any:
         try:
-            if store.config.flush_mode is FlushMode.SYNC:
-                return await asyncio.to_thread(store.put_batch, records)
-            return store.put_batch(records)
+            return await self._in_store(self.ctx.transactions.start, record)
+        except TransactionError as exc:
+            raise GrpcStatusError(TRANSACTION_CODES.get(exc.kind, pb.Code.INTERNAL_SERVER_ERROR), str(exc)) from exc
+
+    async def _in_store(self, call: Callable[..., Any], *args: Any) -> Any:
+        """`call(*args)` as a store write: off the loop when SYNC flushing waits for the disk."""
+        try:
+            if self.ctx.store.config.flush_mode is FlushMode.SYNC:
+                return await asyncio.to_thread(call, *args)
+            return call(*args)
         except InvalidMessageError as exc:
             raise GrpcStatusError(pb.Code.MESSAGE_CORRUPTED, str(exc)) from exc
         except StoreError as exc:
             raise GrpcStatusError(pb.Code.INTERNAL_SERVER_ERROR, str(exc)) from exc
+
+    async def EndTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Commit or roll back a half message (from the producer, or answering a check)."""
+        try:
+            config = self._topic(request.topic, PERM_WRITE)
+            if request.resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
+                raise GrpcStatusError(pb.Code.BAD_REQUEST, "resolution must be COMMIT or ROLLBACK")
+            commit = request.resolution == pb.TransactionResolution.COMMIT
+            try:
+                committed = await self._in_store(self.ctx.transactions.end, request.transaction_id, config.name,
+                                                 request.message_id or None, commit)
+            except TransactionError as exc:
+                raise GrpcStatusError(TRANSACTION_CODES.get(exc.kind, pb.Code.INTERNAL_SERVER_ERROR),
+                                      str(exc)) from exc
+        except GrpcStatusError as exc:
+            return pb.EndTransactionResponse(status=status(exc.code, exc.message))
+        if committed is not None:
+            self.ctx.notify_arrival(committed.topic, committed.queue_id)
+        return pb.EndTransactionResponse(status=status(pb.Code.OK))
 
     # --- consuming ----------------------------------------------------------------------------
 
@@ -239,6 +332,8 @@ class MessagingService:
                 raise GrpcStatusError(pb.Code.UNSUPPORTED, "SQL92 filter expressions are not supported, only TAG")
             tags = tag_filter(request.filter_expression.expression)
             invisible = _millis(request.invisible_duration)
+            if request.auto_renew and not request.HasField("invisible_duration"):
+                invisible = AUTO_RENEW_INVISIBLE_MS  # a push consumer: it acks or nacks when its listener ends
             if not MIN_INVISIBLE_MS_FOR_RECEIVE <= invisible <= MAX_INVISIBLE_MS:
                 raise GrpcStatusError(pb.Code.ILLEGAL_INVISIBLE_TIME,
                                       f"the invisibleTime must be between {MIN_INVISIBLE_MS_FOR_RECEIVE} "
@@ -337,6 +432,15 @@ class MessagingService:
         except GrpcStatusError as exc:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=status(exc.code, exc.message))
         return pb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.Code.OK))
+
+
+def _offer(outbox: asyncio.Queue[Any], command: Any) -> bool:
+    """Queue a command for a telemetry stream unless it is full (the command is then dropped)."""
+    try:
+        outbox.put_nowait(command)
+        return True
+    except asyncio.QueueFull:
+        return False
 
 
 def _not_served(name: str, response_type: Any, streaming: bool) -> Callable[..., Any]:

@@ -70,6 +70,16 @@ class TopicConfigs:
             self._counter += 1
             self._dirty = True
 
+    def put(self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int) -> None:
+        """Know `topic` with exactly these queue counts and permission (an admin's create or update)."""
+        with self._lock:
+            current = self._table.get(topic) or {"order": False, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0}
+            self._table[topic] = {**current, "perm": perm, "readQueueNums": read_queue_nums,
+                                  "topicName": topic, "writeQueueNums": write_queue_nums}
+            self._write_queue_nums.pop(topic, None)
+            self._counter += 1
+            self._dirty = True
+
     def persist(self, *, force: bool = False) -> None:
         """Write the file when something changed.
 

@@ -7,6 +7,12 @@ per line: every send receipt or received message, then a final {"done": ...} lin
                                   [--message-group G] [--delay-s S] [--prop K=V]
     python rmq5_client.py consume --endpoint H:P --topic T --group G [--expr E] --expect N --timeout S
                                   [--invisible S] [--ack all|none|odd] [--change-invisible S] [--forward-dlq]
+    python rmq5_client.py transact --endpoint H:P --topic T --count N --end commit|rollback|none
+                                   [--check-answer commit|rollback] [--linger S]
+        (sends N transactional messages, ends each as told, then stays up S seconds answering the
+        server's checks with --check-answer: commit, rollback, or alternate: even message numbers commit)
+    python rmq5_client.py push --endpoint H:P --topic T --group G --expect N --timeout S [--fail-first]
+        (a push consumer; with --fail-first its listener fails each message's first delivery)
 """
 
 import argparse
@@ -14,10 +20,11 @@ import json
 import sys
 import time
 
+from rocketmq.grpc_protocol import TransactionResolution
 from rocketmq.v5.client import ClientConfiguration, Credentials
-from rocketmq.v5.consumer import SimpleConsumer
+from rocketmq.v5.consumer import ConsumeResult, MessageListener, PushConsumer, SimpleConsumer
 from rocketmq.v5.model import FilterExpression, Message
-from rocketmq.v5.producer import Producer
+from rocketmq.v5.producer import Producer, TransactionChecker
 
 
 def emit(obj):
@@ -63,6 +70,50 @@ def produce(args):
     emit({"done": args.count})
 
 
+class AnsweringChecker(TransactionChecker):
+    """Answers the server's checks: by the body's suffix, else with --check-answer."""
+
+    def __init__(self, default):
+        self.default = default
+
+    def check(self, message):
+        body = message.body.decode()
+        answer = self.default
+        if answer == "alternate":  # bodies are <prefix>body-<i>-<end>: even i commit, odd i roll back
+            answer = "commit" if int(body.split("-")[-2]) % 2 == 0 else "rollback"
+        emit({"checked": message.message_id, "body": body, "topic": message.topic, "answer": answer,
+              "at": int(time.time() * 1000)})
+        return TransactionResolution.COMMIT if answer == "commit" else TransactionResolution.ROLLBACK
+
+
+def transact(args):
+    producer = Producer(config(args), (args.topic,), AnsweringChecker(args.check_answer))
+    producer.startup()
+    try:
+        for i in range(args.count):
+            msg = Message()
+            msg.topic = args.topic
+            msg.body = f"{args.key_prefix}body-{i}-{args.end}".encode()
+            msg.tag = args.tag or "TxTag"
+            msg.keys = f"{args.key_prefix}{i}"
+            transaction = producer.begin_transaction()
+            try:
+                receipt = producer.send(msg, transaction)
+                item = {"sent": i, "message_id": receipt.message_id, "transaction_id": receipt.transaction_id,
+                        "body": msg.body.decode()}
+                if args.end == "commit":
+                    item["ended"] = bool(transaction.commit())
+                elif args.end == "rollback":
+                    item["ended"] = bool(transaction.rollback())
+                emit(item)
+            except Exception as exc:  # the test reads the failure
+                emit({"sent": i, "error": str(exc)})
+        time.sleep(args.linger)
+    finally:
+        producer.shutdown()
+    emit({"done": args.count})
+
+
 def describe(msg):
     return {"topic": msg.topic, "body": msg.body.decode("utf-8", "replace"), "tag": msg.tag,
             "keys": list(msg.keys or []), "message_id": msg.message_id, "attempt": msg.delivery_attempt,
@@ -96,9 +147,42 @@ def consume(args):
     emit({"done": got})
 
 
+class RecordingListener(MessageListener):
+    """Emits every delivery; with fail_first, fails the first delivery of each message."""
+
+    def __init__(self, fail_first):
+        self.fail_first = fail_first
+        self.succeeded = set()
+        self.seen = set()
+
+    def consume(self, message):
+        first = message.message_id not in self.seen
+        self.seen.add(message.message_id)
+        item = describe(message)
+        item["result"] = "failure" if self.fail_first and first else "success"
+        if item["result"] == "success":
+            self.succeeded.add(message.message_id)
+        emit(item)
+        return ConsumeResult.FAILURE if item["result"] == "failure" else ConsumeResult.SUCCESS
+
+
+def push(args):
+    listener = RecordingListener(args.fail_first)
+    consumer = PushConsumer(config(args), args.group, listener, {args.topic: FilterExpression(args.expr)})
+    consumer.startup()
+    deadline = time.time() + args.timeout
+    try:
+        while len(listener.succeeded) < args.expect and time.time() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)  # let the last acknowledgement go out
+    finally:
+        consumer.shutdown()
+    emit({"done": len(listener.succeeded)})
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["produce", "consume"])
+    parser.add_argument("mode", choices=["produce", "consume", "transact", "push"])
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--ak", default="", help="access key: sign every call (with --sk)")
     parser.add_argument("--sk", default="")
@@ -119,8 +203,12 @@ def main():
     parser.add_argument("--ack", choices=["all", "none", "odd"], default="all")
     parser.add_argument("--change-invisible", type=int, default=None)
     parser.add_argument("--forward-dlq", action="store_true")
+    parser.add_argument("--end", choices=["commit", "rollback", "none"], default="commit")
+    parser.add_argument("--check-answer", choices=["commit", "rollback", "alternate"], default="commit")
+    parser.add_argument("--linger", type=float, default=0)
+    parser.add_argument("--fail-first", action="store_true")
     args = parser.parse_args()
-    {"produce": produce, "consume": consume}[args.mode](args)
+    {"produce": produce, "consume": consume, "transact": transact, "push": push}[args.mode](args)
 
 
 if __name__ == "__main__":
