@@ -3,6 +3,8 @@ endpoint stays up, and nothing reaches the store."""
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import pytest
 
@@ -38,8 +40,12 @@ def test_bad_sends_get_rocketmq_codes_and_write_nothing(grpc_broker: GrpcBroker,
     assert _send(ep, _message("BadTopic", message_id="")).status.code == code.ILLEGAL_MESSAGE_ID
     assert _send(ep, _message("BadTopic", tag="a|b")).status.code == code.ILLEGAL_MESSAGE_TAG
     assert _send(ep, _message("BadTopic", message_group=" ")).status.code == code.ILLEGAL_MESSAGE_GROUP
-    assert _send(ep, _message("BadTopic", message_type=pb.MessageType.TRANSACTION)).status.code == \
-        code.NOT_IMPLEMENTED
+    two_halves = pb.SendMessageRequest(messages=[_message("BadTopic", message_type=pb.MessageType.TRANSACTION),
+                                                 _message("BadTopic", message_type=pb.MessageType.TRANSACTION)])
+    assert call(ep, "SendMessage", two_halves).status.code == code.BAD_REQUEST
+    delayed_half = _message("BadTopic", message_type=pb.MessageType.TRANSACTION)
+    delayed_half.system_properties.delivery_timestamp.seconds = int(time.time()) + 60
+    assert _send(ep, delayed_half).status.code == code.MESSAGE_CORRUPTED
     system_key = _message("BadTopic")
     system_key.user_properties["UNIQ_KEY"] = "forged"
     assert _send(ep, system_key).status.code == code.ILLEGAL_MESSAGE_PROPERTY_KEY
@@ -56,8 +62,7 @@ def test_bad_sends_get_rocketmq_codes_and_write_nothing(grpc_broker: GrpcBroker,
     with grpc.insecure_channel(ep) as channel, pytest.raises(grpc.RpcError) as raised:
         channel.unary_unary(f"/{SERVICE}/SendMessage")(b"\xff\xff\xff\xff", timeout=10)
     assert raised.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
-    for method, request in (("EndTransaction", pb.EndTransactionRequest()),
-                            ("QueryAssignment", pb.QueryAssignmentRequest())):
+    for method, request in (("GetOffset", pb.GetOffsetRequest()), ("QueryOffset", pb.QueryOffsetRequest())):
         answer = call(ep, method, request)
         assert answer.status.code == code.NOT_IMPLEMENTED and method in answer.status.message
     assert _send(ep, _message("BadTopic", b"good")).status.code == code.OK
