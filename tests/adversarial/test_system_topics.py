@@ -80,3 +80,17 @@ def test_a_parked_record_whose_real_topic_is_a_system_topic_is_skipped_not_deliv
         got = store.get("TopicA", 0, 0)
         assert [m.body for m in got.messages] == [b"y"]
         assert good.topic == SCHEDULE_TOPIC
+
+
+def test_only_the_broker_topics_take_broker_records(tmp_path):
+    from rocketstore.format.topics import BROKER_WRITTEN_TOPICS, TRANS_OP_TOPIC
+
+    with MessageStore.open(tmp_path / "s", _config()) as store:
+        for topic in ("TopicA", SCHEDULE_TOPIC, "rmq_sys_REVIVE_LOG_DefaultCluster"):
+            before = digests(tmp_path / "s")
+            with pytest.raises(InvalidMessageError, match="not one the broker writes"):
+                store.put_broker_records([Message(TRANS_OP_TOPIC, b"0"), Message(topic, b"x")])
+            assert digests(tmp_path / "s") == before, "a refused batch writes nothing"
+        results = store.put_broker_records([Message(t, b"0", tags="d") for t in sorted(BROKER_WRITTEN_TOPICS)])
+        assert [(r.topic, r.queue_offset) for r in results] == [(t, 0) for t in sorted(BROKER_WRITTEN_TOPICS)]
+        assert [m.body for m in store.iter_queue(TRANS_OP_TOPIC, 0)] == [b"0"]
