@@ -16,7 +16,8 @@ Variants: `real` (the broker as shipped), `null` (the same process code, Message
 PUT_OK without writing: see null_broker.py for exactly what it skips), `uvloop` (real, under uvloop, when
 pip can install it into a scratch folder), and `real-send-only` / `null-send-only` (producers only: with
 consumers the real broker also delivers and records acks, work the null broker never gets since it
-delivers nothing, so this pair isolates the send path).
+delivers nothing, so this pair isolates the send path); with --volatile-acks on, `volatile` (real, gRPC
+consumer state kept in memory only: what the per-ack state file costs).
 
 Remoting: the real C++ client (PyPI rocketmq 0.4.4, send_sync, push consumers). gRPC: the official
 RocketMQ 5 Python client (rocketmq-python-client 5.1.2, Producer.send, SimpleConsumer receive + ack).
@@ -154,7 +155,8 @@ def run_phase(args: argparse.Namespace, work: Path, protocol: str, variant: str,
               seq: int) -> dict:
     """One broker, C consumers and P producers; the figures of one (protocol, variant) round."""
     base, _, only = variant.partition("-")
-    flags = {"real": [], "null": ["--null-store"], "uvloop": ["--uvloop"], "profile": []}[base]
+    flags = {"real": [], "null": ["--null-store"], "uvloop": ["--uvloop"], "profile": [],
+             "volatile": ["--volatile-acks"]}[base]
     n_consumers = 0 if only == "send-only" else args.consumers
     name = f"{seq:02d}-{protocol}-{variant}"
     profile = work / f"{name}.prof" if variant == "profile" else None
@@ -321,6 +323,9 @@ def main() -> None:
     parser.add_argument("--profile", choices=["on", "off"], default="on",
                         help="one extra gRPC phase of the real broker under cProfile")
     parser.add_argument("--profile-top", type=int, default=15)
+    parser.add_argument("--volatile-acks", choices=["on", "off"], default="off",
+                        help="diagnostic: also the real broker keeping gRPC consumer state in memory only "
+                             "(no write + fsync + rename of grpcConsumerState.json per ack)")
     parser.add_argument("--send-only", choices=["on", "off"], default="on",
                         help="also run real and null with producers only (no consumer, so no acks either)")
     parser.add_argument("--save", action="store_true", help="append the report to benchmarks/results/")
@@ -346,6 +351,8 @@ def main() -> None:
         variants = ["real", "null"] + (["uvloop"] if args.uvloop_site is not None else [])
         if args.send_only == "on":
             variants += ["real-send-only", "null-send-only"]
+        if args.volatile_acks == "on":
+            variants.append("volatile")
         results, seq = [], 0
         for rnd in range(args.rounds):
             order = variants if rnd % 2 == 0 else variants[::-1]

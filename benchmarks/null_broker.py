@@ -1,9 +1,9 @@
 """The broker of `rocketstore serve`, optionally with a store that writes nothing ("null broker") and/or
 under uvloop: the ceiling of client + event loop + protocol without storage, for bench_broker_load.py.
 
-    python benchmarks/null_broker.py [--null-store] [--uvloop] STORE --listen H:P --namesrv H:P --grpc H:P ...
+    python benchmarks/null_broker.py [--null-store] [--uvloop] [--volatile-acks] STORE --listen H:P ...
 
-Everything after the two optional flags goes to `rocketstore serve` unchanged, so the process runs the
+Everything after these optional flags goes to `rocketstore serve` unchanged, so the process runs the
 same code (remoting server, gRPC service, handlers, topic table, client registry, long polling, ACL) as
 `python -m rocketstore.broker`. With --null-store the store is opened as usual and then only
 `MessageStore.put_batch` (every send of both protocols goes through it) is replaced by `NullPut`, which:
@@ -17,6 +17,9 @@ same code (remoting server, gRPC service, handlers, topic table, client registry
 
 The periodic flush still runs (on an empty store). --uvloop installs uvloop's event-loop policy before
 the broker's `asyncio.run` (uvloop must be importable: it is not a dependency of rocketstore).
+--volatile-acks (a diagnostic, real store) makes `ConsumerStateTable.save` a no-op: gRPC consumer state
+(acks, invisible times) stays in memory instead of being written to config/grpcConsumerState.json,
+fsynced and renamed after every change.
 """
 
 from __future__ import annotations
@@ -58,10 +61,16 @@ class NullPut:
 
 
 def main() -> None:
+    own = ("--null-store", "--uvloop", "--volatile-acks")
     args = sys.argv[1:]
-    null_store = "--null-store" in args[:2]
-    use_uvloop = "--uvloop" in args[:2]
-    args = [a for i, a in enumerate(args) if not (i < 2 and a in ("--null-store", "--uvloop"))]
+    flags = set()
+    while args and args[0] in own:
+        flags.add(args.pop(0))
+    null_store, use_uvloop = "--null-store" in flags, "--uvloop" in flags
+    if "--volatile-acks" in flags:
+        from rocketstore.grpc.consumer_state import ConsumerStateTable
+
+        ConsumerStateTable.save = lambda self: None  # type: ignore[method-assign]
     if null_store:
         import rocketstore.broker.app as app
 
