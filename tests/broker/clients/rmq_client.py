@@ -1,7 +1,8 @@
 """Drives the real RocketMQ C++ client (PyPI `rocketmq` 0.4.4) for the broker tests.
 
 Runs inside the client's own virtual environment, never imports rocketstore, and prints one JSON
-object per line: every send result or received message, then a final {"done": ...} line.
+object per line: every send result (with its latency and wall-clock end, ms) or received message (push:
+with the wall-clock ms it arrived), then a final {"done": ...} line.
 
     python rmq_client.py produce --namesrv H:P --topic T --count N [--tags A,B] [--key-prefix k] [--ak AK --sk SK]
     python rmq_client.py push --namesrv H:P --topic T --group G [--expr E] --expect N --timeout S [--fail-first]
@@ -80,7 +81,7 @@ def produce(args):
             continue
         emit({"key": key, "body": body, "tag": tags[i % len(tags)], "status": int(result.status),
               "msg_id": result.msg_id, "offset": result.offset,
-              "latency_ms": (time.monotonic() - started) * 1000})
+              "latency_ms": (time.monotonic() - started) * 1000, "sent_at": int(time.time() * 1000)})
     producer.shutdown()
     emit({"done": "produce", "failures": failures})
 
@@ -95,6 +96,7 @@ def push(args):
 
     def on_message(msg):
         info = describe(msg)
+        info["received_at"] = int(time.time() * 1000)
         emit(info)
         if args.fail_first and msg.reconsume_times == 0:
             raise RuntimeError("failing on purpose to get the message again")

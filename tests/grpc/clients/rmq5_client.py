@@ -1,10 +1,10 @@
 """Drives the official RocketMQ 5 Python client (PyPI `rocketmq-python-client` 5.1.2) for the gRPC tests.
 
 Runs inside the client's own virtual environment, never imports rocketstore, and prints one JSON object
-per line: every send receipt or received message, then a final {"done": ...} line.
+per line: every send receipt (with its latency, ms) or received message, then a final {"done": ...} line.
 
     python rmq5_client.py produce --endpoint H:P --topic T --count N [--tag A] [--key-prefix k]
-                                  [--message-group G] [--delay-s S] [--prop K=V]
+                                  [--message-group G] [--delay-s S] [--prop K=V] [--body-size B]
     python rmq5_client.py consume --endpoint H:P --topic T --group G [--expr E] --expect N --timeout S
                                   [--invisible S] [--ack all|none|odd] [--change-invisible S] [--forward-dlq]
     python rmq5_client.py transact --endpoint H:P --topic T --count N --end commit|rollback|none
@@ -44,7 +44,8 @@ def produce(args):
         for i in range(args.count):
             msg = Message()
             msg.topic = args.topic
-            msg.body = f"{args.key_prefix}body-{i}".encode()
+            body = f"{args.key_prefix}body-{i}"
+            msg.body = (body + "x" * max(0, args.body_size - len(body))).encode()
             if args.tag:
                 msg.tag = args.tag
             msg.keys = f"{args.key_prefix}{i}"
@@ -59,10 +60,12 @@ def produce(args):
                 # ms): give it seconds
                 due = int(time.time()) + args.delay_s
                 msg.delivery_timestamp = due
+            started = time.monotonic()
             try:
                 receipt = producer.send(msg)
                 emit({"sent": i, "message_id": receipt.message_id, "offset": receipt.offset,
-                      "sent_at": int(time.time() * 1000), "due_s": due})
+                      "sent_at": int(time.time() * 1000), "due_s": due,
+                      "latency_ms": (time.monotonic() - started) * 1000})
             except Exception as exc:  # the test reads the failure
                 emit({"sent": i, "error": str(exc)})
     finally:
@@ -194,6 +197,7 @@ def main():
     parser.add_argument("--message-group", default=None)
     parser.add_argument("--delay-s", type=int, default=None)
     parser.add_argument("--prop", action="append", default=[])
+    parser.add_argument("--body-size", type=int, default=0, help="produce: pad bodies with x to this many bytes")
     parser.add_argument("--expr", default="*")
     parser.add_argument("--expect", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=20)
