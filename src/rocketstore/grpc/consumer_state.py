@@ -20,6 +20,7 @@ unknown files under config/, and no message is moved or rewritten for it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ class ConsumerStateTable:
     def __init__(self, store_root: Path) -> None:
         self.path = Path(store_root) / STATE_FILE
         self.queues: dict[Key, QueueState] = {}
+        self.version = 0  # changes counted by mark_changed
 
     def load(self) -> None:
         """Read the state file, if there is one.
@@ -125,9 +127,20 @@ class ConsumerStateTable:
 
     def save(self) -> None:
         """Replace the state file atomically with the current table."""
+        self.write(self.snapshot())
+
+    def mark_changed(self) -> None:
+        """Count a change for `StateSaver` (which saves it before the change is answered)."""
+        self.version += 1
+
+    def snapshot(self) -> bytes:
+        """The file's bytes for the current table."""
         items = [{"group": g, "topic": t, "queueId": q, **state.to_json()}
                  for (g, t, q), state in sorted(self.queues.items())]
-        data = json.dumps({"version": FORMAT_VERSION, "queues": items}, separators=(",", ":")).encode()
+        return json.dumps({"version": FORMAT_VERSION, "queues": items}, separators=(",", ":")).encode()
+
+    def write(self, data: bytes) -> None:
+        """Replace the state file with `data`: temporary file, fsync, rename."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as out:
@@ -135,3 +148,32 @@ class ConsumerStateTable:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
+
+
+class StateSaver:
+    """Group commit of the state file for the event loop: `persisted()` returns once a save that began
+    after the caller's change is on disk. One save (the snapshot taken on the loop, the write and fsync
+    in a thread) covers every change made before it began, so acknowledgements arriving together share
+    one fsync instead of each paying its own, and none is answered before its change is durable."""
+
+    def __init__(self, table: ConsumerStateTable) -> None:
+        self.table = table
+        self._saved = table.version
+        self._saving: asyncio.Task[None] | None = None
+
+    async def persisted(self) -> None:
+        """Wait until every change made so far is in the file.
+
+        Raises:
+            OSError: the file could not be written.
+        """
+        wanted = self.table.version
+        while self._saved < wanted:
+            if self._saving is None or self._saving.done():
+                self._saving = asyncio.create_task(self._save())
+            await asyncio.shield(self._saving)
+
+    async def _save(self) -> None:
+        version, data = self.table.version, self.table.snapshot()
+        await asyncio.to_thread(self.table.write, data)
+        self._saved = max(self._saved, version)

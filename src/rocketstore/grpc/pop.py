@@ -88,7 +88,8 @@ def tag_filter(expression: str) -> frozenset[str] | None:
 
 
 class PopService:
-    """Pop consumption over `store`, state in `table` (saved after every change).
+    """Pop consumption over `store`, state in `table` (saved after every change, or with `autosave`
+    False counted for the caller's `StateSaver`).
 
     Args:
         store: the open store.
@@ -96,15 +97,24 @@ class PopService:
         max_attempts: deliveries of a message before it goes to the DLQ.
         on_put: called with (topic, queue id) after a DLQ copy is stored.
         ensure_dlq: called with the DLQ topic before a copy is stored (topic table).
+        autosave: save the table at each change (False: the caller saves before answering).
     """
 
     def __init__(self, store: MessageStore, table: ConsumerStateTable, max_attempts: int,
-                 on_put: Callable[[str, int], None], ensure_dlq: Callable[[str], None]) -> None:
+                 on_put: Callable[[str, int], None], ensure_dlq: Callable[[str], None], *,
+                 autosave: bool = True) -> None:
         self.store = store
         self.table = table
+        self.autosave = autosave  # False: changes are only counted, the caller saves (StateSaver)
         self.max_attempts = max_attempts
         self.on_put = on_put
         self.ensure_dlq = ensure_dlq
+
+    def _changed(self) -> None:
+        if self.autosave:
+            self.table.save()
+        else:
+            self.table.mark_changed()
 
     def _queue(self, group: str, topic: str, queue_id: int) -> QueueState:
         key: Key = (group, topic, queue_id)
@@ -133,7 +143,7 @@ class PopService:
                                            now_ms, out)
             self._commit(group, topic, queue_id, state)
         if changed or out:
-            self.table.save()
+            self._changed()
         return out
 
     def _receive_queue(self, group: str, topic: str, queue_id: int, state: QueueState,
@@ -222,7 +232,7 @@ class PopService:
         handle, state, _entry = self._find(group, topic, receipt_handle, now_ms)
         state.finish(handle.queue_offset)
         self._commit(group, topic, handle.queue_id, state)
-        self.table.save()
+        self._changed()
 
     def change_invisible(self, group: str, topic: str, receipt_handle: str, invisible_ms: int, now_ms: int) -> str:
         """Make the message of a current receipt handle invisible for `invisible_ms` from now; returns its
@@ -234,7 +244,7 @@ class PopService:
         handle, state, entry = self._find(group, topic, receipt_handle, now_ms)
         entry.visible_at_ms = now_ms + invisible_ms
         entry.handle = secrets.token_hex(8)
-        self.table.save()
+        self._changed()
         return Handle(handle.queue_id, handle.queue_offset, entry.handle).encode()
 
     def forward_to_dlq(self, group: str, topic: str, receipt_handle: str, now_ms: int) -> None:
@@ -250,7 +260,7 @@ class PopService:
         self._dead_letter(group, message, entry.attempt)
         state.finish(handle.queue_offset)
         self._commit(group, topic, handle.queue_id, state)
-        self.table.save()
+        self._changed()
 
     def _dead_letter(self, group: str, message: StoredMessage, attempts: int) -> None:
         topic = DLQ_PREFIX + group

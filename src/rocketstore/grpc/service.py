@@ -28,7 +28,7 @@ from rocketstore.errors import InvalidMessageError, StoreError
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.properties import REAL_QID, REAL_TOPIC
 from rocketstore.grpc.auth import GrpcAuthenticator
-from rocketstore.grpc.consumer_state import ConsumerStateTable
+from rocketstore.grpc.consumer_state import ConsumerStateTable, StateSaver
 from rocketstore.grpc.convert import (
     MAX_BODY_BYTES,
     GrpcStatusError,
@@ -97,7 +97,8 @@ class MessagingService:
         self.state = ConsumerStateTable(ctx.store.path)
         self.state.load()
         self.pop = PopService(ctx.store, self.state, ctx.config.max_reconsume_times + 1,
-                              on_put=ctx.notify_arrival, ensure_dlq=self._ensure_dlq)
+                              on_put=ctx.notify_arrival, ensure_dlq=self._ensure_dlq, autosave=False)
+        self.saver = StateSaver(self.state)  # every change is on disk before it is answered
         self._round_robin = itertools.count()
         self._arrival = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -377,7 +378,10 @@ class MessagingService:
             arrival = self._arrival
             found = self.pop.receive(group, config.name, queue_ids, tags, batch, invisible_ms, _now_ms())
             left = deadline - time.monotonic()
-            if found or left <= 0:
+            if found:
+                await self.saver.persisted()  # in flight on disk before the client sees the messages
+                return found
+            if left <= 0:
                 return found
             try:
                 await asyncio.wait_for(arrival.wait(), min(left, RECHECK_S))
@@ -405,6 +409,7 @@ class MessagingService:
             response.entries.add(message_id=item.message_id, receipt_handle=item.receipt_handle,
                                  status=status(code, message))
             codes.add(code)
+        await self.saver.persisted()  # an acknowledged message never comes back, even after a crash
         if not codes:
             response.status.CopyFrom(status(pb.Code.BAD_REQUEST, "no entry to acknowledge"))
         elif len(codes) == 1:
@@ -421,6 +426,7 @@ class MessagingService:
                 raise GrpcStatusError(pb.Code.ILLEGAL_INVISIBLE_TIME,
                                       f"the invisibleTime must be between 0 and {MAX_INVISIBLE_MS} ms")
             handle = self.pop.change_invisible(group, topic, request.receipt_handle, invisible, _now_ms())
+            await self.saver.persisted()
         except GrpcStatusError as exc:
             return pb.ChangeInvisibleDurationResponse(status=status(exc.code, exc.message))
         return pb.ChangeInvisibleDurationResponse(status=status(pb.Code.OK), receipt_handle=handle)
@@ -429,6 +435,7 @@ class MessagingService:
         try:
             group, topic = self._receipt_request(request)
             self.pop.forward_to_dlq(group, topic, request.receipt_handle, _now_ms())
+            await self.saver.persisted()
         except GrpcStatusError as exc:
             return pb.ForwardMessageToDeadLetterQueueResponse(status=status(exc.code, exc.message))
         return pb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.Code.OK))
