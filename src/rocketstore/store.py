@@ -23,13 +23,14 @@ from rocketstore.errors import (
     StoreLayoutError,
     StoreReadOnlyError,
 )
-from rocketstore.format.consume_queue import UNIT, UNIT_SIZE, CqUnit
+from rocketstore.format.consume_queue import UNIT, UNIT_SIZE, CqUnit, iter_written_units
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import (
     MAGIC_V1,
+    STORE_TIMESTAMP_HEAD,
     StoredMessage,
-    store_timestamp_pos,
+    store_timestamp_in,
 )
 from rocketstore.format.msgid import decode_msg_id, msg_id_prefix
 from rocketstore.format.store_dirs import (
@@ -1065,12 +1066,10 @@ class MessageStore:
         if unit is None or not unit.valid or unit.filler:
             return -1
         try:
-            head = self.commitlog.read(unit.phy_offset, 80)
+            head = self.commitlog.read(unit.phy_offset, STORE_TIMESTAMP_HEAD)
         except MessageNotFoundError:
             return -1
-        sys_flag = int.from_bytes(head[36:40], "big", signed=True)
-        pos = store_timestamp_pos(sys_flag)
-        return int.from_bytes(head[pos:pos + 8], "big", signed=True)
+        return store_timestamp_in(head)
 
     def topic_config(self) -> dict[str, dict[str, Any]]:
         """Topics known to config/topics.json (RocketMQ field names)."""
@@ -1103,17 +1102,16 @@ def _check_int(what: str, value: object, maximum: int) -> None:
 
 def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
     """Find a queue's end in memory (no writes): the valid entries pointing below `phy_end`."""
-    from rocketstore.format.consume_queue import iter_written_units
-
     files = cq.queue.files
-    for mf in files[:max(0, len(files) - 3)]:  # older files are whole, as recovery assumes
+    checked = max(0, len(files) - recovery.NORMAL_RECOVERY_FILES)  # older files are whole, as recovery assumes
+    for mf in files[:checked]:
         mf.wrote_position = mf.flushed_position = mf.file_size
-    for mf in files[max(0, len(files) - 3):]:
+    for mf in files[checked:]:
         end = 0
         for unit in iter_written_units(mf.mm):
             if not unit.valid or (unit.phy_offset + unit.size > phy_end and not unit.filler):
                 break
-            end += 20
+            end += UNIT_SIZE
             cq.max_physic_offset = unit.phy_offset + unit.size
         mf.wrote_position = mf.flushed_position = end
         if end < mf.file_size:

@@ -81,6 +81,7 @@ BODY_LENGTH = struct.Struct(">i")
 BODY_CRC = struct.Struct(">i")
 BODY_CRC_POS = struct.calcsize(">iI")
 PHY_OFFSET = struct.Struct(">q")
+STORE_TIMESTAMP = struct.Struct(">q")
 _PHY_OFFSET_SYS_FLAG = struct.Struct(">qi")  # adjacent: one unpack for both
 _BORN_V6: Final = int(SysFlag.BORNHOST_V6)
 _STORE_V6: Final = int(SysFlag.STOREHOST_V6)
@@ -118,6 +119,17 @@ def store_timestamp_pos(sys_flag: int) -> int:
     """Position of STORETIMESTAMP inside a record with this sys flag (56 or 68)."""
     born_ip_len, _ = _ip_lengths(sys_flag)
     return BORN_HOST_POS + born_ip_len + 4
+
+
+STORE_TIMESTAMP_HEAD = store_timestamp_pos(_BORN_V6) + 8
+"""Bytes of a record's start that hold its STORETIMESTAMP whatever its sys flag (`store_timestamp_in`)."""
+
+
+def store_timestamp_in(head: Buffer) -> int:
+    """STORETIMESTAMP of the record whose first `STORE_TIMESTAMP_HEAD` bytes (or more) are `head`."""
+    (sys_flag,) = SYS_FLAG.unpack_from(head, SYS_FLAG_POS)
+    (timestamp,) = STORE_TIMESTAMP.unpack_from(head, store_timestamp_pos(sys_flag))
+    return int(timestamp)
 
 
 def encoded_size(topic_len: int, body_len: int, properties_len: int, *, born_v6: bool = False,

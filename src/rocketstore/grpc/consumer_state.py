@@ -139,14 +139,16 @@ class ConsumerStateTable:
                  for (g, t, q), state in sorted(self.queues.items())]
         return json.dumps({"version": FORMAT_VERSION, "queues": items}, separators=(",", ":")).encode()
 
-    def write(self, data: bytes) -> None:
-        """Replace the state file with `data`: temporary file, fsync, rename."""
+    def write(self, data: bytes, *, sync: bool = True) -> None:
+        """Replace the state file with `data`: temporary file, fsync (unless `sync` is False: the bytes
+        are then in the page cache, which outlives the process but not the machine), rename."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "wb") as out:
             out.write(data)
             out.flush()
-            os.fsync(out.fileno())
+            if sync:
+                os.fsync(out.fileno())
         os.replace(tmp, self.path)
 
 
@@ -154,10 +156,18 @@ class StateSaver:
     """Group commit of the state file for the event loop: `persisted()` returns once a save that began
     after the caller's change is on disk. One save (the snapshot taken on the loop, the write and fsync
     in a thread) covers every change made before it began, so acknowledgements arriving together share
-    one fsync instead of each paying its own, and none is answered before its change is durable."""
+    one fsync instead of each paying its own, and none is answered before its change is durable.
 
-    def __init__(self, table: ConsumerStateTable) -> None:
+    Args:
+        table: the state.
+        sync: fsync each save (the store's SYNC flush mode); False, as RocketMQ's ASYNC flush mode
+            treats its acknowledgement records: a save is in the file (the page cache) before the change
+            is answered, so it outlives a crash of the process, not of the machine.
+    """
+
+    def __init__(self, table: ConsumerStateTable, *, sync: bool = True) -> None:
         self.table = table
+        self.sync = sync
         self._saved = table.version
         self._saving: asyncio.Task[None] | None = None
 
@@ -175,5 +185,5 @@ class StateSaver:
 
     async def _save(self) -> None:
         version, data = self.table.version, self.table.snapshot()
-        await asyncio.to_thread(self.table.write, data)
+        await asyncio.to_thread(self.table.write, data, sync=self.sync)
         self._saved = max(self._saved, version)

@@ -98,7 +98,8 @@ class MessagingService:
         self.state.load()
         self.pop = PopService(ctx.store, self.state, ctx.config.max_reconsume_times + 1,
                               on_put=ctx.notify_arrival, ensure_dlq=self._ensure_dlq, autosave=False)
-        self.saver = StateSaver(self.state)  # every change is on disk before it is answered
+        # every change is in the file before it is answered; fsynced too when the store flushes SYNC
+        self.saver = StateSaver(self.state, sync=ctx.store.config.flush_mode is FlushMode.SYNC)
         self._round_robin = itertools.count()
         self._arrival = asyncio.Event()
         loop = asyncio.get_running_loop()
