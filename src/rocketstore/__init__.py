@@ -22,10 +22,10 @@ from rocketstore.errors import (
 from rocketstore.format.consume_queue import CqUnit
 from rocketstore.format.message import StoredMessage
 from rocketstore.message import Message
-from rocketstore.pending_put import PendingPut
 from rocketstore.results import GetResult, GetStatus, PutResult, PutStatus
 from rocketstore.services.recovery import RecoveryMode, RecoveryReport
 from rocketstore.store import MessageStore
+from rocketstore.store.pending_put import PendingPut
 
 __version__ = "0.1.0"
 

@@ -13,11 +13,11 @@
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
- *   prepare_plain(message, ...)     rocketstore.prepare.Preparer.prepare_py (for the common message)
- *   pack_run(prepared, ...)         rocketstore.append_run.pack_run_py
- *   fill_slots(cls, descs, *values) rocketstore.store._put_result_factory's `make`
+ *   prepare_plain(message, ...)     rocketstore.store.prepare.Preparer.prepare_py (for the common message)
+ *   pack_run(prepared, ...)         rocketstore.store.append_run.pack_run_py
+ *   fill_slots(cls, descs, *values) rocketstore.store.write_path._put_result_factory's `make`
  *   crc32(data, value=0)            zlib.crc32 (carry-less multiplication, _crc32.c)
- *   put_results(cls, descs, ...)    rocketstore.store.put_results_py
+ *   put_results(cls, descs, ...)    rocketstore.store.write_path.put_results_py
  *   prepare_many(messages, ...)     prepare_plain per message (Preparer.prepare_many)
  *   MessageBase                     rocketstore.format.message._MessageFields
  *
@@ -1192,7 +1192,7 @@ has_separator(PyObject *text)
 }
 
 /* prepare_plain(message, topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots):
- * rocketstore.prepare.Preparer.prepare for the common message (no properties mapping, no born host,
+ * rocketstore.store.prepare.Preparer.prepare for the common message (no properties mapping, no born host,
  * bytes body, str tags, str keys, int queue id and sys flag, a topic found in topic_parts, the dict of
  * topics that passed checked_topic). Anything else, and anything the Python path would refuse, gives
  * None: Preparer.prepare_py then runs and raises its own error. `shape` is message_shape,
@@ -1200,7 +1200,7 @@ has_separator(PyObject *text)
  * Message; a subclass goes through getattr) or None. */
 
 /* The Message fields prepare_one reads, in the order of the `slots` argument of prepare_plain and
- * prepare_many (rocketstore.prepare.MESSAGE_FIELDS). */
+ * prepare_many (rocketstore.store.prepare.MESSAGE_FIELDS). */
 enum message_attribute {
     M_TOPIC, M_BODY, M_QUEUE_ID, M_TAGS, M_KEYS, M_PROPERTIES, M_BORN_HOST, M_SYS_FLAG, M_FLAG,
     M_BORN_TIMESTAMP, M_RECONSUME_TIMES, M_PREPARED_OFFSET, MESSAGE_FIELDS
@@ -1247,7 +1247,7 @@ message_layout_of(PyObject *slots, struct message_layout *layout)
             || (type != NULL && ((PyDescrObject *)descriptor)->d_type != type)) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_TypeError, "prepare: slots must be one class's object slots, in "
-                                                 "the order of rocketstore.prepare.MESSAGE_FIELDS");
+                                                 "the order of rocketstore.store.prepare.MESSAGE_FIELDS");
             }
             return -1;
         }
@@ -1638,7 +1638,7 @@ done:
 #undef DECLINE_UNLESS
 }
 
-/* Fields of rocketstore.prepare.Prepared that pack_run reads. */
+/* Fields of rocketstore.store.prepare.Prepared that pack_run reads. */
 enum prepared_field {
     P_TOPIC = 0, P_QUEUE_ID = 1, P_QUEUE_KEY = 2, P_BODY = 3, P_BODY_CRC = 4, P_TAIL = 6, P_FLAG = 7,
     P_RECORD_FLAG = 9, P_BORN_TIMESTAMP = 10, P_BORN_IP = 11, P_BORN_PORT = 12, P_RECONSUME = 13,
@@ -1825,7 +1825,7 @@ grow_queue_units(PyObject *per_queue, PyObject *key, long long first_offset, Py_
 /* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
  * index_keys, placed) -> (next, records): the write loop of MessageStore._append for the
  * messages prepared[i:stop] that fit in `room` bytes of one commitlog file starting at `phy`, all with
- * store timestamp `store_ts`; rocketstore.append_run.pack_run_py is its twin and documents the rules. It
+ * store timestamp `store_ts`; rocketstore.store.append_run.pack_run_py is its twin and documents the rules. It
  * stops before a message it does not take (a delayed one, a value outside its header field): the twin
  * then runs for that message. */
 static PyObject *
@@ -2112,7 +2112,7 @@ msync_range(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 /* put_results(cls, descriptors, status, prefix, prepared, placed): the PutResult of each prepared
  * message and its (phy, queue offset, store timestamp), as fill_slots(cls, descriptors, status, phy,
  * queue offset, size, prefix + "%016X" % phy, store timestamp, topic, queue id) makes them one by one
- * (rocketstore.store.put_results_py). `prefix` is the store host's hex (ASCII). */
+ * (rocketstore.store.write_path.put_results_py). `prefix` is the store host's hex (ASCII). */
 static PyObject *
 put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from rocketstore import FlushMode, Message, MessageStore, StoreConfig
-from rocketstore import prepare as prepare_module
 from rocketstore.errors import InvalidMessageError
 from rocketstore.format.topics import NOT_ALLOWED_SEND_TOPICS, SCHEDULE_TOPIC
+from rocketstore.store import prepare as prepare_module
 from tests.adversarial.support import digests
 
 FORBIDDEN = sorted(NOT_ALLOWED_SEND_TOPICS) + ["rmq_sys_REVIVE_LOG_DefaultCluster"]

@@ -18,17 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocketstore import Message, StoreConfig, append_run, native
-from rocketstore import prepare as prepare_module
-from rocketstore import store as store_module
+from rocketstore import Message, StoreConfig, native
 from rocketstore.format import javahash
 from rocketstore.format import message as fm
 from rocketstore.format.index import IndexHeader
 from rocketstore.format.properties import _decode_properties_reference, decode_properties_py
 from rocketstore.log import entry_run, index_service
 from rocketstore.log.index_file import KEY, IndexFile
-from rocketstore.prepare import Prepared, Preparer, checked_topic
 from rocketstore.results import PutResult, PutStatus
+from rocketstore.store import append_run
+from rocketstore.store import prepare as prepare_module
+from rocketstore.store import write_path as store_module
+from rocketstore.store.prepare import Prepared, Preparer, checked_topic
 
 # The install (pip install -e . / ./dev) builds the module wherever a C compiler is found, as on every
 # machine the suite runs on; without it this import fails and so does every test here.
@@ -344,7 +345,6 @@ def test_index_lookup_stops_on_a_damaged_chain(tmp_path):
 
 
 def test_fill_slots_builds_what_the_class_builds_and_what_the_python_maker_builds(monkeypatch):
-    from rocketstore import store as store_module
     from rocketstore.results import PutResult, PutStatus
 
     values = (PutStatus.FLUSH_DISK_TIMEOUT, 10, 2, 300, "AC11", 1_700_000_000_000, "T", 3)

@@ -46,8 +46,8 @@ def geometry_for(path: Path, *, read_only: bool) -> StoreConfig | None:
             writable open) the options leave a geometry the files contradict.
     """
     from rocketstore import StoreConfig
+    from rocketstore.format.store_dirs import STORE_CONFIG_FILE
     from rocketstore.log.geometry import infer_geometry
-    from rocketstore.store import STORE_CONFIG_FILE
 
     cli = state()
     given = cli.store_config()

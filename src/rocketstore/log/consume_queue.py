@@ -211,7 +211,7 @@ class ConsumeQueue:
     def put_units(self, queue_offset: int, units: bytes | bytearray) -> int:
         """`put` for the entries packed in `units` (20 bytes each: phy offset, size, tags code) of queue
         offsets `queue_offset`, +1, ..., whose records follow one another in the log, as a batch puts
-        them (rocketstore.append_run): the rules of `put` for the first entry of each file, then as many
+        them (rocketstore.store.append_run): the rules of `put` for the first entry of each file, then as many
         as the file holds in one write.
 
         Returns:

@@ -22,7 +22,7 @@ from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import encode_message
 from rocketstore.format.msgid import encode_msg_id
 from rocketstore.format.properties import encode_properties, split_keys
-from rocketstore.store import _put_result
+from rocketstore.store.write_path import _put_result
 
 CONFIG = StoreConfig(commitlog_file_size=4096, consume_queue_file_entries=8, index_hash_slots=11,
                      index_max_entries=16)

@@ -19,8 +19,8 @@ from rocketstore import (
     StoreConfig,
     StoreReadOnlyError,
 )
-from rocketstore.pending_put import WRITE_THRESHOLD
 from rocketstore.storage import fs
+from rocketstore.store.pending_put import WRITE_THRESHOLD
 
 pytestmark = pytest.mark.timeout(120)  # a put that never settles fails the test instead of hanging it
 

@@ -25,9 +25,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rocketstore.prepare import Prepared
 from rocketstore.results import PutResult, PutStatus
 from rocketstore.services.flush import GroupCommitService
+from rocketstore.store.prepare import Prepared
 
 __all__ = ["WRITE_THRESHOLD", "PendingPut", "PutCombiner", "with_status"]
 

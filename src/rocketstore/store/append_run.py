@@ -34,8 +34,8 @@ from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.message import MAGIC_V1
 from rocketstore.log.index_service import index_keys_of
 from rocketstore.native import speedups
-from rocketstore.prepare import Prepared
 from rocketstore.services.dispatch import delivery_tags_code
+from rocketstore.store.prepare import Prepared
 
 __all__ = ["PerQueue", "pack_run", "pack_run_py"]
 

@@ -1,0 +1,237 @@
+"""StoreCore: what every part of `MessageStore` shares: the store's files and services, its locks, the
+table of consume queues, the state files (consumer offsets, topics), and the checks every call makes."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rocketstore._types import Clock
+from rocketstore.config import StoreConfig
+from rocketstore.errors import (
+    InvalidArgumentError,
+    StoreClosedError,
+    StoreReadOnlyError,
+)
+from rocketstore.format.hosts import parse_host
+from rocketstore.format.msgid import msg_id_prefix
+from rocketstore.format.store_dirs import (
+    queue_dirs,
+)
+from rocketstore.format.topics import SCHEDULE_TOPIC
+from rocketstore.log.checkpoint import StoreCheckpoint
+from rocketstore.log.commitlog import CommitLog
+from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.consumer_offsets import ConsumerOffsets
+from rocketstore.log.index_service import IndexService
+from rocketstore.log.json_config import JAVA_INT_MAX, JAVA_LONG_MAX
+from rocketstore.log.topic_config import TopicConfigs
+from rocketstore.message import Message
+from rocketstore.results import PutResult
+from rocketstore.services import recovery
+from rocketstore.services.cleanup import CleanupService
+from rocketstore.services.dispatch import (
+    Dispatcher,
+    DispatchRequest,
+)
+from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
+from rocketstore.services.schedule import ScheduleService
+from rocketstore.storage.marker_files import StoreLock
+from rocketstore.store.pending_put import PutCombiner
+from rocketstore.store.prepare import Prepared, Preparer, checked_topic
+
+DISK_FULL_REASON = "disk full"
+LONG_MAX = 2**63 - 1
+def _system_clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_int(what: str, value: object, maximum: int) -> None:
+    """Raises InvalidArgumentError unless `value` is an int in [0, maximum]."""
+    if type(value) is not int or not 0 <= value <= maximum:
+        raise InvalidArgumentError(f"{what} must be an int in [0, {maximum}], not {value!r}")
+
+
+
+
+class StoreCore:
+    """The state of an open store (`MessageStore` adds the rest); not used on its own."""
+
+    if TYPE_CHECKING:  # the parts call each other through the whole MessageStore
+        def _append_locked(self, prepared: list[Prepared]) -> list[PutResult]: ...
+
+        def put(self, message: Message) -> PutResult: ...
+
+    def __init__(self, root: Path, config: StoreConfig, *, read_only: bool, clock: Clock) -> None:
+        self.path = root
+        self.config = config
+        self.read_only = read_only
+        self.clock = clock
+        self.recovery: recovery.RecoveryReport = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._read_only_reason: str | None = "opened read-only" if read_only else None
+        self._store_ip, self._store_port = parse_host(config.store_host)
+        self._msg_id_prefix = msg_id_prefix(self._store_ip, self._store_port)
+        self._delay_millis = config.delay_level_millis()
+        self._preparer = Preparer(config, self._store_ip, self._delay_millis)
+        self._queue_table: dict[tuple[str, int], int] = {}
+        self._arrival_listeners: list[Callable[[str, int, int], object]] = []
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._last_store_timestamp = 0
+        self._lock_file: StoreLock | None = None
+        self.commitlog = CommitLog(root, config.commitlog_file_size, read_only=read_only)
+        self.index = IndexService(root, config.index_hash_slots, config.index_max_entries, read_only=read_only,
+                                  clock=clock)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.offsets = ConsumerOffsets(root)
+        self.topics = TopicConfigs(root, clock)
+        self._dispatcher = Dispatcher(self._queue_for, self.index, self._on_queue_entry)
+        self._flush_service: CommitLogFlushService | GroupCommitService | None = None
+        self._queue_flush: QueueFlushService | None = None
+        self._cleanup: CleanupService | None = None
+        self._schedule: ScheduleService | None = None
+        self._combiner = PutCombiner(self._append_locked)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"store {self.path} is closed")
+
+    def _disk_failed(self) -> bool:
+        """True after a write or sync failed (a merely full disk still flushes and closes cleanly)."""
+        reason = self._read_only_reason
+        return reason is not None and not reason.startswith(DISK_FULL_REASON)
+
+    def _turn_read_only(self, reason: str) -> None:
+        if self._read_only_reason is None:
+            self._read_only_reason = reason
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._read_only_reason is not None:
+            raise StoreReadOnlyError(self._read_only_reason)
+
+    def _load_queues(self) -> None:
+        for topic, queue_id, _ in queue_dirs(self.path):
+            cq = ConsumeQueue(self.path, topic, queue_id, self.config.consume_queue_file_entries,
+                              read_only=self.read_only)
+            cq.load()
+            self._queues[(cq.topic, cq.queue_id)] = cq
+
+    def _rebuild_queue_table(self) -> None:
+        min_phy = self.commitlog.min_offset
+        for key, cq in self._queues.items():
+            self._queue_table[key] = cq.max_offset
+            cq.correct_min_offset(min_phy)
+
+    def _queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            cq = ConsumeQueue(self.path, topic, queue_id, self.config.consume_queue_file_entries,
+                              read_only=self.read_only)
+            self._queues[(topic, queue_id)] = cq
+        return cq
+
+    def _on_queue_entry(self, req: DispatchRequest) -> None:
+        self._queue_advanced(req.topic, req.queue_id, req.queue_offset, req.store_timestamp)
+
+    def _queue_advanced(self, topic: str, queue_id: int, queue_offset: int, store_timestamp: int) -> None:
+        """A queue took the entry for `queue_offset`: the flush checkpoint's time, topics.json, listeners."""
+        if self._queue_flush is not None:
+            self._queue_flush.logics_timestamp = store_timestamp
+        if topic != SCHEDULE_TOPIC:
+            self.topics.ensure(topic, queue_id + 1)
+        for listener in self._arrival_listeners:
+            listener(topic, queue_id, queue_offset + 1)
+
+    def add_arrival_listener(self, callback: Callable[[str, int, int], object]) -> Callable[[], None]:
+        """Call `callback(topic, queue_id, max_offset)` whenever new entries reach a queue (puts,
+        delayed deliveries, recovery). It runs on the writing thread under the store lock: keep it
+        short and never call back into the store (hand the event to your own loop instead).
+
+        Returns:
+            a function that removes the listener.
+        """
+        self._arrival_listeners.append(callback)
+
+        def remove() -> None:
+            if callback in self._arrival_listeners:
+                self._arrival_listeners.remove(callback)
+
+        return remove
+
+    def ensure_topic(self, topic: str, queue_nums: int) -> None:
+        """Record `topic` with at least `queue_nums` queues in config/topics.json (written at flush).
+
+        Raises:
+            InvalidMessageError: a topic name a put would refuse.
+            StoreReadOnlyError: the store is read-only.
+        """
+        if self.read_only:
+            raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
+        checked_topic(topic)
+        if queue_nums < 1:
+            raise ValueError(f"queue_nums must be at least 1, not {queue_nums}")
+        self.topics.ensure(topic, queue_nums)
+
+    def record_topic(self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int) -> None:
+        """Record `topic` in config/topics.json with these queue counts and permission (RocketMQ's
+        updateAndCreateTopic), replacing what was recorded; written at flush and close.
+
+        Raises:
+            InvalidMessageError: a topic name a put would refuse.
+            InvalidArgumentError: queue counts outside 1..65535 or a permission outside 0..7.
+            StoreReadOnlyError: the store is read-only.
+        """
+        if self.read_only:
+            raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
+        checked_topic(topic)
+        for name, value, low, high in (("read_queue_nums", read_queue_nums, 1, 65535),
+                                       ("write_queue_nums", write_queue_nums, 1, 65535), ("perm", perm, 0, 7)):
+            if not isinstance(value, int) or not low <= value <= high:
+                raise InvalidArgumentError(f"record_topic: {name} {value!r} is not in {low}..{high}")
+        self.topics.put(topic, read_queue_nums, write_queue_nums, perm)
+
+    def check_message(self, message: Message) -> None:
+        """Apply every put-time rule to `message` without writing (works on read-only stores too).
+
+        Raises:
+            InvalidMessageError: the message breaks a rule; `.status` says which kind.
+        """
+        self._preparer.prepare(message)
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record that `group` will next consume `offset` of (topic, queue_id).
+
+        Persisted to config/consumerOffset.json at `flush()` and `close()`.
+
+        Raises:
+            StoreReadOnlyError: the store is read-only.
+            InvalidArgumentError: an empty group or topic, `@` in either (the file's key separator), a
+                queue id outside [0, 2**31 - 1] or an offset outside [0, 2**63 - 1] (RocketMQ's Java
+                int and long could not read them back).
+        """
+        if self.read_only:
+            raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
+        for name, value in (("group", group), ("topic", topic)):
+            if not isinstance(value, str) or not value or "@" in value:
+                raise InvalidArgumentError(f"commit_offset: {name} {value!r} must be a non-empty str without '@'")
+        _check_int("commit_offset: queue_id", queue_id, JAVA_INT_MAX)
+        _check_int("commit_offset: offset", offset, JAVA_LONG_MAX)
+        self.offsets.commit(group, topic, queue_id, offset)
+
+    def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The offset `group` committed for (topic, queue_id), None if never."""
+        return self.offsets.get(group, topic, queue_id)
+
+    def consumer_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
+        """Every committed offset: group -> (topic, queue id) -> offset."""
+        return self.offsets.all()
+
+    def topic_config(self) -> dict[str, dict[str, Any]]:
+        """Topics known to config/topics.json (RocketMQ field names)."""
+        return self.topics.topics()
+

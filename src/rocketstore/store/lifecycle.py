@@ -1,0 +1,455 @@
+"""Opening a store (the lock, odd files, recovery or the read-only end, the services) and closing it;
+flush, retention and delayed delivery on demand."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Self
+
+from rocketstore._types import Clock
+from rocketstore.config import FlushMode, StoreConfig
+from rocketstore.errors import (
+    StoreError,
+    StoreLayoutError,
+    StoreReadOnlyError,
+)
+from rocketstore.format.consume_queue import UNIT_SIZE, iter_written_units
+from rocketstore.format.message import (
+    StoredMessage,
+)
+from rocketstore.format.store_dirs import (
+    COMMITLOG_DIR,
+    CONFIG_DIR,
+    CONSUME_QUEUE_DIR,
+    QUARANTINE_DIR,
+    STORE_CONFIG_FILE,
+)
+from rocketstore.format.topics import SCHEDULE_TOPIC
+from rocketstore.log.checkpoint import StoreCheckpoint
+from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.message import Message
+from rocketstore.services import odd_files, recovery
+from rocketstore.services.cleanup import CleanupReport, CleanupService
+from rocketstore.services.dispatch import (
+    request_from_message,
+)
+from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
+from rocketstore.services.schedule import ScheduleService
+from rocketstore.services.service import Service
+from rocketstore.storage import fs
+from rocketstore.storage.marker_files import StoreLock, abort_file_exists, create_abort_file, remove_abort_file
+from rocketstore.store.core import DISK_FULL_REASON, StoreCore, _check_int, _system_clock
+
+_LAST_MS_OF_YEAR_9999 = 253_402_300_799_999  # local time (retention's delete hour) ends there
+def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
+    """Find a queue's end in memory (no writes): the valid entries pointing below `phy_end`."""
+    files = cq.queue.files
+    checked = max(0, len(files) - recovery.NORMAL_RECOVERY_FILES)  # older files are whole, as recovery assumes
+    for mf in files[:checked]:
+        mf.wrote_position = mf.flushed_position = mf.file_size
+    for mf in files[checked:]:
+        end = 0
+        for unit in iter_written_units(mf.mm):
+            if not unit.valid or (unit.phy_offset + unit.size > phy_end and not unit.filler):
+                break
+            end += UNIT_SIZE
+            cq.max_physic_offset = unit.phy_offset + unit.size
+        mf.wrote_position = mf.flushed_position = end
+        if end < mf.file_size:
+            idx = cq.queue.files.index(mf)
+            for later in cq.queue.files[idx + 1:]:
+                later.close()
+            del cq.queue.files[idx + 1:]
+            break
+
+
+def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
+    """The config to open with: `config` checked against the geometry the store recorded, or that one.
+
+    Raises:
+        StoreLayoutError: `config/` is not a directory, the recorded geometry is not readable (not
+            JSON, an unknown field, a value that is not a positive int), or it differs from `config`.
+    """
+    if (root / CONFIG_DIR).exists() and not (root / CONFIG_DIR).is_dir():
+        raise StoreLayoutError(f"{root / CONFIG_DIR} is a file, not the store's config directory")
+    recorded_path = root / CONFIG_DIR / STORE_CONFIG_FILE
+    recorded: dict[str, Any] = {}
+    if recorded_path.exists():
+        try:
+            recorded = json.loads(recorded_path.read_text(encoding="utf-8")).get("geometry", {})
+        except (ValueError, AttributeError):
+            raise StoreLayoutError(f"{recorded_path} is not valid JSON") from None
+        if not isinstance(recorded, dict):
+            raise StoreLayoutError(f"{recorded_path}: geometry is not an object")
+        geometry_fields = StoreConfig().geometry()
+        for name, value in recorded.items():
+            if name not in geometry_fields:
+                raise StoreLayoutError(f"{recorded_path}: unknown geometry field {name!r} "
+                                       f"(known: {', '.join(geometry_fields)})")
+            if type(value) is not int or value <= 0:
+                raise StoreLayoutError(f"{recorded_path}: geometry field {name!r} is {value!r}, not a positive int")
+    if config is None:
+        return StoreConfig().with_geometry(recorded)
+    if recorded:
+        differing = {k: (v, getattr(config, k)) for k, v in recorded.items()
+                     if k in config.geometry() and int(v) != getattr(config, k)}
+        if differing:
+            detail = ", ".join(f"{k}: store has {a}, config says {b}" for k, (a, b) in differing.items())
+            raise StoreLayoutError(f"{root}: geometry differs from the store's ({detail})")
+    return config
+
+
+def _record_geometry(root: Path, config: StoreConfig) -> None:
+    path = root / CONFIG_DIR / STORE_CONFIG_FILE
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"geometry": config.geometry(), "store_host": config.store_host}
+    fs.atomic_write(path, json.dumps(data, indent=2).encode("utf-8"), keep_backup=False)
+
+
+
+
+class StoreLifecycle(StoreCore):
+    """Opening and closing (a part of `MessageStore`)."""
+
+    @classmethod
+    def open(cls, path: str | Path, config: StoreConfig | None = None, *, read_only: bool = False,
+             clock: Clock | None = None, repair: bool = False) -> Self:
+        """Open (and, unless read-only, create) the store at `path`.
+
+        Args:
+            path: the store root directory (RocketMQ's storePathRootDir).
+            config: settings; None reads the geometry recorded in `config/rocketstore.json`.
+            read_only: take no lock, write nothing, run no recovery (safe beside a live broker).
+            clock: epoch-milliseconds clock for store timestamps (default: the system clock).
+            repair: also repair what an open refuses: commitlog files of the wrong size are copied to
+                `quarantine/` and resized, and the log is walked from them (`rocketstore recover`).
+
+        Raises:
+            FileNotFoundError: read-only open of a directory that does not exist.
+            StoreLockedError: another process holds the store's lock.
+            StoreLayoutError: files that do not match the geometry.
+            OSError: the directory cannot be created or read.
+        """
+        root = Path(path)
+        if read_only and not root.is_dir():
+            raise FileNotFoundError(f"no store directory at {root}")
+        config = _resolve_config(root, config)
+        store = cls(root, config, read_only=read_only, clock=clock or _system_clock)
+        try:
+            store._open(repair)
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    def _open(self, repair: bool) -> None:
+        root = self.path
+        if not self.read_only:
+            root.mkdir(parents=True, exist_ok=True)
+            (root / COMMITLOG_DIR).mkdir(exist_ok=True)
+            (root / CONSUME_QUEUE_DIR).mkdir(exist_ok=True)
+            self._lock_file = StoreLock(root)
+            self._lock_file.acquire()
+        abnormal = abort_file_exists(root)
+        odd = None
+        if not self.read_only:
+            cfg = self.config
+            odd = odd_files.set_aside(root, root / QUARANTINE_DIR,
+                                      commitlog_file_size=cfg.commitlog_file_size, index_slots=cfg.index_hash_slots,
+                                      index_max_entries=cfg.index_max_entries, resize_commitlog=repair)
+        self.checkpoint = StoreCheckpoint(root, read_only=self.read_only)
+        self.commitlog.load()
+        self._load_queues()
+        self.index.load()
+        if not self.read_only:  # the files matched the geometry: now it is the store's
+            _record_geometry(root, self.config)
+        quarantine = None if self.read_only else root / QUARANTINE_DIR / CONFIG_DIR
+        state_files = [p for p in (self.offsets.load(quarantine=quarantine), self.topics.load(quarantine=quarantine))
+                       if p is not None]
+        if self.read_only:
+            self._open_read_only()
+            self.recovery.state_files = state_files
+        else:
+            assert odd is not None
+            self._recover(abnormal or odd.first_resized_offset is not None, odd)
+            self.recovery.state_files = state_files
+            create_abort_file(root)
+            self._start_services()
+
+    def _open_read_only(self) -> None:
+        end = recovery.find_end(self.commitlog)
+        self.commitlog.queue.forget_after(end)  # a pre-allocated next file holds nothing yet
+        for mf in self.commitlog.queue.files:
+            mf.wrote_position = mf.flushed_position = max(0, min(mf.file_size, end - mf.file_from_offset))
+        for cq in self._queues.values():
+            _set_queue_end_read_only(cq, end)
+        self.recovery = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY, end_offset=end)
+        self._rebuild_queue_table()
+
+    def _recover(self, abnormal: bool, odd: odd_files.OddFiles) -> None:
+        assert self.checkpoint is not None
+        report = recovery.recover(self.path, self.commitlog, list(self._queues.values()), self.index,
+                                  self.checkpoint.values, abnormal=abnormal,
+                                  check_crc=self.config.check_crc_on_recover, walk_from=odd.first_resized_offset)
+        report.odd_files = odd.files
+        self.recovery = report
+        self._rebuild_queue_table()
+        self._catch_up(abnormal, report)
+        self._rebuild_queue_table()
+
+    def _catch_up(self, abnormal: bool, report: recovery.RecoveryReport) -> None:
+        """Dispatch the records the consume queues or the index do not hold yet.
+
+        A record whose queue offset does not follow its queue's last entry means a queue lost entries
+        before the scan's start: the scan is redone once from the oldest record. A record that still
+        does not fit (a damaged queue-offset field, which no CRC covers) is left out of its queue but
+        indexed, and listed in `report.dispatch_skipped`.
+        """
+        min_phy = self.commitlog.min_offset
+        cq_from = max((cq.max_physic_offset for cq in self._queues.values()), default=-1)
+        cq_from = max(cq_from, min_phy)
+        if abnormal:
+            cq_from = min(cq_from, report.start_offset)
+        if report.queues_rebuilt:
+            self._rebuild_queues({(q.topic, q.queue_id) for q in report.queues_rebuilt}, min_phy, cq_from)
+        index_from = self.index.files[-1].header.end_phy_offset if self.index.files else -1
+        start = max(min(cq_from, max(index_from, min_phy)), min_phy)
+        try:
+            self._dispatch_from(start, cq_from, index_from, abnormal, report, skip_gaps=False)
+        except StoreError:
+            self._dispatch_from(min_phy, min_phy, index_from, abnormal, report, skip_gaps=True)
+
+    def _rebuild_queues(self, keys: set[tuple[str, int]], start: int, end: int) -> None:
+        """Write the entries of the queues `keys` (emptied by recovery) for the records in [start, end);
+        the catch-up that follows dispatches every queue from `end` on."""
+        for msg in self.commitlog.scan(start, end):
+            if (msg.topic, msg.queue_id) in keys:
+                self._dispatcher.dispatch(request_from_message(msg, self._delay_millis), index=False)
+
+    def _dispatch_from(self, start: int, cq_from: int, index_from: int, abnormal: bool,
+                       report: recovery.RecoveryReport, *, skip_gaps: bool) -> None:
+        for msg in self.commitlog.scan(start):
+            req = request_from_message(msg, self._delay_millis)
+            with_index = msg.phy_offset >= index_from if abnormal else msg.phy_offset > index_from
+            with_queue = msg.phy_offset >= cq_from
+            try:
+                queued, indexed = self._dispatcher.dispatch(req, queues=with_queue, index=with_index)
+            except StoreError as exc:
+                if not skip_gaps:
+                    raise
+                report.dispatch_skipped.append(f"{msg.phy_offset}: {exc}")
+                queued, indexed = self._dispatcher.dispatch(req, queues=False, index=with_index)
+            report.queue_entries_dispatched += queued  # what was added, not what was looked at
+            report.index_records_dispatched += indexed
+            self._last_store_timestamp = msg.store_timestamp
+
+    def _start_services(self) -> None:
+        assert self.checkpoint is not None
+        cfg = self.config
+        if cfg.flush_mode is FlushMode.SYNC:
+            self._flush_service = GroupCommitService(self.commitlog, self.checkpoint,
+                                                     last_store_timestamp=lambda: self._last_store_timestamp,
+                                                     lock=self._lock)
+            self._flush_service.before_sync = self._combiner.drain  # puts queued by put_nowait
+        else:
+            self._flush_service = CommitLogFlushService(
+                self.commitlog, self.checkpoint, self.clock, interval_ms=cfg.flush_interval_ms,
+                least_pages=cfg.flush_least_pages, thorough_interval_ms=cfg.flush_thorough_interval_ms,
+                last_store_timestamp=lambda: self._last_store_timestamp, lock=self._lock)
+        self._queue_flush = QueueFlushService(
+            lambda: list(self._queues.values()), self.index, self.checkpoint, self.clock,
+            interval_ms=cfg.flush_consume_queue_interval_ms,
+            thorough_interval_ms=cfg.flush_consume_queue_thorough_interval_ms, lock=self._lock,
+            least_pages=cfg.flush_consume_queue_least_pages)
+        self._cleanup = CleanupService(
+            self.path, self.commitlog, lambda: list(self._queues.values()), self.index, self.clock,
+            file_reserved_hours=cfg.file_reserved_hours, delete_when=cfg.delete_when,
+            disk_max_used_ratio=cfg.disk_max_used_ratio, lock=self._lock, on_disk_full=self._on_disk_full,
+            interval_ms=cfg.clean_interval_ms)
+        self.index.on_file_flushed = self._on_index_file_flushed
+        services: list[Service] = [self._flush_service, self._queue_flush, self._cleanup]
+        if cfg.deliver_delayed_messages:
+            self._schedule = ScheduleService(
+                self.path, self._delay_millis, queue_for=lambda qid: self._queues.get((SCHEDULE_TOPIC, qid)),
+                read=self.commitlog.message_at, deliver=self._deliver_delayed, clock=self.clock,
+                interval_ms=cfg.schedule_interval_ms)
+            problem = self._schedule.load(quarantine=self.path / QUARANTINE_DIR / CONFIG_DIR)
+            if problem is not None:
+                self.recovery.state_files.append(problem)
+            services.append(self._schedule)
+        for service in services:
+            service.on_error = self._on_service_error
+            service.start()
+
+    def _deliver_delayed(self, parked: StoredMessage, topic: str, queue_id: int, properties: dict[str, str]) -> None:
+        """Store the due copy of a delayed record (the schedule service's output)."""
+        self.put(Message(topic, parked.body, queue_id=queue_id, properties=properties, flag=parked.flag,
+                         born_timestamp=parked.born_timestamp, born_host=parked.born_host,
+                         sys_flag=parked.sys_flag, reconsume_times=parked.reconsume_times,
+                         prepared_transaction_offset=parked.prepared_transaction_offset))
+
+    def _on_service_error(self, exc: BaseException) -> None:
+        """A background step failed: after a disk error nothing more is acknowledged."""
+        if isinstance(exc, (OSError, StoreReadOnlyError)):
+            self._turn_read_only(f"background flush or cleanup failed: {exc}")
+
+    def _on_index_file_flushed(self, end_timestamp: int) -> None:
+        """A full index file is on disk: record it as RocketMQ's indexMsgTimestamp (called under the lock)."""
+        assert self.checkpoint is not None
+        if end_timestamp > 0:
+            self.checkpoint.values.index_msg_timestamp = end_timestamp
+            self.checkpoint.flush()
+
+    def _on_disk_full(self, full: bool, used_ratio: float) -> None:
+        if full:
+            self._turn_read_only(f"{DISK_FULL_REASON}: {used_ratio:.0%} of the disk is used")
+        elif self._read_only_reason is not None and self._read_only_reason.startswith(DISK_FULL_REASON):
+            self._read_only_reason = None
+
+    @staticmethod
+    def config_of(path: str | Path, **overrides: Any) -> StoreConfig:
+        """The config a store at `path` opens with by default (its recorded geometry), with
+        `overrides` (e.g. `store_host`, `flush_mode`) applied; geometry overrides must match.
+
+        Raises:
+            StoreLayoutError: a geometry override that differs from the store's.
+            ValueError: an unknown field or a value out of range.
+        """
+        recorded = _resolve_config(Path(path), None)
+        if not overrides:
+            return recorded
+        config = dataclasses.replace(recorded, **overrides)
+        return _resolve_config(Path(path), config)
+
+    def flush(self) -> None:
+        """Force everything written so far to disk: commitlog, queues, index, checkpoint, JSON files.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            StoreReadOnlyError: a disk error now or earlier (a failed sync is never retried: the kernel
+                may have dropped the pages it could not write).
+        """
+        self._check_open()
+        if self.read_only:
+            return
+        self._combiner.write_now()  # what put_nowait queued goes to disk too
+        if self._disk_failed():
+            raise StoreReadOnlyError(self._read_only_reason or "disk error")
+        try:
+            with self._lock:
+                flushed = self.commitlog.queue.flush(0)
+                if isinstance(self._flush_service, GroupCommitService):
+                    self._flush_service.flushed_to(flushed)  # releases the puts waiting for it
+                for cq in self._queues.values():
+                    cq.flush(0)
+                self.index.flush()
+                assert self.checkpoint is not None
+                if self._last_store_timestamp:
+                    self.checkpoint.values.physic_msg_timestamp = self._last_store_timestamp
+                    self.checkpoint.values.logics_msg_timestamp = self._last_store_timestamp
+                self.checkpoint.flush()
+            self.offsets.persist()
+            self.topics.persist()
+            if self._schedule is not None:
+                self._schedule.persist()
+        except OSError as exc:
+            self._turn_read_only(f"flush failed: {exc}")
+            raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
+
+    def close(self) -> None:
+        """Stop the services, flush, remove the abort file and release the lock (idempotent).
+
+        After a disk error nothing is flushed and the abort file stays: the next open recovers.
+
+        Raises:
+            StoreReadOnlyError: the final flush failed (the abort file then stays).
+        """
+        if self._closed:
+            return
+        clean = False
+        try:
+            self._combiner.write_now()  # every queued put is written (or failed) before the services stop
+            for service in (self._schedule, self._cleanup, self._flush_service, self._queue_flush):
+                if service is not None:
+                    service.stop()
+            if not self.read_only and not self._disk_failed():
+                self.flush()
+                clean = True
+        finally:
+            self._closed = True
+            if clean:
+                remove_abort_file(self.path)
+            self._release()
+
+    def clean_expired(self, now_ms: int | None = None) -> CleanupReport:
+        """Run one retention pass now (the background pass runs every `clean_interval_ms`).
+
+        Deletes the commitlog files older than `file_reserved_hours` when the local hour of `now_ms`
+        is one of `delete_when` or the disk is fuller than `disk_max_used_ratio` (all but the file being
+        written above 85 %), then the consume-queue and index files whose messages are all gone; min
+        offsets move, and `get()` answers OFFSET_TOO_SMALL below them.
+
+        Args:
+            now_ms: the time to judge ages by (default: the store clock).
+
+        Returns:
+            what was deleted.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            StoreReadOnlyError: the store was opened read-only.
+            InvalidArgumentError: `now_ms` is not an epoch-milliseconds time before the year 10000.
+            OSError: the disk could not be measured or a file not deleted.
+        """
+        self._check_open()
+        if now_ms is not None:
+            _check_int("clean_expired: now_ms", now_ms, _LAST_MS_OF_YEAR_9999)
+        if self.read_only or self._cleanup is None:
+            raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
+        return self._cleanup.run_once(now_ms)
+
+    def deliver_delayed(self, now_ms: int | None = None) -> int:
+        """Move every delayed message due at `now_ms` to its real topic now (the background pass runs
+        every `schedule_interval_ms`).
+
+        Args:
+            now_ms: the time to judge delivery times by (default: the store clock).
+
+        Returns:
+            how many messages were delivered.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            StoreReadOnlyError: the store was opened read-only or does not deliver
+                (`deliver_delayed_messages`). A store that turned read-only later delivers nothing (0)
+                until it is writable again.
+            OSError: the progress file could not be written.
+        """
+        self._check_open()
+        if self._schedule is None:
+            raise StoreReadOnlyError(self._read_only_reason or "delayed delivery is off for this store")
+        return self._schedule.run_once(now_ms)
+
+    def _release(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup.close_retired()
+        self.commitlog.close()
+        for cq in self._queues.values():
+            cq.close()
+        self.index.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+        if self._lock_file is not None:
+            self._lock_file.release()
+            self._lock_file = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,264 @@
+"""The read path: `get` (RocketMQ's getMessage), `query` by key, offsets by time, whole-queue and
+whole-log iteration, and single records by offset or message id."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rocketstore.errors import (
+    InvalidArgumentError,
+    MessageNotFoundError,
+)
+from rocketstore.format.consume_queue import UNIT_SIZE, CqUnit
+from rocketstore.format.javahash import java_hash
+from rocketstore.format.message import (
+    STORE_TIMESTAMP_HEAD,
+    StoredMessage,
+    store_timestamp_in,
+)
+from rocketstore.format.msgid import decode_msg_id
+from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.entry_run import EntryReader
+from rocketstore.results import GetResult, GetStatus
+from rocketstore.store.core import LONG_MAX, StoreCore
+
+MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
+CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
+def _subscription_codes(expression: str | None) -> set[int] | None:
+    if expression is None or expression.strip() in ("", "*"):
+        return None
+    return {java_hash(t.strip()) for t in expression.split("||") if t.strip()}
+
+
+
+
+class StoreReadPath(StoreCore):
+    """The read path (a part of `MessageStore`)."""
+
+    @property
+    def min_phy_offset(self) -> int:
+        """Physical offset of the oldest stored byte."""
+        return self.commitlog.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        """Physical offset one past the last record."""
+        return self.commitlog.max_offset
+
+    def queues(self) -> dict[str, list[int]]:
+        """Topic -> its queue ids that hold or held messages."""
+        result: dict[str, list[int]] = {}
+        for topic, queue_id in sorted(self._queues):
+            result.setdefault(topic, []).append(queue_id)
+        return result
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """First queue offset still readable (0 for an unknown queue)."""
+        cq = self._queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """One past the last queue offset (0 for an unknown queue)."""
+        cq = self._queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def message_at(self, phy_offset: int) -> StoredMessage:
+        """The record starting at `phy_offset`.
+
+        Raises:
+            MessageNotFoundError: no record starts there.
+        """
+        self._check_open()
+        return self.commitlog.message_at(phy_offset)
+
+    def message_by_id(self, msg_id: str) -> StoredMessage:
+        """The record an offset message id names.
+
+        Raises:
+            MessageNotFoundError: a malformed id, or no record at its offset.
+        """
+        from rocketstore.errors import FormatError
+
+        try:
+            _, phy_offset = decode_msg_id(msg_id)
+        except FormatError as exc:
+            raise MessageNotFoundError(str(exc)) from None
+        return self.message_at(phy_offset)
+
+    def queue_entries(self, topic: str, queue_id: int, start: int | None = None,
+                      end: int | None = None) -> Iterator[CqUnit]:
+        """Raw consume-queue entries of [start, end) (default: min to max)."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return iter(())
+        lo = cq.min_offset if start is None else start
+        hi = cq.max_offset if end is None else end
+        return iter(cq.units(lo, hi))
+
+    def iter_queue(self, topic: str, queue_id: int, start: int | None = None,
+                   end: int | None = None, *, chunk: int = 1024) -> Iterator[StoredMessage]:
+        """Every message of a queue in [start, end) queue offsets, no count cap (fillers skipped)."""
+        self._check_open()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return
+        lo = cq.min_offset if start is None else max(start, cq.min_offset)
+        hi = cq.max_offset if end is None else min(end, cq.max_offset)
+        reader = EntryReader(self.commitlog, None, LONG_MAX, LONG_MAX)
+        while lo < hi:
+            entries = cq.entry_bytes(lo, min(hi, lo + chunk))
+            if not entries:
+                return
+            reader.read(entries)
+            yield from reader.messages
+            reader.messages.clear()
+            lo += len(entries) // UNIT_SIZE
+
+    def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
+        """Every record of the commitlog in log order from physical offset `start` (a record start).
+
+        Raises:
+            StoreClosedError: the store was closed.
+            MessageNotFoundError: `start` is inside the stored log but no record starts there.
+        """
+        self._check_open()
+        if start is not None and self.commitlog.min_offset <= start < self.commitlog.max_offset:
+            self.commitlog.message_at(start)  # raises, naming the offset, unless a record starts there
+        return self.commitlog.scan(start, end)
+
+    def get(self, topic: str, queue_id: int, offset: int, max_count: int = 32, *, tags: str | None = None,
+            stop_at_file_end: bool = False) -> GetResult:
+        """Read up to `max_count` messages of a queue from `offset` (RocketMQ's getMessage).
+
+        Args:
+            tags: subscription expression ("TagA || TagB"; None or "*" for all).
+            stop_at_file_end: stop at a consume-queue file boundary as RocketMQ 4.9.8 does.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: `max_count` below 1 (RocketMQ's broker answers one message then; a
+                caller asking for none is more likely a bug).
+        """
+        self._check_open()
+        if type(max_count) is not int or max_count < 1:
+            raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or cq.max_offset == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        max_count = max(1, min(max_count, self.config.max_get_count))
+        scan_end = min(hi, offset + max(CQ_SCAN_ENTRIES, max_count))
+        if stop_at_file_end:
+            per_file = self.config.consume_queue_file_entries
+            scan_end = min(scan_end, offset - offset % per_file + per_file)
+        reader = EntryReader(self.commitlog, _subscription_codes(tags), max_count, MAX_TRANSFER_BYTES)
+        messages = reader.messages
+        consumed = 0
+        position, window = offset, max_count
+        while not reader.full and position < scan_end:
+            # read the queue in growing windows: a plain get needs max_count entries, not 800
+            want = min(scan_end, position + window) - position
+            entries = cq.entry_bytes(position, position + want)
+            consumed += reader.read(entries)
+            if len(entries) < want * UNIT_SIZE or len(messages) >= max_count:
+                break
+            position += want
+            window *= 4
+        if messages:
+            status = GetStatus.FOUND
+        else:
+            status = GetStatus.MESSAGE_WAS_REMOVING if reader.removed else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, offset + consumed, lo, hi, messages)
+
+    def index_lookup(self, topic: str, key: str, *, max_count: int = 64, begin_ms: int = 0,
+                     end_ms: int | None = None) -> list[int]:
+        """RocketMQ's exact queryMessage answer: physical offsets whose index entries match the key's
+        32-bit hash (collisions included), second-granular time bounds, ascending."""
+        self._check_open()
+        max_count = min(max_count, self.config.max_query_results)
+        offsets = self.index.query(topic, key, max_count, begin_ms, LONG_MAX if end_ms is None else end_ms)
+        return sorted(offsets)
+
+    def query(self, topic: str, key: str, *, max_count: int = 64, begin_ms: int = 0,
+              end_ms: int | None = None) -> list[StoredMessage]:
+        """Messages of `topic` carrying `key` as a KEYS token or as UNIQ_KEY, stored in
+        [begin_ms, end_ms]: the newest `max_count` (capped at `max_query_results`), ascending.
+
+        Unlike RocketMQ, hash collisions are removed and time bounds are exact to the millisecond.
+        With no bound given (begin_ms <= 0, end_ms None) every store time matches.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: `max_count` below 1.
+        """
+        self._check_open()
+        if type(max_count) is not int or max_count < 1:
+            raise InvalidArgumentError(f"query: max_count must be an int of at least 1, not {max_count!r}")
+        max_count = min(max_count, self.config.max_query_results)
+        end = LONG_MAX if end_ms is None else end_ms
+        any_time = begin_ms <= 0 and end_ms is None
+        widened_begin = 0 if begin_ms <= 1000 else begin_ms - 1000  # index times: whole seconds after the file's begin
+        limit = max_count
+        message_at = self.commitlog.message_at
+        while True:
+            offsets = self.index.query(topic, key, limit, widened_begin, end)
+            found: dict[int, StoredMessage] = {}
+            for phy in offsets:
+                if phy in found:
+                    continue
+                try:
+                    msg = message_at(phy)
+                except MessageNotFoundError:
+                    continue
+                if msg.topic != topic or not (any_time or begin_ms <= msg.store_timestamp <= end):
+                    continue
+                if msg.carries_key(key):
+                    found[phy] = msg
+            if len(found) >= max_count or len(offsets) < limit:
+                break
+            limit *= 4
+        if len(found) <= 1:
+            return list(found.values())
+        return [found[phy] for phy in sorted(found)][-max_count:]
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset whose message was stored at or after `timestamp_ms` (max offset when
+        none was), from the stored timestamps.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._store_time_at(cq, mid) < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def store_timestamp_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """Store time of the message at a queue offset, -1 when there is none."""
+        cq = self._queues.get((topic, queue_id))
+        return -1 if cq is None else self._store_time_at(cq, queue_offset)
+
+    def _store_time_at(self, cq: ConsumeQueue, queue_offset: int) -> int:
+        unit = cq.unit_at(queue_offset)
+        if unit is None or not unit.valid or unit.filler:
+            return -1
+        try:
+            head = self.commitlog.read(unit.phy_offset, STORE_TIMESTAMP_HEAD)
+        except MessageNotFoundError:
+            return -1
+        return store_timestamp_in(head)
+

@@ -1,0 +1,286 @@
+"""The write path: `put`, `put_nowait`, `put_batch` and the broker's own records. A message is checked
+and shaped by `prepare`, its records packed by `append_run` (or `_append_one` for a single put), then
+dispatched to its consume queue and the index under the store lock; `pending_put` queues puts for SYNC
+group commit."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from functools import partial
+from operator import itemgetter
+
+from rocketstore.errors import (
+    StoreReadOnlyError,
+)
+from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
+from rocketstore.format.message import (
+    MAGIC_V1,
+)
+from rocketstore.message import Message
+from rocketstore.native import speedups
+from rocketstore.results import PutResult, PutStatus
+from rocketstore.services.dispatch import (
+    delivery_tags_code,
+)
+from rocketstore.services.flush import GroupCommitService
+from rocketstore.store.append_run import PerQueue, pack_run, pack_run_py
+from rocketstore.store.core import StoreCore
+from rocketstore.store.pending_put import PendingPut, with_status
+from rocketstore.store.prepare import (
+    BLANK_RECORD_SIZE,
+    Prepared,
+)
+
+
+def _put_result_factory() -> Callable[..., PutResult]:
+    """A `PutResult(...)` maker that fills the slots through their descriptors: the frozen dataclass
+    __init__ (object.__setattr__ per field) costs about twice as much per put, and the compiled
+    `fill_slots` a fifth (0.54 us a result in Python here). Falls back to the class itself if its
+    fields ever change."""
+    fields = ("status", "phy_offset", "queue_offset", "size", "msg_id", "store_timestamp", "topic", "queue_id")
+    if tuple(f.name for f in dataclasses.fields(PutResult)) != fields:
+        return PutResult
+    if speedups is not None:
+        return partial(speedups.fill_slots, PutResult, tuple(getattr(PutResult, name) for name in fields))
+    set_status, set_phy, set_queue_offset, set_size, set_id, set_ts, set_topic, set_queue_id = (
+        getattr(PutResult, name).__set__ for name in fields)
+    new = object.__new__
+
+    def make(status: PutStatus, phy_offset: int, queue_offset: int, size: int, msg_id: str, store_timestamp: int,
+             topic: str, queue_id: int) -> PutResult:
+        result = new(PutResult)
+        set_status(result, status)
+        set_phy(result, phy_offset)
+        set_queue_offset(result, queue_offset)
+        set_size(result, size)
+        set_id(result, msg_id)
+        set_ts(result, store_timestamp)
+        set_topic(result, topic)
+        set_queue_id(result, queue_id)
+        return result
+
+    return make
+
+
+_put_result = _put_result_factory()
+def put_results_py(status: PutStatus, prefix: str, prepared: list[Prepared],
+                   placed: list[tuple[int, int, int]]) -> list[PutResult]:
+    """The PutResult of each prepared message at its (phy, queue offset, store timestamp), the message
+    id being `prefix` and the physical offset in 16 hex digits. The twin of the compiled put_results."""
+    return [_put_result(status, phy, queue_offset, p.size, f"{prefix}{phy:016X}", store_ts, p.topic,
+                        p.queue_id)
+            for p, (phy, queue_offset, store_ts) in zip(prepared, placed, strict=True)]
+
+
+def _put_results_factory() -> Callable[[PutStatus, str, list[Prepared], list[tuple[int, int, int]]],
+                                       list[PutResult]]:
+    """The compiled put_results bound to PutResult's slots, or the twin (no compiled module, or the
+    fields changed: `_put_result_factory` then falls back to the class too)."""
+    if speedups is None or _put_result is PutResult:
+        return put_results_py
+    descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
+    return partial(speedups.put_results, PutResult, descriptors)
+
+
+_put_results = _put_results_factory()
+def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
+    """Whether the last of the messages that get index entries has no key to index; None when none of
+    them gets index entries."""
+    for p in reversed(prepared):
+        if p.indexed:
+            return not (p.uniq_key or any(p.keys))
+    return None
+
+
+
+
+class StoreWritePath(StoreCore):
+    """The write path (a part of `MessageStore`)."""
+
+    def put(self, message: Message) -> PutResult:
+        """Append one message and dispatch it to its consume queue and the index.
+
+        Returns:
+            where it went; status FLUSH_DISK_TIMEOUT in SYNC mode when the disk did not confirm in
+            `sync_flush_timeout_ms` (the message is in the log but maybe not durable).
+
+        Raises:
+            InvalidMessageError: the message breaks a rule (nothing was written).
+            StoreReadOnlyError: the store is read-only (opened so, or after a disk error).
+            StoreClosedError: the store was closed.
+        """
+        self._check_writable()
+        return self._write([self._preparer.prepare(message)])[0]
+
+    def put_nowait(self, message: Message) -> PendingPut:
+        """Put one message without waiting for it to be written and, in SYNC mode, flushed:
+        `PendingPut.result()` waits (see rocketstore.pending_put). A producer keeping several puts
+        pending lets one sync of the group commit confirm all of them. In ASYNC mode the message is
+        written before this returns, as by `put`.
+
+        Raises:
+            the errors of `put` about the message and the store, at once (nothing is queued then).
+        """
+        self._check_writable()
+        prepared = self._preparer.prepare(message)
+        service = self._flush_service
+        if not isinstance(service, GroupCommitService):
+            return PendingPut.settled(self._write([prepared])[0])
+        pending = PendingPut(service if prepared.wait else None, self.config.sync_flush_timeout_ms,
+                             self._on_flush_error, self._combiner)
+        self._combiner.submit(prepared, pending)
+        service.wakeup()
+        return pending
+
+    def put_batch(self, messages: Iterable[Message]) -> list[PutResult]:
+        """Append many messages under one lock (each its own record, in order).
+
+        All messages are validated before any is written: one invalid message rejects the batch.
+
+        Raises:
+            InvalidMessageError: a message breaks a rule (nothing was written).
+            StoreReadOnlyError: the store is read-only.
+            StoreClosedError: the store was closed.
+        """
+        self._check_writable()
+        prepared = self._preparer.prepare_many(messages)
+        if not prepared:
+            return []
+        return self._write(prepared)
+
+    def put_broker_records(self, messages: Iterable[Message]) -> list[PutResult]:
+        """`put_batch` for the records a broker writes itself: transaction half messages, their end
+        records and discarded halves (format.topics.BROKER_WRITTEN_TOPICS). Every other rule of `put`
+        applies; producers' puts to these topics stay refused.
+
+        Raises:
+            InvalidMessageError: a message is not for one of those topics, or breaks a rule (nothing
+                was written).
+            StoreReadOnlyError: the store is read-only.
+            StoreClosedError: the store was closed.
+        """
+        self._check_writable()
+        prepared = [self._preparer.prepare_py(m, broker_written=True) for m in messages]
+        return self._write(prepared) if prepared else []
+
+    def _write(self, prepared: list[Prepared]) -> list[PutResult]:
+        """Append prepared messages, then wait for the flush SYNC mode asks for."""
+        if self._combiner.used:  # after the puts queued so far, among them this thread's own
+            with self._combiner.exclusive():
+                results = self._append_locked(prepared)
+        else:
+            results = self._append_locked(prepared)
+        return self._await_flush(prepared, results)
+
+    def _append_locked(self, prepared: list[Prepared]) -> list[PutResult]:
+        """Append prepared messages under the lock; a write error turns the store read-only."""
+        with self._lock:
+            if self._read_only_reason is not None:
+                raise StoreReadOnlyError(self._read_only_reason)
+            try:
+                return [self._append_one(prepared[0])] if len(prepared) == 1 else self._append(prepared)
+            except OSError as exc:
+                self._turn_read_only(f"write failed: {exc}")
+                raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
+
+    def _await_flush(self, prepared: list[Prepared], results: list[PutResult]) -> list[PutResult]:
+        service = self._flush_service
+        if not isinstance(service, GroupCommitService) or not results:
+            return results
+        if not any(p.wait for p in prepared):
+            service.wakeup()
+            return results
+        last = results[-1]
+        if service.confirm(last.phy_offset + last.size, self.config.sync_flush_timeout_ms, self._on_flush_error):
+            return results
+        return [with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) if p.wait else r
+                for p, r in zip(prepared, results, strict=True)]
+
+    def _on_flush_error(self, error: BaseException) -> None:
+        self._turn_read_only(f"flush failed: {error}")
+
+    def _append(self, prepared: list[Prepared]) -> list[PutResult]:
+        """Write the records, one run and one mmap write per commitlog file touched (`pack_run`), all
+        with one store timestamp (as RocketMQ's putMessages stamps a batch), then dispatch them to the
+        consume queues and, in one pass, to the index. Called under the lock."""
+        commitlog = self.commitlog
+        store_ts = self.clock()
+        per_queue: PerQueue = {}
+        index_keys = bytearray()
+        placed: list[tuple[int, int, int]] = []
+        run_args = (store_ts, self._queue_table, self._store_ip, self._store_port, per_queue, index_keys, placed)
+        i, n = 0, len(prepared)
+        while i < n:
+            mf = commitlog.queue.last
+            if mf is None or prepared[i].size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
+                mf = commitlog.file_for_append(prepared[i].size)
+            phy = mf.file_from_offset + mf.wrote_position
+            room = mf.file_size - mf.wrote_position - BLANK_RECORD_SIZE
+            parts: list[bytes] = []
+            while i < n:  # the compiled run takes what it can; the twin takes one message it declined
+                start = i
+                if pack_run is not None:
+                    i, records = pack_run(prepared, i, n, phy, room, *run_args)
+                if i == start:  # without the compiled loop the twin takes the whole run
+                    i, records = pack_run_py(prepared, i, n if pack_run is None else i + 1, phy, room, *run_args,
+                                             self._delay_millis)
+                if i == start:
+                    break  # the file is full
+                parts.append(records)
+                phy += len(records)
+                room -= len(records)
+            if parts:
+                mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
+        self._last_store_timestamp = store_ts
+        self._dispatch_appended(per_queue, index_keys, store_ts, prepared)
+        return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, placed)
+
+    def _append_one(self, p: Prepared) -> PutResult:
+        """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
+        record, queue entry, queue callback, index keys. Called under the lock."""
+        (topic, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
+         reconsume, prepared_offset, size, _, in_queue, indexed, delay_level, code, keys, uniq_key) = p
+        commitlog = self.commitlog
+        mf = commitlog.queue.last
+        if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
+            mf = commitlog.file_for_append(size)
+        phy = mf.file_from_offset + mf.wrote_position
+        store_ts = self.clock()
+        queue_offset = 0
+        if in_queue:
+            queue_offset = self._queue_table.get(queue_key, 0)
+            self._queue_table[queue_key] = queue_offset + 1
+        store_ip, store_port = self._store_ip, self._store_port
+        mf.append(b"".join((head.pack(  # one copy of the record (`+` would copy the body twice)
+            size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
+            store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
+            store_ip, store_port, reconsume, prepared_offset, len(body)), body, tail)))
+        self._last_store_timestamp = store_ts
+        if in_queue:
+            if delay_level:
+                code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
+            if self._queue_for(topic, queue_id).put(phy, size, code, queue_offset):
+                self._queue_advanced(topic, queue_id, queue_offset, store_ts)
+        if indexed:
+            self.index.build(topic, phy, store_ts, keys, uniq_key)
+        return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
+                           topic, queue_id)
+
+    def _dispatch_appended(self, per_queue: PerQueue, index_keys: bytearray, store_ts: int,
+                           prepared: list[Prepared]) -> None:
+        """The Dispatcher's rules for the `prepared` records just written, all with store timestamp
+        `store_ts`: each queue's entries in order (`ConsumeQueue.put_units`), the index keys in one
+        batch (`IndexService.build_keys`), and the queue-entry callback once per queue with its newest
+        entry."""
+        newest: list[tuple[int, str, int, int]] = []
+        for (topic, queue_id), (first, units) in per_queue.items():
+            last = self._queue_for(topic, queue_id).put_units(first, units)
+            if last >= 0:
+                newest.append((UNIT.unpack_from(units, last * UNIT_SIZE)[0], topic, queue_id, first + last))
+        keyless = _last_indexed_keyless(prepared)
+        if keyless is not None:  # as `build` of each: even keyless messages roll a full index file
+            self.index.build_keys(index_keys, store_ts, keyless)
+        for _, topic, queue_id, queue_offset in sorted(newest, key=itemgetter(0)):
+            self._queue_advanced(topic, queue_id, queue_offset, store_ts)
+
