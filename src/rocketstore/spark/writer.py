@@ -16,6 +16,13 @@ at or below a `committed` id is skipped; a batch found `appending` (a crash duri
 resumed after the records already in the log since `startPhyOffset`, so every row lands once. This
 assumes the sink is the store's only writer while the query runs and that a replayed batch holds the
 same rows in the same order (true for replayable sources such as files, Kafka or rocketstore).
+
+Through a broker (option `broker`). The store is served, so its lock is the broker's and nothing but the
+broker writes into it: `commit()` sends the staged messages with `broker_send.BrokerSender`. The
+streaming sink keeps its progress in `<staging>/sparkSink-<sinkId>.json` (the same record plus the store
+and broker), tags each message with `RS_SPARK_SINK_ROW` = `<sinkId>/<batchId>/<row>`, and on a batch found
+`appending` reads the log read-only from `startPhyOffset` and sends only the rows not found there. A
+POSIX lock on `<staging>/sparkSink-<sinkId>.lock` makes a commit wait for one still running.
 """
 
 from __future__ import annotations
