@@ -180,3 +180,20 @@ def test_stream_sink_through_a_broker_killed_mid_batch_writes_every_row_once(spa
                for i in range(count))
     assert _progress(work)["state"] == "committed"
     assert served.alive()
+
+
+def test_a_sink_id_recording_another_store_in_the_staging_dir_is_refused(tmp_path):
+    from rocketstore.spark.options import WriteOptions
+    from rocketstore.spark.writer import load_progress, progress_path
+
+    def opts(store: str) -> WriteOptions:
+        return WriteOptions.parse({"path": str(tmp_path / store), "broker": "127.0.0.1:10911",
+                                   "stagingDir": str(tmp_path / "staging"), "sinkId": "s1"})
+
+    assert load_progress(opts("a")) is None
+    os.makedirs(tmp_path / "staging")
+    Path(progress_path(opts("a"))).write_text(json.dumps(
+        {"store": str(tmp_path / "a"), "batchId": 3, "state": "committed", "startPhyOffset": 0}))
+    assert load_progress(opts("a"))["batchId"] == 3
+    with pytest.raises(ValueError, match="Option 'sinkId'.*give each query its own sinkId"):
+        load_progress(opts("b"))

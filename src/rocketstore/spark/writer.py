@@ -335,12 +335,14 @@ def load_progress(opts: WriteOptions) -> dict[str, Any] | None:
             record = json.load(fh)
     except FileNotFoundError:
         return None
+    if not isinstance(record, dict):
+        raise ValueError(f"Option 'sinkId': {progress_path(opts)} does not hold a sink's progress record.")
     if record.get("store") != opts.path:
         raise ValueError(
             f"Option 'sinkId': sink {opts.sink_id!r} in stagingDir {opts.staging_root} records the progress "
             f"of store {record.get('store')!r}, not of {opts.path!r}; give each query its own sinkId."
         )
-    return record if isinstance(record, dict) else None
+    return record
 
 
 def _save_progress(opts: WriteOptions, batch_id: int, state: str, start: int) -> None:
