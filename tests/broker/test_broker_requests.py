@@ -47,6 +47,10 @@ def test_send_variants_pull_offsets_and_routes(broker: BrokerProcess):
         batch = encode_batch_body([BatchItem(0, b"b%d" % i, f"KEYS\x01bk{i}") for i in range(3)])
         reply = send(client, "T1", batch, queue_id=1, props="", code=RequestCode.SEND_BATCH_MESSAGE)
         assert reply.code == ResponseCode.SUCCESS and len(reply.ext_fields["msgId"].split(",")) == 3
+        # The Java producer sends batches with the short V2 header, as RocketMQ's broker reads them.
+        v2_batch = client.request(RequestCode.SEND_BATCH_MESSAGE, {**short, "e": "2", "i": "", "m": "true"}, batch)
+        assert (v2_batch.code, v2_batch.ext_fields["queueId"]) == (ResponseCode.SUCCESS, "2"), v2_batch.remark
+        assert [m.keys for m in decode_records(pull(client, "T1", 2, 0).body)] == [["bk0"], ["bk1"], ["bk2"]]
 
         found = pull(client, "T1", 1, 0)
         assert found.code == ResponseCode.SUCCESS

@@ -100,3 +100,17 @@ def test_write_options_need_exactly_one_store(tmp_path: Path) -> None:
         WriteOptions.parse({"path": f"{tmp_path},{tmp_path}"})
     with pytest.raises(ValueError, match="'sinkId'"):
         WriteOptions.parse({"path": str(tmp_path), "sinkId": "../evil"})
+
+
+def test_write_option_broker_needs_an_address_and_a_staging_dir_outside_the_store(tmp_path) -> None:
+    store, staging = str(tmp_path / "store"), str(tmp_path / "staging")
+    opts = WriteOptions.parse({"path": store, "broker": " 127.0.0.1:10911 ", "stagingDir": staging})
+    assert (opts.broker, opts.staging_root) == ("127.0.0.1:10911", staging)
+    assert WriteOptions.parse({"path": store}).broker is None
+    for bad in ("localhost", "host:", "host:port", "127.0.0.1:0", "127.0.0.1:70000", ":10911"):
+        with pytest.raises(ValueError, match="Option 'broker'"):
+            WriteOptions.parse({"path": store, "broker": bad, "stagingDir": staging})
+    with pytest.raises(ValueError, match="Option 'stagingDir' is required with option 'broker'"):
+        WriteOptions.parse({"path": store, "broker": "127.0.0.1:10911"})
+    with pytest.raises(ValueError, match="Option 'stagingDir' .* must lie outside the store"):
+        WriteOptions.parse({"path": store, "broker": "127.0.0.1:10911", "stagingDir": store + "/staging"})

@@ -49,7 +49,9 @@ FIRST_RETRY_DELAY_LEVEL = 3  # a send-back with delayLevel 0 waits 3 + reconsume
 
 
 def _v1(cmd: RemotingCommand) -> RemotingCommand:
-    if cmd.code == RequestCode.SEND_MESSAGE_V2:
+    # RocketMQ's SendMessageProcessor reads the short V2 header for SEND_MESSAGE_V2 and for
+    # SEND_BATCH_MESSAGE (the Java producer sends batches with it); long names pass unchanged.
+    if cmd.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
         cmd.ext_fields = {V2_NAMES.get(k, k): v for k, v in cmd.ext_fields.items()}
     return cmd
 

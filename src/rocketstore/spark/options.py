@@ -302,6 +302,23 @@ class StreamOptions:
         )
 
 
+def _broker_address(raw: str | None) -> str | None:
+    """`host:port` of option 'broker', or None when it is not given.
+
+    Raises:
+        ValueError: not `host:port` with a port in 1..65535, naming the option.
+    """
+    if raw is None or raw.strip() == "":
+        return None
+    text = raw.strip()
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or any(c.isspace() for c in host) or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ValueError(f"Option 'broker' must be the broker's remoting address host:port (e.g. "
+                         f"127.0.0.1:10911), got {raw!r}.")
+    return text
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     """Options of `df.write.format("rocketstore")` and `writeStream.format("rocketstore")`.
@@ -312,6 +329,8 @@ class WriteOptions:
         staging_dir: where tasks stage encoded rows; default `<store>/spark-staging`.
         sink_id: name under which a streaming sink records its last committed batch.
         geometry: StoreConfig geometry overrides.
+        broker: `host:port` of the broker serving the store: the commit sends the rows through it
+            instead of opening the store (then `staging_dir` is required and lies outside the store).
     """
 
     path: str
@@ -319,6 +338,7 @@ class WriteOptions:
     staging_dir: str = ""
     sink_id: str = "default"
     geometry: tuple[tuple[str, int], ...] = ()
+    broker: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -338,12 +358,27 @@ class WriteOptions:
         sink_id = opts.get("sinkid") or "default"
         if not sink_id.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise ValueError(f"Option 'sinkId' may hold letters, digits, '-', '_' and '.', got {sink_id!r}.")
+        staging_dir = os.path.abspath(opts["stagingdir"].strip()) if opts.get("stagingdir", "").strip() else ""
+        broker = _broker_address(opts.get("broker"))
+        if broker is not None:
+            if not staging_dir:
+                raise ValueError(
+                    "Option 'stagingDir' is required with option 'broker': a directory outside the served "
+                    "store, shared by the driver and the executors, where tasks stage rows and the streaming "
+                    "sink keeps its progress."
+                )
+            if os.path.commonpath([staging_dir, path]) == path:
+                raise ValueError(
+                    f"Option 'stagingDir' ({staging_dir}) must lie outside the store served by the broker "
+                    f"({path}): nothing but the broker writes into a served store."
+                )
         return cls(
             path=path,
             topic=topic.strip() if topic and topic.strip() else None,
-            staging_dir=os.path.abspath(opts["stagingdir"]) if opts.get("stagingdir") else "",
+            staging_dir=staging_dir,
             sink_id=sink_id,
             geometry=tuple(sorted(geometry_config(opts).items())),
+            broker=broker,
         )
 
     @property

@@ -16,6 +16,13 @@ at or below a `committed` id is skipped; a batch found `appending` (a crash duri
 resumed after the records already in the log since `startPhyOffset`, so every row lands once. This
 assumes the sink is the store's only writer while the query runs and that a replayed batch holds the
 same rows in the same order (true for replayable sources such as files, Kafka or rocketstore).
+
+Through a broker (option `broker`). The store is served, so its lock is the broker's and nothing but the
+broker writes into it: `commit()` sends the staged messages with `broker_send.BrokerSender`. The
+streaming sink keeps its progress in `<staging>/sparkSink-<sinkId>.json` (the same record plus the store
+and broker), tags each message with `RS_SPARK_SINK_ROW` = `<sinkId>/<batchId>/<row>`, and on a batch found
+`appending` reads the log read-only from `startPhyOffset` and sends only the rows not found there. A
+POSIX lock on `<staging>/sparkSink-<sinkId>.lock` makes a commit wait for one still running.
 """
 
 from __future__ import annotations
@@ -76,11 +83,12 @@ def _as_keys(value: Any) -> tuple[str, ...]:
     return tuple(str(k) for k in value if k)
 
 
-def row_to_message(row: Mapping[str, Any], default_topic: str | None) -> Any:
+def row_to_message(row: Mapping[str, Any], default_topic: str | None, default_queue_id: int = 0) -> Any:
     """The `rocketstore.Message` a row stands for.
 
-    Columns: topic (or option `topic`), body (binary or string), and optional queueId, tags, keys
-    (array or space-separated string), properties (map), flag.
+    Columns: topic (or option `topic`), body (binary or string), and optional queueId (else
+    `default_queue_id`; -1 lets the broker pick the queue), tags, keys (array or space-separated
+    string), properties (map), flag.
 
     Raises:
         ValueError: no topic or no body.
@@ -96,7 +104,7 @@ def row_to_message(row: Mapping[str, Any], default_topic: str | None) -> Any:
     return Message(
         str(topic),
         _as_body(row.get("body")),
-        queue_id=int(queue_id) if queue_id is not None else 0,
+        queue_id=int(queue_id) if queue_id is not None else default_queue_id,
         tags=row.get("tags"),
         keys=_as_keys(row.get("keys")),
         properties=dict(properties) if properties else None,
@@ -115,9 +123,10 @@ def _stage(rows: Iterator[Row], opts: WriteOptions, job_dir: str) -> StagedFile:
     path = os.path.join(job_dir, f"part-{partition_id:05d}-{attempt}-{uuid.uuid4().hex[:8]}.msgs")
     count = 0
     frame: list[Any] = []
+    default_queue_id = -1 if opts.broker else 0
     with open(path, "wb") as fh:
         for row in rows:
-            message = row_to_message(row.asDict(), opts.topic)
+            message = row_to_message(row.asDict(), opts.topic, default_queue_id)
             frame.append(message)
             count += 1
             if len(frame) >= _FRAME_ROWS:
@@ -170,8 +179,10 @@ def _sweep_stale(staging_root: str) -> None:
     now = time.time()
     with suppress(FileNotFoundError):
         for entry in os.scandir(staging_root):
+            if not entry.name.startswith(("job-", "stream-")):
+                continue  # a sink's progress file (option `broker`) is never swept
             with suppress(FileNotFoundError):
-                if now - entry.stat().st_mtime > STALE_STAGING_SECONDS:
+                if entry.is_dir(follow_symlinks=False) and now - entry.stat().st_mtime > STALE_STAGING_SECONDS:
                     shutil.rmtree(entry.path, ignore_errors=True)
 
 
@@ -196,8 +207,13 @@ class RocketStoreWriter(DataSourceWriter):
 
         Raises:
             rocketstore.errors.StoreLockedError: another process owns the store.
+            rocketstore.spark.broker_send.BrokerSendError: (option `broker`) the broker cannot be reached
+                or refused a send.
         """
         try:
+            if self.options.broker:
+                _send_through_broker(self.options, messages)
+                return
             with _open_writable(self.options) as store:
                 _validate_all(store, messages)
                 for frame in _staged_frames(messages):
@@ -254,9 +270,14 @@ class RocketStoreStreamWriter(DataSourceStreamWriter):
 
         Raises:
             rocketstore.errors.StoreLockedError: another process owns the store.
+            rocketstore.spark.broker_send.BrokerSendError: (option `broker`) the broker cannot be reached
+                or refused a send.
         """
         try:
-            self._commit(messages, batchId)
+            if self.options.broker:
+                _commit_through_broker(self.options, messages, batchId)
+            else:
+                self._commit(messages, batchId)
         finally:
             for item in messages:
                 if isinstance(item, StagedFile):
@@ -293,3 +314,137 @@ class RocketStoreStreamWriter(DataSourceStreamWriter):
             if isinstance(item, StagedFile):
                 with suppress(FileNotFoundError):
                     os.remove(item.path)
+
+
+# --- Through a broker (option `broker`) ---------------------------------------------------------------
+
+
+def progress_path(opts: WriteOptions) -> str:
+    """Where a sink writing through a broker keeps its progress: `<staging>/sparkSink-<sinkId>.json`."""
+    return os.path.join(opts.staging_root, f"sparkSink-{opts.sink_id}.json")
+
+
+def load_progress(opts: WriteOptions) -> dict[str, Any] | None:
+    """The progress record of a sink writing through a broker, None when it has none.
+
+    Raises:
+        ValueError: the record belongs to another store (option 'sinkId' reused in this 'stagingDir').
+    """
+    try:
+        with open(progress_path(opts), encoding="utf-8") as fh:
+            record = json.load(fh)
+    except FileNotFoundError:
+        return None
+    if not isinstance(record, dict):
+        raise ValueError(f"Option 'sinkId': {progress_path(opts)} does not hold a sink's progress record.")
+    if record.get("store") != opts.path:
+        raise ValueError(
+            f"Option 'sinkId': sink {opts.sink_id!r} in stagingDir {opts.staging_root} records the progress "
+            f"of store {record.get('store')!r}, not of {opts.path!r}; give each query its own sinkId."
+        )
+    return record
+
+
+def _save_progress(opts: WriteOptions, batch_id: int, state: str, start: int) -> None:
+    from pathlib import Path
+
+    from rocketstore.storage.fs import atomic_write
+
+    record = {"store": opts.path, "broker": opts.broker, "batchId": batch_id, "state": state,
+              "startPhyOffset": start}
+    os.makedirs(opts.staging_root, exist_ok=True)
+    atomic_write(Path(progress_path(opts)), json.dumps(record, indent=1, sort_keys=True).encode("utf-8"),
+                 keep_backup=False)
+
+
+class _SinkLock:
+    """POSIX lock on `<staging>/sparkSink-<sinkId>.lock` for the whole commit: a commit of a driver that
+    was killed while one of its processes still sends (an orphaned Python worker) ends before the
+    restarted query reads the progress and the log."""
+
+    def __init__(self, opts: WriteOptions) -> None:
+        os.makedirs(opts.staging_root, exist_ok=True)
+        self.path = os.path.join(opts.staging_root, f"sparkSink-{opts.sink_id}.lock")
+
+    def __enter__(self) -> _SinkLock:
+        import fcntl
+
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # closing releases the lock
+
+
+def _checked_queue_nums(opts: WriteOptions, messages: list[WriterCommitMessage | None],
+                        extra: Any = None) -> dict[str, int]:
+    """Check every staged message before the first send; per topic, the queue count to ask the broker
+    for when it creates the topic (one more than the highest queue id given, at least 4 as RocketMQ's
+    producers ask).
+
+    Raises:
+        InvalidMessageError: a message put() would reject; BrokerSendError: a topic brokers refuse.
+    """
+    from rocketstore.spark.broker_send import LocalCheck
+
+    assert opts.broker is not None
+    check = LocalCheck(opts.path, opts.geometry, opts.broker)
+    queue_nums: dict[str, int] = {}
+    row = 0
+    for frame in _staged_frames(messages):
+        for message in frame:
+            check.check(message, extra(row) if extra else None)
+            queue_nums[message.topic] = max(queue_nums.get(message.topic, 4), message.queue_id + 1)
+            row += 1
+    return queue_nums
+
+
+def _send_through_broker(opts: WriteOptions, messages: list[WriterCommitMessage | None]) -> None:
+    from rocketstore.spark.broker_send import BrokerSender
+
+    assert opts.broker is not None
+    queue_nums = _checked_queue_nums(opts, messages)
+    with BrokerSender(opts.broker, queue_nums) as sender:
+        sender.send((m, None) for frame in _staged_frames(messages) for m in frame)
+
+
+def _commit_through_broker(opts: WriteOptions, messages: list[WriterCommitMessage | None], batch_id: int) -> None:
+    """One micro-batch through the broker, exactly once across replays (see module docstring)."""
+    from rocketstore.spark.broker_send import SINK_ROW_PROPERTY, BrokerSender, log_end, sent_rows, sink_row_value
+
+    assert opts.broker is not None
+
+    def extra(row: int) -> dict[str, str]:
+        return {SINK_ROW_PROPERTY: sink_row_value(opts.sink_id, batch_id, row)}
+
+    with _SinkLock(opts):
+        record = load_progress(opts)
+        if record is not None and (
+            record["batchId"] > batch_id or (record["batchId"] == batch_id and record["state"] == "committed")
+        ):
+            return
+        queue_nums = _checked_queue_nums(opts, messages, extra)
+        if record is not None and record["batchId"] == batch_id:
+            start = int(record["startPhyOffset"])
+            done = sent_rows(opts.path, opts.geometry, start, f"{opts.sink_id}/{batch_id}/")
+        else:
+            start = log_end(opts.path, opts.geometry)
+            done = set()
+            _save_progress(opts, batch_id, "appending", start)
+
+        def pending() -> Iterator[tuple[Any, dict[str, str]]]:
+            row = 0
+            for frame in _staged_frames(messages):
+                for message in frame:
+                    if row not in done:
+                        yield message, extra(row)
+                    row += 1
+
+        with BrokerSender(opts.broker, queue_nums) as sender:
+            sender.send(pending())
+        _save_progress(opts, batch_id, "committed", start)
