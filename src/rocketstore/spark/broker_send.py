@@ -67,12 +67,11 @@ class LocalCheck:
     `rmq_sys_*`, ...)."""
 
     def __init__(self, store_root: str, geometry: tuple[tuple[str, int], ...], broker: str) -> None:
-        from rocketstore.prepare import Preparer
         from rocketstore.spark._stores import store_config
+        from rocketstore.store import message_checker
 
-        config = store_config(store_root, geometry)
         self.broker = broker
-        self._preparer = Preparer(config, b"\x7f\x00\x00\x01", config.delay_level_millis())
+        self._check = message_checker(store_config(store_root, geometry))
 
     def check(self, message: Message, extra: dict[str, str] | None = None) -> None:
         """Raises:
@@ -90,7 +89,7 @@ class LocalCheck:
         if extra or message.queue_id < 0:
             message = replace(message, queue_id=max(message.queue_id, 0),
                               properties={**(message.properties or {}), **(extra or {})})
-        self._preparer.prepare(message)
+        self._check(message)
 
 
 def _wire_properties(message: Message, extra: dict[str, str] | None) -> str:

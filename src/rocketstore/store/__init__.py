@@ -11,5 +11,6 @@
 """
 
 from rocketstore.store.message_store import MessageStore
+from rocketstore.store.prepare import message_checker
 
-__all__ = ["MessageStore"]
+__all__ = ["MessageStore", "message_checker"]

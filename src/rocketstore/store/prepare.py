@@ -13,7 +13,7 @@ import re
 import struct
 import types
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any, NamedTuple, cast
 
@@ -42,6 +42,7 @@ __all__ = [
     "Preparer",
     "checked_topic",
     "illegal",
+    "message_checker",
 ]
 
 _native_prepare = None if speedups is None else speedups.prepare_plain
@@ -204,6 +205,17 @@ def check_property(name: str, value: Any) -> None:
     for text in (name, value):
         if props.NAME_VALUE_SEPARATOR in text or props.PROPERTY_SEPARATOR in text:
             raise illegal(f"property {name!r} contains a separator character (U+0001 or U+0002)")
+
+
+def message_checker(config: StoreConfig) -> Callable[[Message], None]:
+    """The put-time rules of a store with `config`, without opening one (`MessageStore.check_message`
+    of a store on this geometry, its host taken as an IPv4 address): the returned function raises
+    InvalidMessageError for a message a put would refuse."""
+    preparer = Preparer(config, parse_host(config.store_host)[0], config.delay_level_millis())
+
+    def check(message: Message) -> None:
+        preparer.prepare(message)
+    return check
 
 
 class Preparer:

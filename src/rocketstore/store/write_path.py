@@ -115,7 +115,7 @@ class StoreWritePath(StoreCore):
 
     def put_nowait(self, message: Message) -> PendingPut:
         """Put one message without waiting for it to be written and, in SYNC mode, flushed:
-        `PendingPut.result()` waits (see rocketstore.pending_put). A producer keeping several puts
+        `PendingPut.result()` waits (see rocketstore.store.pending_put). A producer keeping several puts
         pending lets one sync of the group commit confirm all of them. In ASYNC mode the message is
         written before this returns, as by `put`.
 
