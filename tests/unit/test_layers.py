@@ -1,4 +1,5 @@
-"""The one-way import rule between layers (format <- storage <- log <- services <- store <- adapters)."""
+"""The one-way import rule between layers (format <- storage <- log <- services <- store <- adapters), and
+adapters reaching the store only through `rocketstore.store` (and `rocketstore.store.files`)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,13 @@ def test_every_top_level_module_has_a_place_in_the_layers():
     for path in SRC.iterdir():
         if path.is_dir() and (path / "__init__.py").exists():
             assert path.name in set(ORDER) | ADAPTERS | {"protocol"}, f"{path.name}/: name its layer"
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS))
+def test_adapters_reach_the_store_through_its_public_surface(adapter):
+    """Adapters use `rocketstore.store` (MessageStore, and `store.files` for tools that work on the files)
+    and the pure codecs of `format`, never the store's own layers (log, services, storage)."""
+    below = {"log", "services", "storage"}
+    for path in (SRC / adapter).rglob("*.py"):
+        for module in _imports(path):
+            assert _layer(module) not in below, f"{path.relative_to(SRC)} imports {module}"

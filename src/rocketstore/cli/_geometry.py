@@ -47,7 +47,7 @@ def geometry_for(path: Path, *, read_only: bool) -> StoreConfig | None:
     """
     from rocketstore import StoreConfig
     from rocketstore.format.store_dirs import STORE_CONFIG_FILE
-    from rocketstore.log.geometry import infer_geometry
+    from rocketstore.store.files import infer_geometry
 
     cli = state()
     given = cli.store_config()

@@ -32,7 +32,7 @@ from rocketstore.format.store_dirs import COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDE
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.report._files import first_nonzero as _first_nonzero
 from rocketstore.report._files import mapped as _mapped
-from rocketstore.services.dispatch import request_from_message
+from rocketstore.store.files import request_from_message
 
 if TYPE_CHECKING:
     from rocketstore import StoreConfig
@@ -208,7 +208,7 @@ class _Verifier:
                                        f"follows {expected - 1}")
             next_queue_offset[queue] = message.queue_offset + 1
         dispatch = request_from_message(message, self._delays)  # what the store derives from the record
-        keys = [k for k in (dispatch.uniq_key, *dispatch.keys) if k]
+        keys = dispatch.index_keys
         self.records[phy_offset] = _Record(
             message.size, message.topic, message.queue_id, message.queue_offset, dispatch.tags_code,
             message.sys_flag, frozenset(index_key_hash(index_format.index_key(message.topic, k)) for k in keys),

@@ -34,6 +34,23 @@ class DispatchRequest:
     uniq_key: str | None
     sys_flag: int
 
+    @property
+    def gets_queue_entry(self) -> bool:
+        """NOT and COMMIT records get a consume-queue entry."""
+        return gets_queue_entry(self.sys_flag)
+
+    @property
+    def gets_index_entry(self) -> bool:
+        """Every record but ROLLBACK is indexed (under `index_keys`)."""
+        return gets_index_entry(self.sys_flag)
+
+    @property
+    def index_keys(self) -> tuple[str, ...]:
+        """The keys the index holds the record under, in the order the store writes them: UNIQ_KEY, then
+        each KEYS token; the empty left out (as `log.index_service.index_keys_of` packs them)."""
+        keys = (self.uniq_key, *self.keys) if self.uniq_key else self.keys
+        return tuple(k for k in keys if k)
+
 
 def delivery_tags_code(store_timestamp: int, level: int, delay_millis: list[int]) -> int:
     """Tags code of a delayed record: its delivery time (unknown level: +1 s, as RocketMQ)."""
@@ -80,11 +97,11 @@ class Dispatcher:
             OSError: a file could not be created.
         """
         queued = indexed = False
-        if queues and gets_queue_entry(req.sys_flag):
+        if queues and req.gets_queue_entry:
             cq = self._queue_for(req.topic, req.queue_id)
             queued = cq.put(req.phy_offset, req.size, req.tags_code, req.queue_offset)
             if queued and self._on_queue_entry:
                 self._on_queue_entry(req)
-        if index and gets_index_entry(req.sys_flag):
+        if index and req.gets_index_entry:
             indexed = self.index.build(req.topic, req.phy_offset, req.store_timestamp, req.keys, req.uniq_key)
         return queued, indexed

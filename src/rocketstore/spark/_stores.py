@@ -23,8 +23,7 @@ from rocketstore.format.store_dirs import COMMITLOG_DIR
 
 if TYPE_CHECKING:
     from rocketstore import MessageStore, StoreConfig
-    from rocketstore.log.commitlog import CommitLog
-    from rocketstore.log.consume_queue import ConsumeQueue
+    from rocketstore.store.files import CommitLog, ConsumeQueue
 
 __all__ = ["LogReader", "commitlog_extent", "make_config", "open_read_only", "record_starts", "store_config"]
 
@@ -63,8 +62,7 @@ def commitlog_extent(root: str, config: StoreConfig) -> tuple[int, int]:
     """
     from pathlib import Path
 
-    from rocketstore.log.commitlog import CommitLog
-    from rocketstore.services.recovery import find_end
+    from rocketstore.store.files import CommitLog, find_end
 
     if not os.path.isdir(root):
         raise FileNotFoundError(f"no store directory at {root}")
@@ -137,7 +135,7 @@ class LogReader:
     def __init__(self, root: str, config: StoreConfig) -> None:
         from pathlib import Path
 
-        from rocketstore.log.commitlog import CommitLog
+        from rocketstore.store.files import CommitLog
 
         self.root = Path(root)
         self.config = config
@@ -152,7 +150,7 @@ class LogReader:
     def iter_queue(self, topic: str, queue_id: int, start: int, end: int) -> Iterator[StoredMessage]:
         """Messages of queue offsets `[start, end)` (fillers and removed records skipped)."""
         from rocketstore.errors import MessageNotFoundError
-        from rocketstore.log.consume_queue import ConsumeQueue
+        from rocketstore.store.files import ConsumeQueue
 
         cq = ConsumeQueue(self.root, topic, queue_id, self.config.consume_queue_file_entries, read_only=True)
         cq.load()

@@ -92,8 +92,7 @@ def _dispatch_range(root: str, config: StoreConfig, planned: tuple[int, int, int
     """Scan one commitlog range into packed queue entries and index keys."""
     from rocketstore.format.index import index_key
     from rocketstore.format.javahash import index_key_hash
-    from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
-    from rocketstore.services.dispatch import request_from_message
+    from rocketstore.store.files import request_from_message
 
     range_no, start, end = planned
     delays = config.delay_level_millis()
@@ -104,16 +103,15 @@ def _dispatch_range(root: str, config: StoreConfig, planned: tuple[int, int, int
     with LogReader(root, config) as log:
         for message in log.scan(start, end):
             req = request_from_message(message, delays)
-            if gets_queue_entry(req.sys_flag):
+            if req.gets_queue_entry:
                 buf = queues.setdefault((req.topic, req.queue_id), bytearray())
                 buf += pack_cq(req.queue_offset, req.phy_offset, req.size, req.tags_code)
-            if gets_index_entry(req.sys_flag):
+            if req.gets_index_entry:
                 tail = True
-                for key in ((req.uniq_key,) if req.uniq_key else ()) + req.keys:
-                    if key:
-                        key_hash = index_key_hash(index_key(req.topic, key))
-                        keys += pack_key(key_hash, req.phy_offset, req.store_timestamp)
-                        tail = False
+                for key in req.index_keys:
+                    key_hash = index_key_hash(index_key(req.topic, key))
+                    keys += pack_key(key_hash, req.phy_offset, req.store_timestamp)
+                    tail = False
     return _RangeOutput(range_no, {q: bytes(b) for q, b in queues.items()}, bytes(keys), tail)
 
 
@@ -123,7 +121,7 @@ def _queue_items(out: _RangeOutput) -> list[tuple[tuple[str, int], bytes]]:
 
 def _write_queue(staging: str, config: StoreConfig, item: tuple[tuple[str, int], Iterable[bytes]]) -> int:
     """Write one consume queue from its packed entries; returns the number of entries."""
-    from rocketstore.log.consume_queue import ConsumeQueue
+    from rocketstore.store.files import ConsumeQueue
 
     queue, blobs = item
     rows = sorted(row for blob in blobs for row in _CQ_ROW.iter_unpack(blob))
@@ -170,7 +168,7 @@ def _write_index_file(path: str, config: StoreConfig, seed: tuple[int, int] | No
                       slices: Iterable[_IndexSlice]) -> int:
     """Write one index file from its keys in log order; `seed` = (endTimestamp, endPhyOffset) of the
     previous file, which a file created after a full one starts with."""
-    from rocketstore.log.index_file import IndexFile
+    from rocketstore.store.files import IndexFile
 
     index = IndexFile(Path(path), config.index_hash_slots, config.index_max_entries, create=True)
     written = 0
@@ -232,7 +230,7 @@ def rebuild(spark: SparkSession, store_path: str | os.PathLike[str], config: Sto
     """
     from rocketstore.errors import InvalidArgumentError
     from rocketstore.format.filenames import index_file_name
-    from rocketstore.storage.marker_files import StoreLock
+    from rocketstore.store.files import StoreLock
 
     if _is_connect(spark):
         raise InvalidArgumentError("rebuild needs a classic Spark session (SparkSession.builder.master(...), or "

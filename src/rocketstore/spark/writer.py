@@ -245,7 +245,7 @@ def load_sink_state(store_root: str) -> dict[str, dict[str, Any]]:
 def _save_sink_state(opts: WriteOptions, record: dict[str, Any]) -> None:
     from pathlib import Path
 
-    from rocketstore.storage.fs import atomic_write
+    from rocketstore.store.files import atomic_write
 
     state = load_sink_state(opts.path)
     state[opts.sink_id] = record
@@ -348,7 +348,7 @@ def load_progress(opts: WriteOptions) -> dict[str, Any] | None:
 def _save_progress(opts: WriteOptions, batch_id: int, state: str, start: int) -> None:
     from pathlib import Path
 
-    from rocketstore.storage.fs import atomic_write
+    from rocketstore.store.files import atomic_write
 
     record = {"store": opts.path, "broker": opts.broker, "batchId": batch_id, "state": state,
               "startPhyOffset": start}

@@ -1,0 +1,24 @@
+"""The store's files for tools that work beside a `MessageStore` or without one: the Spark readers and
+jobs, `verify`, the command line. They use the store's own classes and rules, reached through this one
+module, so that the adapters depend on the store's public surface and never on its layers below.
+
+* `CommitLog`, `ConsumeQueue`, `IndexFile`: a store's files, mapped read-only (readers) or written into
+  a staging directory (rebuild);
+* `find_end`: where the whole records of a commitlog end, as a read-only open finds it;
+* `request_from_message`: what a record dispatches (its queue entry, the keys it is indexed under);
+* `StoreLock`: the lock a writer holds (a rebuild takes it);
+* `atomic_write`: replace a small file (temporary file, fsync, rename), as the store writes its JSON;
+* `infer_geometry`: the file sizes a store directory's files say it was written with.
+"""
+
+from rocketstore.log.commitlog import CommitLog
+from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.geometry import infer_geometry
+from rocketstore.log.index_file import IndexFile
+from rocketstore.services.dispatch import DispatchRequest, request_from_message
+from rocketstore.services.recovery import find_end
+from rocketstore.storage.fs import atomic_write
+from rocketstore.storage.marker_files import StoreLock
+
+__all__ = ["CommitLog", "ConsumeQueue", "DispatchRequest", "IndexFile", "StoreLock", "atomic_write", "find_end",
+           "infer_geometry", "request_from_message"]
