@@ -2,9 +2,35 @@
 
 `optional=True`: where no C compiler or Python headers are found the install goes on without the
 module and rocketstore runs its pure-Python twins of the same functions.
+
+Before compiling, `src/rocketstore/_layout.h` is generated from the Python declarations
+(`rocketstore/store/c_layout.py`, run with the standard library only), so the C code never repeats a
+layout or a field order.
 """
 
-from setuptools import Extension, setup
+import subprocess
+import sys
+from pathlib import Path
 
-setup(ext_modules=[Extension("rocketstore._speedups", ["src/rocketstore/_speedups.c", "src/rocketstore/_crc32.c"],
-                             depends=["src/rocketstore/_crc32.h"], optional=True)])
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+SRC = Path(__file__).resolve().parent / "src"
+LAYOUT_HEADER = SRC / "rocketstore" / "_layout.h"
+
+
+def write_layout_header() -> None:
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from rocketstore.store.c_layout import header; "
+            "open(sys.argv[2], 'w', encoding='utf-8').write(header())")
+    subprocess.run([sys.executable, "-S", "-c", code, str(SRC), str(LAYOUT_HEADER)], check=True)
+
+
+class BuildWithLayout(build_ext):
+    def run(self) -> None:
+        write_layout_header()
+        super().run()
+
+
+setup(cmdclass={"build_ext": BuildWithLayout},
+      ext_modules=[Extension("rocketstore._speedups", ["src/rocketstore/_speedups.c", "src/rocketstore/_crc32.c"],
+                             depends=["src/rocketstore/_crc32.h", "src/rocketstore/_layout.h"], optional=True)])

@@ -26,6 +26,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "_layout.h" /* layouts and field orders, generated from the Python declarations */
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -212,9 +213,6 @@ read_be(const unsigned char *p, int width)
     return (int64_t)v;
 }
 
-#define HEADER_SIZE 40
-#define SLOT_SIZE 4
-#define ENTRY_SIZE 20
 #define MAX_SLOTS (1LL << 40)               /* far above any index file (RocketMQ's default: 5 million) */
 #define MAX_DIFF_MS (0x80000000LL * 1000)   /* a timeDiff (int32 seconds) in milliseconds, bounding it */
 
@@ -261,8 +259,8 @@ index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t size = view.len;
     Py_ssize_t appended_from = PyList_GET_SIZE(out);
     PyObject *answer = Py_True;
-    long long slot_at = HEADER_SIZE + (key_hash % slots) * SLOT_SIZE;
-    if (slot_at + SLOT_SIZE > size) {
+    long long slot_at = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE;
+    if (slot_at + INDEX_SLOT_SIZE > size) {
         answer = Py_False;
         goto done;
     }
@@ -270,18 +268,18 @@ index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (n <= 0 || n > n_max || n_max <= 1) {
         goto done;
     }
-    long long entries_at = HEADER_SIZE + slots * SLOT_SIZE;
+    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
     while (PyList_GET_SIZE(out) < max_count) {
-        long long at = entries_at + n * ENTRY_SIZE;
-        if (at < 0 || at + ENTRY_SIZE > size) {
+        long long at = entries_at + n * INDEX_ENTRY_SIZE;
+        if (at < 0 || at + INDEX_ENTRY_SIZE > size) {
             answer = Py_False;
             break;
         }
         const unsigned char *entry = buf + at;
-        long long entry_hash = read_be(entry, 4);
-        long long phy = read_be(entry + 4, 8);
-        long long diff = read_be(entry + 12, 4);
-        long long prev = read_be(entry + 16, 4);
+        long long entry_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, 4);
+        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, 8);
+        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, 4);
+        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, 4);
         if (diff < 0) {
             break;
         }
@@ -388,9 +386,9 @@ index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     have_view = 1;
-    long long entries_at = HEADER_SIZE + slots * SLOT_SIZE;
+    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
     if (n + count > 0x7FFFFFFFLL || slot_count + count > 0x7FFFFFFFLL || slot_count < INT32_MIN
-        || entries_at + (n + count) * ENTRY_SIZE > view.len) {
+        || entries_at + (n + count) * INDEX_ENTRY_SIZE > view.len) {
         result = Py_NewRef(Py_None);
         goto done;
     }
@@ -399,7 +397,7 @@ index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int64_t h, phy;
         memcpy(&h, pairs + 16 * i, 8);
         memcpy(&phy, pairs + 16 * i + 8, 8);
-        unsigned char *slot = buf + HEADER_SIZE + (h % slots) * SLOT_SIZE;
+        unsigned char *slot = buf + INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE;
         long long slot_value = read_be(slot, 4);
         if (slot_value <= 0 || slot_value > n) {
             slot_value = 0;
@@ -416,22 +414,22 @@ index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             begin_phy = phy;
             begin_ts = ts;
         }
-        unsigned char *entry = buf + entries_at + n * ENTRY_SIZE;
-        write_be(entry, (uint64_t)h, 4);
-        write_be(entry + 4, (uint64_t)phy, 8);
-        write_be(entry + 12, (uint64_t)diff, 4);
-        write_be(entry + 16, (uint64_t)slot_value, 4);
+        unsigned char *entry = buf + entries_at + n * INDEX_ENTRY_SIZE;
+        write_be(entry + INDEX_ENTRY_KEYHASH_POS, (uint64_t)h, 4);
+        write_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
+        write_be(entry + INDEX_ENTRY_TIMEDIFF_POS, (uint64_t)diff, 4);
+        write_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, (uint64_t)slot_value, 4);
         write_be(slot, (uint64_t)n, 4);
         n++;
         end_phy = phy;
         end_ts = ts;
     }
-    write_be(buf, (uint64_t)begin_ts, 8);
-    write_be(buf + 8, (uint64_t)end_ts, 8);
-    write_be(buf + 16, (uint64_t)begin_phy, 8);
-    write_be(buf + 24, (uint64_t)end_phy, 8);
-    write_be(buf + 32, (uint64_t)slot_count, 4);
-    write_be(buf + 36, (uint64_t)n, 4);
+    write_be(buf + INDEX_HEADER_BEGINTIMESTAMP_POS, (uint64_t)begin_ts, 8);
+    write_be(buf + INDEX_HEADER_ENDTIMESTAMP_POS, (uint64_t)end_ts, 8);
+    write_be(buf + INDEX_HEADER_BEGINPHYOFFSET_POS, (uint64_t)begin_phy, 8);
+    write_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, (uint64_t)end_phy, 8);
+    write_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, (uint64_t)slot_count, 4);
+    write_be(buf + INDEX_HEADER_INDEXCOUNT_POS, (uint64_t)n, 4);
     result = Py_BuildValue("(LLLLLL)", begin_ts, end_ts, begin_phy, end_phy, slot_count, n);
 done:
     if (have_view) {
@@ -441,12 +439,6 @@ done:
     return result;
 }
 
-#define MAGIC_V1 0xDAA320A7u
-#define FIXED_HEAD_SIZE 48
-#define PHY_OFFSET_POS 28
-#define SYS_FLAG_POS 36
-#define BORN_V6 0x10
-#define STORE_V6 0x20
 
 struct layout {
     long long phy_offset, sys_flag, body_start, body_end, topic_start, topic_len, props_start;
@@ -458,18 +450,18 @@ struct layout {
 static int
 layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out)
 {
-    if (total < SYS_FLAG_POS + 4) {
+    if (total < REC_SYSFLAG_POS + 4) {
         PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
         return -1;
     }
-    out->phy_offset = read_be(raw + PHY_OFFSET_POS, 8);
-    out->sys_flag = read_be(raw + SYS_FLAG_POS, 4);
-    long long body_start = FIXED_HEAD_SIZE + 8 + 8 + 8 + 4 + 8 + 4;
+    out->phy_offset = read_be(raw + REC_PHYSICALOFFSET_POS, 8);
+    out->sys_flag = read_be(raw + REC_SYSFLAG_POS, 4);
+    long long body_start = REC_HEADER_V4_SIZE;
     if (out->sys_flag & BORN_V6) {
-        body_start += 12;
+        body_start += REC_V6_EXTRA;
     }
     if (out->sys_flag & STORE_V6) {
-        body_start += 12;
+        body_start += REC_V6_EXTRA;
     }
     if (total < body_start) {
         PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
@@ -903,10 +895,6 @@ build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return new_message((PyTypeObject *)args[0], raw, magic, NULL);
 }
 
-#define UNIT_SIZE 20
-#define FILLER_SIZE 0x7FFFFFFFLL
-#define MAGIC_V2 0xDAA320ABu
-#define MIN_RECORD_SIZE 91
 enum run_state { RUN_END, RUN_FULL, RUN_ELSEWHERE };
 
 /* A `cls` for the record at `at` when `room` bytes (8 or more) hold a whole, well-formed record whose
@@ -916,10 +904,10 @@ static PyObject *
 record_in(PyTypeObject *cls, const unsigned char *at, long long room, long long phy_offset,
           struct topic_cache *cache)
 {
-    long long total = read_be(at, 4);
-    unsigned long magic = (unsigned long)(read_be(at + 4, 4) & 0xFFFFFFFFLL);
+    long long total = read_be(at + REC_TOTALSIZE_POS, 4);
+    unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
     if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > room
-        || read_be(at + PHY_OFFSET_POS, 8) != phy_offset) { /* not the record asked for */
+        || read_be(at + REC_PHYSICALOFFSET_POS, 8) != phy_offset) { /* not the record asked for */
         return NULL;
     }
     PyObject *raw = PyBytes_FromStringAndSize((const char *)at, (Py_ssize_t)total);
@@ -989,9 +977,9 @@ decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int failed = 0;
     for (; i < end; i++) {
         const unsigned char *unit = units + i * UNIT_SIZE;
-        long long phy_offset = read_be(unit, 8);
-        long long size = read_be(unit + 8, 4);
-        long long code = read_be(unit + 12, 8);
+        long long phy_offset = read_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, 8);
+        long long size = read_be(unit + CQ_MESSAGE_SIZE_POS, 4);
+        long long code = read_be(unit + CQ_TAGS_HASH_CODE_POS, 8);
         /* total_bytes + size > max_bytes without overflow (size is an int32) */
         int too_big = size >= 0 ? total_bytes > max_bytes - size : total_bytes + size > max_bytes;
         if (PyList_GET_SIZE(messages) > 0 && (PyList_GET_SIZE(messages) >= max_count || too_big)) {
@@ -1181,8 +1169,6 @@ int_field(PyObject *value, long long lo, long long hi, int *ok)
 static PyObject *s_topic, *s_body, *s_queue_id, *s_tags, *s_keys, *s_properties, *s_born_host, *s_sys_flag,
     *s_flag, *s_born_timestamp, *s_reconsume_times, *s_prepared_transaction_offset, *s_size;
 
-#define PREPARED_FIELDS 23
-#define MAX_PROPERTIES_LENGTH 32767
 
 static int
 has_separator(PyObject *text)
@@ -1201,15 +1187,7 @@ has_separator(PyObject *text)
 
 /* The Message fields prepare_one reads, in the order of the `slots` argument of prepare_plain and
  * prepare_many (rocketstore.store.prepare.MESSAGE_FIELDS). */
-enum message_attribute {
-    M_TOPIC, M_BODY, M_QUEUE_ID, M_TAGS, M_KEYS, M_PROPERTIES, M_BORN_HOST, M_SYS_FLAG, M_FLAG,
-    M_BORN_TIMESTAMP, M_RECONSUME_TIMES, M_PREPARED_OFFSET, MESSAGE_FIELDS
-};
-
-static PyObject **const message_field_names[MESSAGE_FIELDS] = {
-    &s_topic, &s_body, &s_queue_id, &s_tags, &s_keys, &s_properties, &s_born_host, &s_sys_flag, &s_flag,
-    &s_born_timestamp, &s_reconsume_times, &s_prepared_transaction_offset,
-};
+static PyObject *message_field_names[MESSAGE_FIELDS]; /* interned at import, in the generated order */
 
 /* Where a message's fields sit: the slot offsets of the class (`type`) whose member descriptors were
  * given, or no class (every field through getattr). */
@@ -1243,7 +1221,7 @@ message_layout_of(PyObject *slots, struct message_layout *layout)
         PyObject *descriptor = PyTuple_GET_ITEM(slots, i);
         if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
             || ((PyMemberDescrObject *)descriptor)->d_member->type != T_OBJECT_EX
-            || PyUnicode_Compare(((PyDescrObject *)descriptor)->d_name, *message_field_names[i]) != 0
+            || PyUnicode_Compare(((PyDescrObject *)descriptor)->d_name, message_field_names[i]) != 0
             || (type != NULL && ((PyDescrObject *)descriptor)->d_type != type)) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_TypeError, "prepare: slots must be one class's object slots, in "
@@ -1271,7 +1249,7 @@ message_field(PyObject *message, const struct message_layout *layout, int field)
             return Py_NewRef(value);
         }
     }
-    return PyObject_GetAttr(message, *message_field_names[field]);
+    return PyObject_GetAttr(message, message_field_names[field]);
 }
 
 /* The last shape prepare_one asked message_shape for, kept over the messages of one prepare_many
@@ -1560,7 +1538,7 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
     GET(flag, M_FLAG);
     if ((born_timestamp = message_field(message, layout, M_BORN_TIMESTAMP)) == NULL
         || (reconsume = message_field(message, layout, M_RECONSUME_TIMES)) == NULL
-        || (prepared_offset = message_field(message, layout, M_PREPARED_OFFSET)) == NULL) {
+        || (prepared_offset = message_field(message, layout, M_PREPARED_TRANSACTION_OFFSET)) == NULL) {
         Py_DECREF(flag);
         Py_XDECREF(born_timestamp);
         Py_XDECREF(reconsume);
@@ -1594,17 +1572,20 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
         goto fail;
     }
     PyObject *fields[PREPARED_FIELDS] = {
-        Py_NewRef(topic), Py_NewRef(queue_id), Py_NewRef(queue_key), Py_NewRef(body), Py_NewRef(crc),
-        Py_NewRef(head), Py_NewRef(tail), flag, Py_NewRef(sys_flag),
-        Py_NewRef(PyTuple_GET_ITEM(shape, 1)), born_timestamp, Py_NewRef(store_ip), Py_NewRef(born_port),
-        reconsume, prepared_offset, Py_NewRef(size), Py_NewRef(Py_True),
-        Py_NewRef(PyTuple_GET_ITEM(shape, 2)), Py_NewRef(PyTuple_GET_ITEM(shape, 3)), PyLong_FromLong(0),
-        Py_NewRef(PyTuple_GET_ITEM(shape, 4)), Py_NewRef(split), Py_NewRef(Py_None),
+        [P_TOPIC] = Py_NewRef(topic), [P_QUEUE_ID] = Py_NewRef(queue_id), [P_QUEUE_KEY] = Py_NewRef(queue_key),
+        [P_BODY] = Py_NewRef(body), [P_BODY_CRC] = Py_NewRef(crc), [P_HEAD] = Py_NewRef(head),
+        [P_TAIL] = Py_NewRef(tail), [P_FLAG] = flag, [P_SYS_FLAG] = Py_NewRef(sys_flag),
+        [P_RECORD_SYS_FLAG] = Py_NewRef(PyTuple_GET_ITEM(shape, 1)), [P_BORN_TIMESTAMP] = born_timestamp,
+        [P_BORN_IP] = Py_NewRef(store_ip), [P_BORN_PORT] = Py_NewRef(born_port), [P_RECONSUME_TIMES] = reconsume,
+        [P_PREPARED_OFFSET] = prepared_offset, [P_SIZE] = Py_NewRef(size), [P_WAIT] = Py_NewRef(Py_True),
+        [P_IN_QUEUE] = Py_NewRef(PyTuple_GET_ITEM(shape, 2)), [P_INDEXED] = Py_NewRef(PyTuple_GET_ITEM(shape, 3)),
+        [P_DELAY_LEVEL] = PyLong_FromLong(0), [P_TAGS_CODE] = Py_NewRef(PyTuple_GET_ITEM(shape, 4)),
+        [P_KEYS] = Py_NewRef(split), [P_UNIQ_KEY] = Py_NewRef(Py_None),
     };
     for (int i = 0; i < PREPARED_FIELDS; i++) {
         PyTuple_SET_ITEM(prepared, i, fields[i]);
     }
-    if (PyTuple_GET_ITEM(prepared, 19) == NULL) {
+    if (PyTuple_GET_ITEM(prepared, P_DELAY_LEVEL) == NULL) {
         Py_DECREF(prepared);
         goto fail;
     }
@@ -1638,13 +1619,7 @@ done:
 #undef DECLINE_UNLESS
 }
 
-/* Fields of rocketstore.store.prepare.Prepared that pack_run reads. */
-enum prepared_field {
-    P_TOPIC = 0, P_QUEUE_ID = 1, P_QUEUE_KEY = 2, P_BODY = 3, P_BODY_CRC = 4, P_TAIL = 6, P_FLAG = 7,
-    P_RECORD_FLAG = 9, P_BORN_TIMESTAMP = 10, P_BORN_IP = 11, P_BORN_PORT = 12, P_RECONSUME = 13,
-    P_PREPARED_OFFSET = 14, P_SIZE = 15, P_IN_QUEUE = 17, P_INDEXED = 18, P_DELAY_LEVEL = 19, P_TAGS_CODE = 20,
-    P_KEYS = 21, P_UNIQ_KEY = 22,
-};
+/* pack_run reads the fields of rocketstore.store.prepare.Prepared by the generated enum prepared_field. */
 
 /* What pack_run checked of one prepared message (pass 1) and writes (pass 2). */
 struct packed {
@@ -1879,12 +1854,12 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r->crc = int_field(PyTuple_GET_ITEM(p, P_BODY_CRC), I32_MIN, I32_MAX, &ok);
         r->queue_id = int_field(PyTuple_GET_ITEM(p, P_QUEUE_ID), I32_MIN, I32_MAX, &ok);
         r->flag = int_field(PyTuple_GET_ITEM(p, P_FLAG), I32_MIN, I32_MAX, &ok);
-        r->record_flag = int_field(PyTuple_GET_ITEM(p, P_RECORD_FLAG), I32_MIN, I32_MAX, &ok);
+        r->record_flag = int_field(PyTuple_GET_ITEM(p, P_RECORD_SYS_FLAG), I32_MIN, I32_MAX, &ok);
         PyObject *born_ts = PyTuple_GET_ITEM(p, P_BORN_TIMESTAMP);
         r->born_has_ts = born_ts != Py_None;
         r->born_ts = r->born_has_ts ? int_field(born_ts, LLONG_MIN, LLONG_MAX, &ok) : store_ts;
         r->born_port = int_field(PyTuple_GET_ITEM(p, P_BORN_PORT), I32_MIN, I32_MAX, &ok);
-        r->reconsume = int_field(PyTuple_GET_ITEM(p, P_RECONSUME), I32_MIN, I32_MAX, &ok);
+        r->reconsume = int_field(PyTuple_GET_ITEM(p, P_RECONSUME_TIMES), I32_MIN, I32_MAX, &ok);
         r->prepared_offset = int_field(PyTuple_GET_ITEM(p, P_PREPARED_OFFSET), LLONG_MIN, LLONG_MAX, &ok);
         r->code = int_field(PyTuple_GET_ITEM(p, P_TAGS_CODE), LLONG_MIN, LLONG_MAX, &ok);
         long long delay = int_field(PyTuple_GET_ITEM(p, P_DELAY_LEVEL), 0, 0, &ok); /* delayed: the twin */
@@ -1996,10 +1971,10 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(phy_obj);
                 goto error;
             }
-            write_be(queue->out, (uint64_t)phy, 8);
-            write_be(queue->out + 8, (uint64_t)r->size, 4);
-            write_be(queue->out + 12, (uint64_t)r->code, 8);
-            queue->out += 20;
+            write_be(queue->out + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
+            write_be(queue->out + CQ_MESSAGE_SIZE_POS, (uint64_t)r->size, 4);
+            write_be(queue->out + CQ_TAGS_HASH_CODE_POS, (uint64_t)r->code, 8);
+            queue->out += UNIT_SIZE;
         } else {
             qo_obj = PyLong_FromLong(0);
         }
@@ -2026,28 +2001,28 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         /* the header, then BODY and the tail */
         PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
         PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
-        write_be(out, (uint64_t)r->size, 4);
-        write_be(out + 4, MAGIC_V1, 4);
-        write_be(out + 8, (uint64_t)r->crc, 4);
-        write_be(out + 12, (uint64_t)r->queue_id, 4);
-        write_be(out + 16, (uint64_t)r->flag, 4);
-        write_be(out + 20, (uint64_t)queue_offset, 8);
-        write_be(out + 28, (uint64_t)phy, 8);
-        write_be(out + 36, (uint64_t)r->record_flag, 4);
-        write_be(out + 40, (uint64_t)r->born_ts, 8);
-        unsigned char *at = out + 48;
+        write_be(out + REC_TOTALSIZE_POS, (uint64_t)r->size, 4);
+        write_be(out + REC_MAGICCODE_POS, MAGIC_V1, 4);
+        write_be(out + REC_BODYCRC_POS, (uint64_t)r->crc, 4);
+        write_be(out + REC_QUEUEID_POS, (uint64_t)r->queue_id, 4);
+        write_be(out + REC_FLAG_POS, (uint64_t)r->flag, 4);
+        write_be(out + REC_QUEUEOFFSET_POS, (uint64_t)queue_offset, 8);
+        write_be(out + REC_PHYSICALOFFSET_POS, (uint64_t)phy, 8);
+        write_be(out + REC_SYSFLAG_POS, (uint64_t)r->record_flag, 4);
+        write_be(out + REC_BORNTIMESTAMP_POS, (uint64_t)r->born_ts, 8);
+        unsigned char *at = out + FIXED_HEAD_SIZE;
         memcpy(at, PyBytes_AS_STRING(born_ip), (size_t)PyBytes_GET_SIZE(born_ip));
         at += PyBytes_GET_SIZE(born_ip);
-        write_be(at, (uint64_t)r->born_port, 4);
-        write_be(at + 4, (uint64_t)store_ts, 8);
-        at += 12;
+        write_be(at + REC_AFTER_BORN_IP_BORNHOST_PORT_POS, (uint64_t)r->born_port, 4);
+        write_be(at + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, (uint64_t)store_ts, 8);
+        at += REC_AFTER_BORN_IP_SIZE;
         memcpy(at, PyBytes_AS_STRING(store_ip), (size_t)store_ip_len);
         at += store_ip_len;
-        write_be(at, (uint64_t)store_port, 4);
-        write_be(at + 4, (uint64_t)r->reconsume, 4);
-        write_be(at + 8, (uint64_t)r->prepared_offset, 8);
-        write_be(at + 16, (uint64_t)PyBytes_GET_SIZE(body), 4);
-        at += 20;
+        write_be(at + REC_AFTER_STORE_IP_STOREHOST_PORT_POS, (uint64_t)store_port, 4);
+        write_be(at + REC_AFTER_STORE_IP_RECONSUMETIMES_POS, (uint64_t)r->reconsume, 4);
+        write_be(at + REC_AFTER_STORE_IP_PREPAREDTRANSACTIONOFFSET_POS, (uint64_t)r->prepared_offset, 8);
+        write_be(at + REC_AFTER_STORE_IP_BODYLENGTH_POS, (uint64_t)PyBytes_GET_SIZE(body), 4);
+        at += REC_AFTER_STORE_IP_SIZE;
         memcpy(at, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
         at += PyBytes_GET_SIZE(body);
         memcpy(at, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
@@ -2292,7 +2267,50 @@ crc32_portable(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return crc32_with(args, nargs, rs_crc32_portable);
 }
 
+/* layout(): the values this module was compiled with (_layout.h), for the test that holds them to the
+ * Python declarations (rocketstore.store.c_layout.compiled_with). */
+static PyObject *
+strings_tuple(const char *const *names, int count)
+{
+    PyObject *out = PyTuple_New(count);
+    for (int i = 0; out != NULL && i < count; i++) {
+        PyObject *name = PyUnicode_FromString(names[i]);
+        if (name == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyTuple_SET_ITEM(out, i, name);
+    }
+    return out;
+}
+
+static PyObject *
+layout(PyObject *self, PyObject *unused)
+{
+    static const char *const prepared[PREPARED_FIELDS] = {PREPARED_FIELD_NAMES};
+    static const char *const message[MESSAGE_FIELDS] = {MESSAGE_FIELD_NAMES};
+    PyObject *values = PyDict_New();
+    if (values == NULL) {
+        return NULL;
+    }
+#define X(name)                                                                     \
+    do {                                                                            \
+        PyObject *value = PyLong_FromLongLong((long long)(name));                   \
+        if (value == NULL || PyDict_SetItemString(values, #name, value) < 0) {      \
+            Py_XDECREF(value);                                                      \
+            Py_DECREF(values);                                                      \
+            return NULL;                                                            \
+        }                                                                           \
+        Py_DECREF(value);                                                           \
+    } while (0);
+    LAYOUT_ITEMS
+#undef X
+    return Py_BuildValue("{sNsNsN}", "layout", values, "prepared", strings_tuple(prepared, PREPARED_FIELDS),
+                         "message", strings_tuple(message, MESSAGE_FIELDS));
+}
+
 static PyMethodDef methods[] = {
+    {"layout", layout, METH_NOARGS, "The layouts and field orders this module was compiled with."},
     {"java_hash", (PyCFunction)java_hash, METH_O, "Java String.hashCode of a str, as a signed int32."},
     {"java_hash_concat", (PyCFunction)(void (*)(void))java_hash_concat, METH_FASTCALL,
      "java_hash(prefix + text) without building the string."},
@@ -2350,6 +2368,12 @@ PyInit__speedups(void)
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) {
+            return NULL;
+        }
+    }
+    static const char *const field_names[MESSAGE_FIELDS] = {MESSAGE_FIELD_NAMES};
+    for (int i = 0; i < MESSAGE_FIELDS; i++) {
+        if ((message_field_names[i] = PyUnicode_InternFromString(field_names[i])) == NULL) {
             return NULL;
         }
     }

@@ -50,6 +50,17 @@ def test_the_store_uses_the_compiled_functions_unless_told_not_to():
     assert out.stdout.split() == ["True", "True"]
 
 
+def test_the_module_was_compiled_with_the_python_declarations():
+    """_layout.h is generated from the Python declarations at build time; a module built before a
+    declaration changed (or from a hand-edited header) fails here."""
+    from rocketstore.store import c_layout
+
+    assert _speedups.layout() == c_layout.compiled_with()
+    assert c_layout.compiled_with()["prepared"] == Prepared._fields
+    header = c_layout.header()
+    assert "#define REC_SYSFLAG_POS 36" in header and "P_DELAY_LEVEL = 19," in header
+
+
 def test_known_hashes():
     assert _speedups.java_hash("TagA") == 2598919
     assert _speedups.java_hash("polygenelubricants") == -(2**31)

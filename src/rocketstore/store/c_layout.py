@@ -1,0 +1,144 @@
+"""The C header of the compiled helpers, derived from the Python declarations: `_layout.h`.
+
+The layouts (record, consume-queue unit, index file), the sys flag bits and the field order of
+`Prepared` and of the `Message` fields the compiled prepare reads are declared once, in Python
+(`format.message`, `format.consume_queue`, `format.index`, `format.sysflag`, `format.properties`,
+`store.prepare`). `setup.py` runs this module (with the standard library only) before it compiles
+`_speedups.c`, which includes the header instead of repeating those values; `LAYOUT` is what the header
+says, and the built module reports what it was compiled with (`_speedups.layout()`), which a test holds
+to this module.
+
+    python src/rocketstore/store/c_layout.py OUT.h
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import struct
+import sys
+from types import ModuleType
+
+from rocketstore.format import consume_queue, index, message, properties
+from rocketstore.format.sysflag import SysFlag
+
+_FIELD_LINE = re.compile(r'^\s*(?:[A-Z_]+\s*=\s*(?:struct\.Struct\()?\(?)?\s*(?:\+\s*)?f?"([^"]+)"\s*#\s*(.+?)\s*$')
+
+
+def struct_fields(module: ModuleType, start: str, sizes: dict[str, int] | None = None) -> list[tuple[str, str]]:
+    """(format piece, field name) of a layout declared as one commented piece per line, from the line
+    that starts with `start` in `module`'s source to the closing parenthesis (`{name}` pieces take
+    `sizes`)."""
+    lines = inspect.getsource(module).splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    fields = []
+    for line in lines[first:]:
+        found = _FIELD_LINE.match(line)
+        if found:
+            piece = found.group(1).format(**(sizes or {}))
+            fields.append((piece, _c_name(found.group(2))))
+        if line.strip().startswith(")"):
+            break
+    return fields
+
+
+def _c_name(comment: str) -> str:
+    return re.sub(r"[^A-Z0-9]+", "_", re.sub(r"\(.*?\)", "", comment).upper()).strip("_")
+
+
+def positions(prefix: str, fields: list[tuple[str, str]]) -> dict[str, int]:
+    """`prefix`_NAME_POS -> byte position of each field (big-endian, no padding)."""
+    out, fmt = {}, ">"
+    for piece, name in fields:
+        out[f"{prefix}_{name}_POS"] = struct.calcsize(fmt + piece.lstrip(">")) - struct.calcsize(piece.lstrip(">"))
+        fmt += piece.lstrip(">")
+    return out
+
+
+def _record_positions() -> dict[str, int]:
+    """Record header fields: from the record's start up to BORNHOST, then each part relative to the end
+    of the IP before it (the born and store IPs are 4 or 16 bytes)."""
+    head = struct_fields(message, "_FIXED_HEAD_FORMAT = (")
+    rest = struct_fields(message, "    return struct.Struct(", {"born_ip_len": 4, "store_ip_len": 4})
+    ip_at = [i for i, (piece, _) in enumerate(rest) if piece.endswith("s")]
+    after_born, after_store = rest[ip_at[0] + 1:ip_at[1]], rest[ip_at[1] + 1:]
+    out = positions("REC", head)
+    out.update(positions("REC_AFTER_BORN_IP", after_born))
+    out.update(positions("REC_AFTER_STORE_IP", after_store))
+    out["REC_AFTER_BORN_IP_SIZE"] = struct.calcsize(">" + "".join(p for p, _ in after_born))
+    out["REC_AFTER_STORE_IP_SIZE"] = struct.calcsize(">" + "".join(p for p, _ in after_store))
+    out["REC_HEADER_V4_SIZE"] = message.header_struct(4, 4).size
+    out["REC_V6_EXTRA"] = message.header_struct(16, 4).size - message.header_struct(4, 4).size
+    assert struct.calcsize(">" + "".join(p.lstrip(">") for p, _ in head)) == message.FIXED_HEAD.size
+    return out
+
+
+def _layout() -> dict[str, int]:
+    return {
+        "MAGIC_V1": message.MAGIC_V1 & 0xFFFFFFFF,
+        "MAGIC_V2": message.MAGIC_V2 & 0xFFFFFFFF,
+        "FIXED_HEAD_SIZE": message.FIXED_HEAD.size,
+        "MIN_RECORD_SIZE": message.MIN_RECORD_SIZE,
+        "BORN_V6": int(SysFlag.BORNHOST_V6),
+        "STORE_V6": int(SysFlag.STOREHOST_V6),
+        "UNIT_SIZE": consume_queue.UNIT_SIZE,
+        "FILLER_SIZE": consume_queue.FILLER_SIZE,
+        "INDEX_HEADER_SIZE": index.HEADER_SIZE,
+        "INDEX_SLOT_SIZE": index.SLOT_SIZE,
+        "INDEX_ENTRY_SIZE": index.ENTRY_SIZE,
+        "MAX_PROPERTIES_LENGTH": properties.MAX_PROPERTIES_LENGTH,
+        **_record_positions(),
+        **positions("CQ", struct_fields(consume_queue, "UNIT = struct.Struct(")),
+        **positions("INDEX_HEADER", struct_fields(index, "HEADER = struct.Struct(")),
+        **positions("INDEX_ENTRY", struct_fields(index, "ENTRY = struct.Struct(")),
+    }
+
+
+def _field_orders() -> dict[str, tuple[str, ...]]:
+    from rocketstore.store.prepare import MESSAGE_FIELDS, Prepared
+
+    return {"P": tuple(Prepared._fields), "M": MESSAGE_FIELDS}
+
+
+LAYOUT = _layout()
+"""Name -> value of every #define of the header (the field counts and indices come on top)."""
+
+
+def _literal(value: int) -> str:
+    if value > 0x7FFFFFFF:  # the record magics: compared with uint32 reads
+        return f"{value:#X}u".replace("0X", "0x")
+    return f"{value:#X}LL".replace("0X", "0x") if value > 0xFFFF else str(value)
+
+
+def compiled_with() -> dict[str, object]:
+    """What `_speedups.layout()` reports for a module compiled with this header."""
+    orders = _field_orders()
+    return {"layout": dict(LAYOUT), "prepared": orders["P"], "message": orders["M"]}
+
+
+def header() -> str:
+    """The text of `_layout.h`."""
+    lines = ["/* Generated from rocketstore's Python declarations by rocketstore/store/c_layout.py when the",
+             " * compiled helpers are built. Do not edit: change the Python declaration. */",
+             "#ifndef ROCKETSTORE_LAYOUT_H", "#define ROCKETSTORE_LAYOUT_H", ""]
+    for name, value in LAYOUT.items():
+        lines.append(f"#define {name} {_literal(value)}")
+    orders = _field_orders()
+    lines += ["", "/* rocketstore.store.prepare.Prepared, field by field */", "enum prepared_field {"]
+    lines += [f"    P_{name.upper()} = {i}," for i, name in enumerate(orders["P"])]
+    lines += ["};", f"#define PREPARED_FIELDS {len(orders['P'])}",
+              "#define PREPARED_FIELD_NAMES " + ", ".join(f'"{name}"' for name in orders["P"]), "",
+              "/* rocketstore.store.prepare.MESSAGE_FIELDS: the Message fields the compiled prepare reads */",
+              "enum message_attribute {"]
+    lines += [f"    M_{name.upper()} = {i}," for i, name in enumerate(orders["M"])]
+    lines += ["};", f"#define MESSAGE_FIELDS {len(orders['M'])}",
+              "#define MESSAGE_FIELD_NAMES " + ", ".join(f'"{name}"' for name in orders["M"]), "",
+              "#define LAYOUT_ITEMS \\"]
+    lines += [f"    X({name}) \\" for name in LAYOUT]
+    lines += ["", "#endif", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1], "w", encoding="utf-8") as out:
+        out.write(header())
