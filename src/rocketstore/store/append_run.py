@@ -53,8 +53,9 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
     keyed: list[tuple[str, int, tuple[str, ...], str | None]] = []
     used = 0
     while i < stop:
-        (topic, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
-         reconsume, prepared_offset, size, _, in_queue, indexed, delay_level, code, keys, uniq_key) = prepared[i]
+        (topic, queue_id, queue_key, body, body_crc, head, tail, flag, _, record_sys_flag, born_timestamp,
+         born_ip, born_port, reconsume_times, prepared_offset, size, _, in_queue, indexed, delay_level,
+         tags_code, keys, uniq_key) = prepared[i]  # Prepared's fields in order (test_prepared_order.py)
         if used + size > room:
             break
         if in_queue:
@@ -62,19 +63,19 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
             queue_table[queue_key] = queue_offset + 1
             if delay_level:
                 assert delay_millis is not None, "a delayed message needs the delay levels"
-                code = delivery_tags_code(store_ts, delay_level, delay_millis)
+                tags_code = delivery_tags_code(store_ts, delay_level, delay_millis)
             run = per_queue.get(queue_key)
             if run is None:
                 run = per_queue[queue_key] = (queue_offset, bytearray())
-            run[1].extend(pack_unit(phy, size, code))
+            run[1].extend(pack_unit(phy, size, tags_code))
         else:
             queue_offset = 0
         if indexed:
             keyed.append((topic, phy, keys, uniq_key))
         parts.append(head.pack(
-            size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
-            store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
-            store_ip, store_port, reconsume, prepared_offset, len(body)))
+            size, MAGIC_V1, body_crc, queue_id, flag, queue_offset, phy, record_sys_flag,
+            store_ts if born_timestamp is None else born_timestamp, born_ip, born_port, store_ts,
+            store_ip, store_port, reconsume_times, prepared_offset, len(body)))
         parts.append(body)
         parts.append(tail)
         placed.append((phy, queue_offset, store_ts))

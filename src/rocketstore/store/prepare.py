@@ -317,18 +317,21 @@ class Preparer:
         except ValueError as exc:
             raise illegal(str(exc)) from None
         sys_flag = message.sys_flag
-        head, record_flag, in_queue, indexed, code = message_shape(sys_flag, tags, born_ip, self._store_ip)
+        head, record_sys_flag, in_queue, indexed, code = message_shape(sys_flag, tags, born_ip, self._store_ip)
         tail = topic_part + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
         size = head.size + len(body) + len(tail)
         if size > self._max_record_size:
             raise illegal(f"record of {size} bytes does not fit a commitlog file of "
                            f"{self.config.commitlog_file_size} bytes")
-        return new_prepared(
-            topic, queue_id, (topic, queue_id), body, zlib.crc32(body) & CRC_MASK if body else 0,  # body_crc(body)
-            head, tail, message.flag, sys_flag,
-            record_flag, message.born_timestamp, born_ip, born_port, message.reconsume_times,
-            message.prepared_transaction_offset, size, wait, in_queue, indexed, delay_level,
-            0 if delay_level else code, keys, uniq_key)
+        queue_key = (topic, queue_id)
+        body_crc = zlib.crc32(body) & CRC_MASK if body else 0  # format.message.body_crc(body)
+        flag, born_timestamp, reconsume_times = message.flag, message.born_timestamp, message.reconsume_times
+        prepared_offset = message.prepared_transaction_offset
+        tags_code = 0 if delay_level else code
+        return new_prepared(  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
+            topic, queue_id, queue_key, body, body_crc, head, tail, flag, sys_flag, record_sys_flag, born_timestamp,
+            born_ip, born_port, reconsume_times, prepared_offset, size, wait, in_queue, indexed, delay_level,
+            tags_code, keys, uniq_key)
 
     def _properties_of(self, message: Message) -> tuple[dict[str, str], bool, int]:
         """The properties to store (delayed messages rewritten as RocketMQ does), WAIT, delay level."""

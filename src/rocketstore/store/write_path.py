@@ -239,8 +239,9 @@ class StoreWritePath(StoreCore):
     def _append_one(self, p: Prepared) -> PutResult:
         """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
         record, queue entry, queue callback, index keys. Called under the lock."""
-        (topic, queue_id, queue_key, body, crc, head, tail, flag, _, record_flag, born_ts, born_ip, born_port,
-         reconsume, prepared_offset, size, _, in_queue, indexed, delay_level, code, keys, uniq_key) = p
+        (topic, queue_id, queue_key, body, body_crc, head, tail, flag, _, record_sys_flag, born_timestamp,
+         born_ip, born_port, reconsume_times, prepared_offset, size, _, in_queue, indexed, delay_level,
+         tags_code, keys, uniq_key) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
         commitlog = self.commitlog
         mf = commitlog.queue.last
         if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
@@ -253,14 +254,14 @@ class StoreWritePath(StoreCore):
             self._queue_table[queue_key] = queue_offset + 1
         store_ip, store_port = self._store_ip, self._store_port
         mf.append(b"".join((head.pack(  # one copy of the record (`+` would copy the body twice)
-            size, MAGIC_V1, crc, queue_id, flag, queue_offset, phy, record_flag,
-            store_ts if born_ts is None else born_ts, born_ip, born_port, store_ts,
-            store_ip, store_port, reconsume, prepared_offset, len(body)), body, tail)))
+            size, MAGIC_V1, body_crc, queue_id, flag, queue_offset, phy, record_sys_flag,
+            store_ts if born_timestamp is None else born_timestamp, born_ip, born_port, store_ts,
+            store_ip, store_port, reconsume_times, prepared_offset, len(body)), body, tail)))
         self._last_store_timestamp = store_ts
         if in_queue:
             if delay_level:
-                code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
-            if self._queue_for(topic, queue_id).put(phy, size, code, queue_offset):
+                tags_code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
+            if self._queue_for(topic, queue_id).put(phy, size, tags_code, queue_offset):
                 self._queue_advanced(topic, queue_id, queue_offset, store_ts)
         if indexed:
             self.index.build(topic, phy, store_ts, keys, uniq_key)
