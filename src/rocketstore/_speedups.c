@@ -895,7 +895,7 @@ build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return new_message((PyTypeObject *)args[0], raw, magic, NULL);
 }
 
-enum run_state { RUN_END, RUN_FULL, RUN_ELSEWHERE };
+/* enum run_state (RUN_END, RUN_FULL, RUN_ELSEWHERE) comes from _layout.h */
 
 /* A `cls` for the record at `at` when `room` bytes (8 or more) hold a whole, well-formed record whose
  * PHYSICALOFFSET is `phy_offset`: a new reference. NULL without an error set when they do not, NULL
@@ -2305,8 +2305,9 @@ layout(PyObject *self, PyObject *unused)
     } while (0);
     LAYOUT_ITEMS
 #undef X
-    return Py_BuildValue("{sNsNsN}", "layout", values, "prepared", strings_tuple(prepared, PREPARED_FIELDS),
-                         "message", strings_tuple(message, MESSAGE_FIELDS));
+    return Py_BuildValue("{sNsNsNs{sisisi}}", "layout", values, "prepared", strings_tuple(prepared, PREPARED_FIELDS),
+                         "message", strings_tuple(message, MESSAGE_FIELDS), "run_stops", "RUN_END", RUN_END,
+                         "RUN_FULL", RUN_FULL, "RUN_ELSEWHERE", RUN_ELSEWHERE);
 }
 
 static PyMethodDef methods[] = {

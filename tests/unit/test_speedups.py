@@ -444,19 +444,19 @@ def test_decode_run_reads_a_run_and_stops_where_it_must():
     for function, cls in ((_speedups.decode_run, compiled_cls), (entry_run.decode_run_py, fm.StoredMessage)):
         messages: list = []
         assert function(cls, entries, 0, log, 100, len(log), None, messages, 8, 0, 1 << 20) == \
-            (3, len(log), entry_run.RUN_ELSEWHERE)  # the last entry's record is not in this file
+            (3, len(log), entry_run.RunStop.ELSEWHERE)  # the last entry's record is not in this file
         assert [m.raw[m._body_start:m._body_end] for m in messages] == [b"one", b"two"]
         assert messages[1].topic is messages[0].topic or function is entry_run.decode_run_py
         messages = []
         assert function(cls, entries, 0, log, 100, len(log), {2}, messages, 8, 0, 1 << 20) == \
-            (4, len(second), entry_run.RUN_END)  # codes not wanted are passed over, wherever they are
+            (4, len(second), entry_run.RunStop.END)  # codes not wanted are passed over, wherever they are
         messages = []
         assert function(cls, entries, 0, log, 100, len(log), None, messages, 1, 0, 1 << 20) == \
-            (2, len(first), entry_run.RUN_FULL)
+            (2, len(first), entry_run.RunStop.FULL)
         assert function(cls, entries, 0, log, 100, len(log), None, [], 8, 0, len(first) + 1) == \
-            (2, len(first), entry_run.RUN_FULL)  # the second would pass max_bytes
+            (2, len(first), entry_run.RunStop.FULL)  # the second would pass max_bytes
         assert function(cls, entries[:40], 0, log, 100, len(log), None, [], 8, 0, 1 << 20) == \
-            (2, len(first), entry_run.RUN_END)
+            (2, len(first), entry_run.RunStop.END)
     with pytest.raises(ValueError, match="negative"):
         _speedups.decode_run(compiled_cls, entries, -1, log, 100, len(log), None, [], 8, 0, 1)
     with pytest.raises(OverflowError):

@@ -1,12 +1,13 @@
 """The read loop of a get: consume-queue entries turned into messages, decoded in place from the
 commitlog file that holds them.
 
-`decode_run` walks the entries from entry `i` and stops, returning `(i, total_bytes, state)`, when:
+`decode_run` walks the entries from entry `i` and stops, returning `(i, total_bytes, stop)`, when
+(`RunStop`):
 
-- `RUN_END`: every entry was taken;
-- `RUN_FULL`: entry `i` would take the result past `max_count` messages or `max_bytes` bytes (the
+- `END`: every entry was taken;
+- `FULL`: entry `i` would take the result past `max_count` messages or `max_bytes` bytes (the
   limits are only checked once a message was taken, so a result always holds one message);
-- `RUN_ELSEWHERE`: entry `i` is a wanted message that cannot be decoded in place: its record lies
+- `ELSEWHERE`: entry `i` is a wanted message that cannot be decoded in place: its record lies
   outside bytes [0, log_size) of the file starting at `log_start`, or the bytes there are not the whole
   record the entry names. The caller reads it the general way (which says why a record is missing) and
   calls again with the next entry and that record's file.
@@ -19,6 +20,7 @@ when it is there; `decode_run_py` is its twin and the reference.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Collection
 
 from rocketstore._types import Buffer
@@ -36,41 +38,51 @@ from rocketstore.format.message import (
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.native import speedups
 
-__all__ = ["RUN_ELSEWHERE", "RUN_END", "RUN_FULL", "EntryReader", "decode_run", "decode_run_py"]
+__all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py"]
 
-RUN_END, RUN_FULL, RUN_ELSEWHERE = 0, 1, 2
+
+class RunStop(enum.IntEnum):
+    """Why a run of `decode_run` stopped (the compiled one answers the same numbers: its enum is generated
+    from this one, store/c_layout.py)."""
+
+    END = 0
+    FULL = 1
+    ELSEWHERE = 2
+
+
+_END, _FULL, _ELSEWHERE = RunStop.END, RunStop.FULL, RunStop.ELSEWHERE
 
 
 def decode_run_py(cls: type[StoredMessage], entries: bytes, i: int, log: Buffer, log_start: int, log_size: int,
                   wanted: Collection[int] | None, messages: list[StoredMessage], max_count: int, total_bytes: int,
-                  max_bytes: int) -> tuple[int, int, int]:
+                  max_bytes: int) -> tuple[int, int, RunStop]:
     """The loop in pure Python (see the module's text)."""
     log_size = min(log_size, len(log))
     end = len(entries) // UNIT_SIZE
     while i < end:
         phy_offset, size, code = UNIT.unpack_from(entries, i * UNIT_SIZE)
         if messages and (len(messages) >= max_count or total_bytes + size > max_bytes):
-            return i, total_bytes, RUN_FULL
+            return i, total_bytes, _FULL
         if phy_offset < 0 or size <= 0 or (phy_offset == 0 and size == FILLER_SIZE and code == 0) \
                 or (wanted is not None and code not in wanted):
             i += 1
             continue
         pos = phy_offset - log_start
         if pos < 0 or pos > log_size - size or size < PREFIX_SIZE:
-            return i, total_bytes, RUN_ELSEWHERE
+            return i, total_bytes, _ELSEWHERE
         total, magic = PREFIX.unpack_from(log, pos)
         if (magic != MAGIC_V1 and magic != MAGIC_V2) or not MIN_RECORD_SIZE <= total <= size:
-            return i, total_bytes, RUN_ELSEWHERE
+            return i, total_bytes, _ELSEWHERE
         try:
             msg = build_message_py(cls, bytes(log[pos:pos + total]), magic)
         except ValueError:
-            return i, total_bytes, RUN_ELSEWHERE
+            return i, total_bytes, _ELSEWHERE
         if msg.phy_offset != phy_offset:  # not the record the entry names
-            return i, total_bytes, RUN_ELSEWHERE
+            return i, total_bytes, _ELSEWHERE
         messages.append(msg)
         total_bytes += size
         i += 1
-    return i, total_bytes, RUN_END
+    return i, total_bytes, _END
 
 
 decode_run: Callable[..., tuple[int, int, int]] = decode_run_py if speedups is None else speedups.decode_run
@@ -107,8 +119,8 @@ class EntryReader:
             i, self.total_bytes, state = decode_run(StoredMessage, entries, i, mm, file_start, file_size,
                                                     self.wanted, messages, self.max_count, self.total_bytes,
                                                     self.max_bytes)
-            if state != RUN_ELSEWHERE:
-                self.full = state == RUN_FULL
+            if state != _ELSEWHERE:
+                self.full = state == _FULL
                 return i
             phy_offset, size, _ = UNIT.unpack_from(entries, i * UNIT_SIZE)
             i += 1

@@ -94,6 +94,12 @@ def _layout() -> dict[str, int]:
     }
 
 
+def _run_stops() -> dict[str, int]:
+    from rocketstore.log.entry_run import RunStop
+
+    return {f"RUN_{stop.name}": int(stop) for stop in RunStop}
+
+
 def _field_orders() -> dict[str, tuple[str, ...]]:
     from rocketstore.store.prepare import MESSAGE_FIELDS, Prepared
 
@@ -113,7 +119,7 @@ def _literal(value: int) -> str:
 def compiled_with() -> dict[str, object]:
     """What `_speedups.layout()` reports for a module compiled with this header."""
     orders = _field_orders()
-    return {"layout": dict(LAYOUT), "prepared": orders["P"], "message": orders["M"]}
+    return {"layout": dict(LAYOUT), "prepared": orders["P"], "message": orders["M"], "run_stops": _run_stops()}
 
 
 def header() -> str:
@@ -131,7 +137,10 @@ def header() -> str:
               "/* rocketstore.store.prepare.MESSAGE_FIELDS: the Message fields the compiled prepare reads */",
               "enum message_attribute {"]
     lines += [f"    M_{name.upper()} = {i}," for i, name in enumerate(orders["M"])]
-    lines += ["};", f"#define MESSAGE_FIELDS {len(orders['M'])}",
+    lines += ["};", f"#define MESSAGE_FIELDS {len(orders['M'])}", "",
+              "/* rocketstore.log.entry_run.RunStop: why a run of decode_run stopped */", "enum run_state {"]
+    lines += [f"    {name} = {value}," for name, value in _run_stops().items()]
+    lines += ["};",
               "#define MESSAGE_FIELD_NAMES " + ", ".join(f'"{name}"' for name in orders["M"]), "",
               "#define LAYOUT_ITEMS \\"]
     lines += [f"    X({name}) \\" for name in LAYOUT]
