@@ -29,6 +29,7 @@ table and writes their next offsets back at the end); the next call goes on from
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.message import MAGIC_V1
@@ -37,7 +38,7 @@ from rocketstore.native import speedups
 from rocketstore.services.dispatch import delivery_tags_code
 from rocketstore.store.prepare import Prepared
 
-__all__ = ["PerQueue", "pack_run", "pack_run_py"]
+__all__ = ["BatchRun", "PerQueue", "pack_run", "pack_run_py"]
 
 PerQueue = dict[tuple[str, int], tuple[int, bytearray]]
 """Each queue's entries of a batch: the queue offset of the first, their 20-byte units."""
@@ -88,3 +89,32 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
 
 pack_run: Callable[..., tuple[int, bytes]] | None = None if speedups is None else speedups.pack_run
 """The compiled loop, None without the compiled module (callers then run `pack_run_py`)."""
+
+
+@dataclass(slots=True)
+class BatchRun:
+    """The runs of one batch: what each run needs (the batch's store timestamp, the store's queue table,
+    host and delay levels) and what the runs made (each queue's entries, the packed index keys, and
+    where each record went: (phy, queue offset, store timestamp))."""
+
+    store_ts: int
+    queue_table: dict[tuple[str, int], int]
+    store_ip: bytes
+    store_port: int
+    delay_millis: list[int]
+    per_queue: PerQueue = field(default_factory=dict)
+    index_keys: bytearray = field(default_factory=bytearray)
+    placed: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def take(self, prepared: list[Prepared], i: int, stop: int, phy: int, room: int) -> tuple[int, bytes]:
+        """Pack `prepared[i:stop]` while the records fit `room` bytes from physical offset `phy` (the
+        compiled loop, and the twin for a message it declines); returns the index of the first message
+        not taken (`i`: the file is full) and the records' bytes."""
+        args = (self.store_ts, self.queue_table, self.store_ip, self.store_port, self.per_queue, self.index_keys,
+                self.placed)
+        if pack_run is None:
+            return pack_run_py(prepared, i, stop, phy, room, *args, self.delay_millis)
+        taken, records = pack_run(prepared, i, stop, phy, room, *args)
+        if taken != i:
+            return taken, records
+        return pack_run_py(prepared, i, i + 1, phy, room, *args, self.delay_millis)  # the one it declined

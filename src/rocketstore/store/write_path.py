@@ -24,7 +24,7 @@ from rocketstore.services.dispatch import (
     delivery_tags_code,
 )
 from rocketstore.services.flush import GroupCommitService
-from rocketstore.store.append_run import PerQueue, pack_run, pack_run_py
+from rocketstore.store.append_run import BatchRun, PerQueue
 from rocketstore.store.core import StoreCore
 from rocketstore.store.pending_put import PendingPut, with_status
 from rocketstore.store.prepare import (
@@ -205,11 +205,7 @@ class StoreWritePath(StoreCore):
         with one store timestamp (as RocketMQ's putMessages stamps a batch), then dispatch them to the
         consume queues and, in one pass, to the index. Called under the lock."""
         commitlog = self.commitlog
-        store_ts = self.clock()
-        per_queue: PerQueue = {}
-        index_keys = bytearray()
-        placed: list[tuple[int, int, int]] = []
-        run_args = (store_ts, self._queue_table, self._store_ip, self._store_port, per_queue, index_keys, placed)
+        run = BatchRun(self.clock(), self._queue_table, self._store_ip, self._store_port, self._delay_millis)
         i, n = 0, len(prepared)
         while i < n:
             mf = commitlog.queue.last
@@ -218,13 +214,9 @@ class StoreWritePath(StoreCore):
             phy = mf.file_from_offset + mf.wrote_position
             room = mf.file_size - mf.wrote_position - BLANK_RECORD_SIZE
             parts: list[bytes] = []
-            while i < n:  # the compiled run takes what it can; the twin takes one message it declined
+            while i < n:
                 start = i
-                if pack_run is not None:
-                    i, records = pack_run(prepared, i, n, phy, room, *run_args)
-                if i == start:  # without the compiled loop the twin takes the whole run
-                    i, records = pack_run_py(prepared, i, n if pack_run is None else i + 1, phy, room, *run_args,
-                                             self._delay_millis)
+                i, records = run.take(prepared, i, n, phy, room)
                 if i == start:
                     break  # the file is full
                 parts.append(records)
@@ -232,9 +224,9 @@ class StoreWritePath(StoreCore):
                 room -= len(records)
             if parts:
                 mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
-        self._last_store_timestamp = store_ts
-        self._dispatch_appended(per_queue, index_keys, store_ts, prepared)
-        return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, placed)
+        self._last_store_timestamp = run.store_ts
+        self._dispatch_appended(run.per_queue, run.index_keys, run.store_ts, prepared)
+        return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, run.placed)
 
     def _append_one(self, p: Prepared) -> PutResult:
         """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
