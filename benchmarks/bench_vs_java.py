@@ -8,7 +8,13 @@ the report gives each side's median and range and the ratio of the medians.
 
 `--recover` times recovery of one store written by the Java store and halted without shutdown, opened
 in turn by `rocketmq-java recover` (load() + start() until dispatch caught up) and by
-`MessageStore.open`, each on its own copy.
+`MessageStore.open`, each on its own copy. `--written-by rocketstore` writes that store with rocketstore
+instead (`--count` messages of `--body` bytes, the process ended without close()), which makes stores of
+millions of messages practical; `--drop-queues` removes its consume queues and index first, so both
+sides rebuild all of them from the commitlog:
+
+    .venv/bin/python benchmarks/bench_vs_java.py --recover --written-by rocketstore --count 2000000 \
+        --body 1024 --rounds 2 [--drop-queues] --save
 
 The reference is looked for at `$ROCKETSTORE_JAVA_REFERENCE`, else `../shared/java-reference` beside the
 repository; without it (or without `java`) the script says so and exits 0 without figures.
@@ -126,8 +132,34 @@ def java_crashed_store(root: Path, count: int, body: int) -> Path:
     return store
 
 
-def compare_recovery(report: Report, root: Path, count: int, rounds: int) -> None:
-    crashed = java_crashed_store(root, count, 0)
+_CRASHING_WRITER = r"""
+import os, sys
+from rocketstore import Message, MessageStore, StoreConfig
+store = MessageStore.open(sys.argv[1], StoreConfig())
+count, body = int(sys.argv[2]), b"x" * int(sys.argv[3])
+for start in range(0, count, 256):
+    store.put_batch([Message(f"Topic{i % 4}", body, queue_id=i % 8, tags="TagA", keys=(f"key-{i}",))
+                     for i in range(start, min(start + 256, count))])
+os._exit(0)  # no close(): the abort file stays, as after a crash of the process
+"""
+
+
+def rocketstore_crashed_store(root: Path, count: int, body: int, drop_queues: bool) -> Path:
+    """A store of `count` messages of `body` bytes written by rocketstore, whose process ended without
+    close(); with `drop_queues` its consume queues and index are removed, so both stores rebuild all of
+    them from the commitlog."""
+    store = root / "crashed"
+    subprocess.run([sys.executable, "-c", _CRASHING_WRITER, str(store), str(count), str(body)], check=True)
+    if drop_queues:
+        for name in ("consumequeue", "index"):
+            shutil.rmtree(store / name)
+    return store
+
+
+def compare_recovery(report: Report, root: Path, count: int, rounds: int, source: str = "java", body: int = 1024,
+                     drop_queues: bool = False) -> None:
+    crashed = java_crashed_store(root, count, 0) if source == "java" else \
+        rocketstore_crashed_store(root, count, body, drop_queues)
     java_s: list[float] = []
     end = 0
     ours_s: list[float] = []
@@ -146,7 +178,8 @@ def compare_recovery(report: Report, root: Path, count: int, rounds: int) -> Non
             ours_s.append(time.perf_counter() - t0)
             mode = store.recovery.mode.value
         shutil.rmtree(copy)
-    report.line(f"recovery of a crashed store of {count:,} messages ({end / 2**20:,.1f} MiB of records), "
+    report.line(f"recovery of a crashed store of {count:,} messages ({end / 2**20:,.1f} MiB of records) written "
+                f"by {source}{', consume queues and index removed' if drop_queues else ''}, "
                 f"rocketstore's mode: {mode}")
     report.figure(f"recovery rocketstore {_spread(ours_s)}", statistics.median(ours_s), "s",
                   f"java {_spread(java_s)}", statistics.median(java_s), higher_is_better=False)
@@ -158,6 +191,11 @@ def main() -> int:
     p.add_argument("--body", type=int, default=100, help="body size in bytes")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds per side")
     p.add_argument("--recover", action="store_true", help="time crash recovery instead of put/get/query")
+    p.add_argument("--written-by", choices=["java", "rocketstore"], default="java",
+                   help="--recover: which store writes the crashed store (rocketstore's writer is fast: "
+                        "large stores; --body applies)")
+    p.add_argument("--drop-queues", action="store_true",
+                   help="--recover --written-by rocketstore: remove consumequeue/ and index/ first")
     args = p.parse_args()
     if not SCRIPT.is_file() or shutil.which("java") is None:
         print(f"bench_vs_java: the RocketMQ java-reference is not at {REFERENCE_DIR} (or java is missing); "
@@ -166,7 +204,7 @@ def main() -> int:
     report = Report("bench_vs_java.py", args)
     with scratch(args.dir) as root:
         if args.recover:
-            compare_recovery(report, root, args.count, args.rounds)
+            compare_recovery(report, root, args.count, args.rounds, args.written_by, args.body, args.drop_queues)
         else:
             compare_workload(report, root, args.count, args.body, args.rounds)
     report.save()

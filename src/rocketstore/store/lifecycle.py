@@ -32,9 +32,7 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.message import Message
 from rocketstore.services import odd_files, recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
-from rocketstore.services.dispatch import (
-    request_from_message,
-)
+from rocketstore.services.dispatch import DispatchRequest, request_from_message
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.services.service import Service
@@ -110,6 +108,10 @@ def _record_geometry(root: Path, config: StoreConfig) -> None:
     fs.atomic_write(path, json.dumps(data, indent=2).encode("utf-8"), keep_backup=False)
 
 
+
+
+DISPATCH_BATCH = 4096
+"""Records a recovery's catch-up dispatches at once (Dispatcher.dispatch_many)."""
 
 
 class StoreLifecycle(StoreCore):
@@ -232,6 +234,16 @@ class StoreLifecycle(StoreCore):
 
     def _dispatch_from(self, start: int, cq_from: int, index_from: int, abnormal: bool,
                        report: recovery.RecoveryReport, *, skip_gaps: bool) -> None:
+        if not skip_gaps:  # the usual catch-up: batches of records, as puts dispatch them
+            batch: list[DispatchRequest] = []
+            for msg in self.commitlog.scan(start):
+                batch.append(request_from_message(msg, self._delay_millis))
+                if len(batch) == DISPATCH_BATCH:
+                    self._dispatch_batch(batch, cq_from, index_from, abnormal, report)
+                    batch = []
+            if batch:
+                self._dispatch_batch(batch, cq_from, index_from, abnormal, report)
+            return
         for msg in self.commitlog.scan(start):
             req = request_from_message(msg, self._delay_millis)
             with_index = msg.phy_offset >= index_from if abnormal else msg.phy_offset > index_from
@@ -246,6 +258,14 @@ class StoreLifecycle(StoreCore):
             report.queue_entries_dispatched += queued  # what was added, not what was looked at
             report.index_records_dispatched += indexed
             self._last_store_timestamp = msg.store_timestamp
+
+    def _dispatch_batch(self, batch: list[DispatchRequest], cq_from: int, index_from: int, abnormal: bool,
+                        report: recovery.RecoveryReport) -> None:
+        queued, indexed = self._dispatcher.dispatch_many(batch, queue_from=cq_from, index_from=index_from,
+                                                         index_inclusive=abnormal)
+        report.queue_entries_dispatched += queued
+        report.index_records_dispatched += indexed
+        self._last_store_timestamp = batch[-1].store_timestamp
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None
