@@ -53,3 +53,17 @@ def sample_messages(count: int, topics: Sequence[str] = ("TopicA", "TopicB"), qu
             )
         )
     return messages
+
+
+def row_schema() -> Any:
+    """The writer's input rows: topic, body, queueId, tags, keys, properties."""
+    from pyspark.sql.types import ArrayType, IntegerType, MapType, StringType, StructField, StructType
+
+    return StructType([
+        StructField("topic", StringType()),
+        StructField("body", StringType()),
+        StructField("queueId", IntegerType()),
+        StructField("tags", StringType()),
+        StructField("keys", ArrayType(StringType())),
+        StructField("properties", MapType(StringType(), StringType())),
+    ])

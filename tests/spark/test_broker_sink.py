@@ -16,24 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql.types import ArrayType, IntegerType, MapType, StringType, StructField, StructType
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.broker.client import RemotingClient
 from rocketstore.spark.broker_send import SINK_ROW_PROPERTY, log_end, sent_rows
 from tests.broker.broker_support import SMALL_GEOMETRY, BrokerProcess, create_store, free_port
+from tests.spark.spark_helpers import row_schema
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 DRIVER = Path(__file__).with_name("sink_driver.py")
-ROW_SCHEMA = StructType([
-    StructField("topic", StringType()),
-    StructField("body", StringType()),
-    StructField("queueId", IntegerType()),
-    StructField("tags", StringType()),
-    StructField("keys", ArrayType(StringType())),
-    StructField("properties", MapType(StringType(), StringType())),
-])
+ROW_SCHEMA = row_schema()
 
 
 @pytest.fixture

@@ -8,25 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from rocketstore import MessageStore
 from rocketstore.spark.options import WriteOptions
 from rocketstore.spark.writer import SINK_STATE_FILE, RocketStoreStreamWriter, StagedFile, load_sink_state
-from tests.spark.spark_helpers import sample_messages, small_config, small_options
+from tests.spark.spark_helpers import row_schema, sample_messages, small_config, small_options
 
 pytestmark = pytest.mark.spark
 
-ROW_SCHEMA = StructType(
-    [
-        StructField("topic", StringType()),
-        StructField("body", StringType()),
-        StructField("queueId", IntegerType()),
-        StructField("tags", StringType()),
-        StructField("keys", ArrayType(StringType())),
-        StructField("properties", MapType(StringType(), StringType())),
-    ]
-)
+ROW_SCHEMA = row_schema()
 
 
 def _rows(count: int, start: int = 0) -> list[tuple[Any, ...]]:
