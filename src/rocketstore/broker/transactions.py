@@ -249,8 +249,8 @@ class TransactionTable:
         """Ask about the open transactions that are due, give up those asked `check_max` times.
         Returns how many were asked."""
         asked = 0
-        for half in sorted((h for h in self.open.values() if h.next_check_ms <= now_ms),
-                           key=lambda h: h.queue_offset):
+        due = [h for h in list(self.open.values()) if h.next_check_ms <= now_ms]  # a snapshot: with SYNC
+        for half in sorted(due, key=lambda h: h.queue_offset):                    # flush, ends run in threads
             if half.checks >= self.settings.check_max:
                 self._give_up(half)
                 continue
