@@ -14,9 +14,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rocketstore._types import Buffer
+
+_np: Any
+try:  # numpy is optional: it only speeds up the read-only open's walk (`kept_prefix`)
+    import numpy as _np
+except ImportError:  # pragma: no cover - exercised where numpy is absent
+    _np = None
 
 UNIT = struct.Struct(
     ">q"  # commitlog physical offset
@@ -25,6 +31,7 @@ UNIT = struct.Struct(
 )
 UNIT_SIZE = UNIT.size  # 20
 FILLER_SIZE = 0x7FFFFFFF
+_UNIT_DTYPE = [("phy", ">i8"), ("size", ">i4"), ("code", ">i8")]  # UNIT, for numpy
 
 
 class CqUnit(NamedTuple):
@@ -74,6 +81,34 @@ def iter_written_units(buf: Buffer) -> Iterator[CqUnit]:
         if values[0] < 0 or values[1] <= 0:
             return
         yield _new_unit(values)
+
+
+def kept_prefix_py(buf: Buffer, phy_end: int) -> tuple[int, int | None]:
+    """How many entries of `buf` a read-only open keeps: those up to the first invalid one, or the first
+    non-filler whose record does not end by `phy_end`; and the end (phy + size) of the last one kept,
+    None when none is kept. The twin of `kept_prefix`'s numpy path."""
+    kept, last_end = 0, None
+    for unit in iter_written_units(buf):
+        if unit.phy_offset + unit.size > phy_end and not unit.filler:
+            break
+        kept += 1
+        last_end = unit.phy_offset + unit.size
+    return kept, last_end
+
+
+def kept_prefix(buf: Buffer, phy_end: int) -> tuple[int, int | None]:
+    """`kept_prefix_py` over a whole file at once with numpy when it is installed (the planning of a
+    Spark read opens stores read-only, and a walk in Python over the last files of every queue cost
+    seconds at millions of entries)."""
+    if _np is None:
+        return kept_prefix_py(buf, phy_end)
+    units = _np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
+    phy, size, code = units["phy"].astype(_np.int64), units["size"].astype(_np.int64), units["code"]
+    filler = (phy == 0) & (size == FILLER_SIZE) & (code == 0)
+    kept_mask = (phy >= 0) & (size > 0) & ((phy + size <= phy_end) | filler)
+    refused = _np.flatnonzero(~kept_mask)
+    kept = int(refused[0]) if len(refused) else len(units)
+    return kept, (int(phy[kept - 1] + size[kept - 1]) if kept else None)
 
 
 def iter_units(buf: Buffer) -> list[CqUnit]:

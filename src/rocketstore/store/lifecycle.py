@@ -15,7 +15,7 @@ from rocketstore.errors import (
     StoreLayoutError,
     StoreReadOnlyError,
 )
-from rocketstore.format.consume_queue import UNIT_SIZE, iter_written_units
+from rocketstore.format.consume_queue import UNIT_SIZE, kept_prefix
 from rocketstore.format.message import (
     StoredMessage,
 )
@@ -48,12 +48,10 @@ def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
     for mf in files[:checked]:
         mf.wrote_position = mf.flushed_position = mf.file_size
     for mf in files[checked:]:
-        end = 0
-        for unit in iter_written_units(mf.mm):
-            if not unit.valid or (unit.phy_offset + unit.size > phy_end and not unit.filler):
-                break
-            end += UNIT_SIZE
-            cq.max_physic_offset = unit.phy_offset + unit.size
+        kept, last_end = kept_prefix(mf.mm, phy_end)
+        if last_end is not None:
+            cq.max_physic_offset = last_end
+        end = kept * UNIT_SIZE
         mf.wrote_position = mf.flushed_position = end
         if end < mf.file_size:
             idx = cq.queue.files.index(mf)
