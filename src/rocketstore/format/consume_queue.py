@@ -111,6 +111,27 @@ def kept_prefix(buf: Buffer, phy_end: int) -> tuple[int, int | None]:
     return kept, (int(phy[kept - 1] + size[kept - 1]) if kept else None)
 
 
+def first_at_or_after_py(buf: Buffer, min_phy_offset: int) -> int | None:
+    """Index of the first entry of `buf` that is valid, no filler, and points at or after
+    `min_phy_offset`; None when none does. The twin of `first_at_or_after`'s numpy path."""
+    for i, unit in enumerate(iter_units(buf)):
+        if unit.valid and unit.phy_offset >= min_phy_offset and not unit.filler:
+            return i
+    return None
+
+
+def first_at_or_after(buf: Buffer, min_phy_offset: int) -> int | None:
+    """`first_at_or_after_py` over the whole buffer at once with numpy when it is installed (every
+    open corrects each queue's min offset over its first file)."""
+    if _np is None:
+        return first_at_or_after_py(buf, min_phy_offset)
+    units = _np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
+    phy, size, code = units["phy"], units["size"], units["code"]
+    filler = (phy == 0) & (size == FILLER_SIZE) & (code == 0)
+    found = _np.flatnonzero((phy >= 0) & (size > 0) & (phy >= min_phy_offset) & ~filler)
+    return int(found[0]) if len(found) else None
+
+
 def iter_units(buf: Buffer) -> list[CqUnit]:
     """Every whole entry of `buf` in order (a trailing partial entry is ignored)."""
     whole = len(buf) - len(buf) % UNIT_SIZE

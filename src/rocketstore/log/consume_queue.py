@@ -11,6 +11,7 @@ from rocketstore.format.consume_queue import (
     UNIT,
     UNIT_SIZE,
     CqUnit,
+    first_at_or_after,
     iter_units,
     iter_written_units,
     pack_unit,
@@ -182,10 +183,10 @@ class ConsumeQueue:
         if not self.queue.files:
             return
         first = self.queue.files[0]
-        for i, unit in enumerate(iter_units(first.mm[:first.wrote_position])):
-            if unit.valid and unit.phy_offset >= min_phy_offset and not unit.filler:
-                self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + i * UNIT_SIZE)
-                return
+        i = first_at_or_after(first.mm[:first.wrote_position], min_phy_offset)
+        if i is not None:
+            self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + i * UNIT_SIZE)
+            return
         if first.wrote_position and min_phy_offset > 0:
             self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + first.wrote_position)
 

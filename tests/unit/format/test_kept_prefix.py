@@ -1,5 +1,6 @@
-"""The read-only open's end of a consume-queue file: the numpy path equals the plain walk, on
-entries of every kind (fillers, valid, invalid, past the log's end, zeros)."""
+"""The numpy paths over a consume-queue file (the read-only open's end, the first entry at or after an
+offset) equal the plain walks, on entries of every kind (fillers, valid, invalid, past the log's end,
+zeros)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,9 @@ def test_the_numpy_layout_is_the_declared_unit():
     assert np.dtype(cq._UNIT_DTYPE).itemsize == cq.UNIT_SIZE
     buf = cq.pack_unit(7, 300, -5)
     assert np.frombuffer(buf, dtype=cq._UNIT_DTYPE)[0].tolist() == cq.UNIT.unpack(buf)
+
+
+@given(st.lists(entry, max_size=40), st.integers(0, 12_000))
+def test_the_first_entry_at_or_after_an_offset_is_the_walks(entries, min_phy):
+    buf = b"".join(cq.pack_unit(*e) for e in entries)
+    assert cq.first_at_or_after(buf, min_phy) == cq.first_at_or_after_py(buf, min_phy)
