@@ -58,8 +58,8 @@ import pytest  # noqa: E402  (the client helpers fail through pytest.fail)
 from tests.broker.broker_support import ClientProcess, RealClient, client_venv_python, free_port  # noqa: E402
 
 from rocketstore import MessageStore, StoreConfig, native  # noqa: E402
-from rocketstore.broker.client import RemotingClient  # noqa: E402
 from rocketstore.protocol import RequestCode, ResponseCode  # noqa: E402
+from rocketstore.protocol.client import RemotingClient  # noqa: E402
 
 NULL_BROKER = Path(__file__).resolve().parent / "null_broker.py"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"

@@ -68,7 +68,7 @@ def main() -> None:
         flags.add(args.pop(0))
     null_store, use_uvloop = "--null-store" in flags, "--uvloop" in flags
     if "--volatile-acks" in flags:
-        from rocketstore.grpc.consumer_state import ConsumerStateTable
+        from rocketstore.broker.grpc.consumer_state import ConsumerStateTable
 
         ConsumerStateTable.save = lambda self: None  # type: ignore[method-assign]
     if null_store:
@@ -88,7 +88,7 @@ def main() -> None:
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    from rocketstore.broker.command import serve
+    from rocketstore.cli.serve import serve
 
     serve(args=args, prog_name="null_broker.py")
 

@@ -9,13 +9,13 @@ import pytest
 
 from rocketstore import Message, MessageStore
 from rocketstore.broker.acl import RULES
-from rocketstore.broker.client import RemotingClient
 from rocketstore.broker.handlers_client import ClientHandlers
 from rocketstore.broker.handlers_pull import PullHandlers
 from rocketstore.broker.handlers_query import QueryHandlers
 from rocketstore.broker.handlers_send import SendHandlers
 from rocketstore.broker.namesrv import NameServerHandlers
 from rocketstore.protocol import RequestCode, ResponseCode
+from rocketstore.protocol.client import RemotingClient
 
 from .broker_support import BrokerProcess, create_store
 

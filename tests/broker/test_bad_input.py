@@ -13,8 +13,8 @@ import zlib
 import pytest
 
 from rocketstore import MessageStore
-from rocketstore.broker.client import RemotingClient
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode, encode_command
+from rocketstore.protocol.client import RemotingClient
 from tests.broker.broker_support import BrokerProcess, finish
 
 pytestmark = pytest.mark.broker

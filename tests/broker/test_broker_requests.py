@@ -8,10 +8,10 @@ import threading
 import time
 
 from rocketstore import MessageStore
-from rocketstore.broker.client import RemotingClient, decode_records
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.protocol import NEED_DATA, CommandReader, RemotingCommand, RequestCode, ResponseCode, encode_command
 from rocketstore.protocol.bodies import BatchItem, encode_batch_body
+from rocketstore.protocol.client import RemotingClient, decode_records
 from rocketstore.protocol.codes import PULL_SUBSCRIPTION, PULL_SUSPEND
 from tests.broker.broker_support import BrokerProcess
 

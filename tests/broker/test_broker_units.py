@@ -7,10 +7,11 @@ import asyncio
 import pytest
 
 from rocketstore.broker.clients import ClientRegistry
-from rocketstore.broker.config import BrokerConfig, split_address
+from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.long_poll import PullWaiters, Wakeup
 from rocketstore.broker.topics import PERM_WRITE, TopicTable, valid_topic
 from rocketstore.protocol import RequestCode
+from rocketstore.protocol.address import split_address
 
 
 class FakeConnection:

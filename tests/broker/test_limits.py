@@ -12,8 +12,8 @@ import time
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.broker.client import RemotingClient
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode, encode_command
+from rocketstore.protocol.client import RemotingClient
 
 from .broker_support import BrokerProcess
 

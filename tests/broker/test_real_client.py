@@ -9,8 +9,8 @@ from collections import Counter, defaultdict
 import pytest
 
 from rocketstore import MessageStore
-from rocketstore.broker.client import RemotingClient
 from rocketstore.protocol import RequestCode, ResponseCode
+from rocketstore.protocol.client import RemotingClient
 from tests.broker.broker_support import BrokerProcess, finish
 
 pytestmark = pytest.mark.broker

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rocketstore.broker.client import RemotingClient, RequestFailedError
 from rocketstore.protocol import ResponseCode
+from rocketstore.protocol.client import RemotingClient, RequestFailedError
 from tests.broker.broker_support import BrokerProcess
 
 pytestmark = pytest.mark.broker

@@ -10,9 +10,9 @@ from typing import Any
 
 import grpc
 
-from rocketstore.broker.client import RemotingClient
-from rocketstore.grpc.protos import SERVICE, pb
+from rocketstore.broker.grpc.protos import SERVICE, pb
 from rocketstore.protocol import RequestCode, ResponseCode
+from rocketstore.protocol.client import RemotingClient
 from tests.broker.broker_support import BrokerProcess, ClientProcess, client_venv, finish, free_port
 
 CLIENT5_REQUIREMENT = "rocketmq-python-client==5.1.2"

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from rocketstore.broker.acl import AclConfig
-from rocketstore.grpc.auth import MAX_SKEW_S, RULES, GrpcAuthenticator, sign
-from rocketstore.grpc.protos import pb
-from rocketstore.grpc.service import NOT_SERVED
+from rocketstore.broker.grpc.auth import MAX_SKEW_S, RULES, GrpcAuthenticator, sign
+from rocketstore.broker.grpc.protos import pb
+from rocketstore.broker.grpc.service import NOT_SERVED
 from tests.grpc.grpc_support import GrpcBroker
 
 ACL = """

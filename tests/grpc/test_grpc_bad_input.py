@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from rocketstore import MessageStore
-from rocketstore.grpc.protos import SERVICE, pb
+from rocketstore.broker.grpc.protos import SERVICE, pb
 from tests.grpc.grpc_support import GrpcBroker, call
 
 pytestmark = pytest.mark.broker

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from rocketstore import Message, MessageStore
-from rocketstore.grpc.consumer_state import ConsumerStateTable
-from rocketstore.grpc.pop import PopService, tag_filter
+from rocketstore.broker.grpc.consumer_state import ConsumerStateTable
+from rocketstore.broker.grpc.pop import PopService, tag_filter
 from tests.broker.broker_support import create_store
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rocketstore import MessageStore
-from rocketstore.broker.client import RemotingClient
+from rocketstore.protocol.client import RemotingClient
 from tests.grpc.grpc_support import GrpcBroker
 
 pytestmark = pytest.mark.broker

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from rocketstore.broker.command import serve
+from rocketstore.cli.serve import serve
 
 
 def test_bad_grpc_addresses_are_refused_before_the_store_is_opened(tmp_path):

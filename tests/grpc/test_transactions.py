@@ -9,10 +9,10 @@ import time
 import pytest
 
 from rocketstore import MessageStore
+from rocketstore.broker.grpc.protos import pb
 from rocketstore.broker.transactions import PROGRESS_GROUP
 from rocketstore.format.sysflag import TRANSACTION_MASK, TransactionType
 from rocketstore.format.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_TOPIC
-from rocketstore.grpc.protos import pb
 from tests.broker.broker_support import finish
 from tests.grpc.grpc_support import GrpcBroker, call
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.broker.client import RemotingClient
+from rocketstore.protocol.client import RemotingClient
 from rocketstore.spark.broker_send import SINK_ROW_PROPERTY, log_end, sent_rows
 from tests.broker.broker_support import SMALL_GEOMETRY, BrokerProcess, create_store, free_port
 from tests.spark.spark_helpers import row_schema

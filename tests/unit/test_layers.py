@@ -1,5 +1,7 @@
-"""The one-way import rule between layers (format <- storage <- log <- services <- store <- adapters), and
-adapters reaching the store only through `rocketstore.store` (and `rocketstore.store.files`)."""
+"""The one-way import rule between layers (format <- storage <- log <- services <- store <- adapters), the
+remoting codec and client (`protocol`) on the codecs only, adapters reaching the store only through
+`rocketstore.store` (and `rocketstore.store.files`), and adapters importing one another only from the
+command line, which puts them together."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rocketstore"
 ORDER = ["format", "storage", "log", "services", "store"]
-ADAPTERS = {"spark", "cli", "broker", "grpc", "report"}
+ADAPTERS = {"spark", "cli", "broker", "report"}
 BASE = {"errors", "config", "_types", "native", "_speedups"}
 
 
@@ -68,3 +70,24 @@ def test_adapters_reach_the_store_through_its_public_surface(adapter):
     for path in (SRC / adapter).rglob("*.py"):
         for module in _imports(path):
             assert _layer(module) not in below, f"{path.relative_to(SRC)} imports {module}"
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS - {"cli"}))
+def test_adapters_import_no_other_adapter(adapter):
+    """The broker (both protocols), Spark and the report stand side by side; the command line (`cli`, and
+    a package's `__main__`) is the one place that puts them together."""
+    for path in (SRC / adapter).rglob("*.py"):
+        if path.name == "__main__.py":
+            continue
+        for module in _imports(path):
+            target = _layer(module)
+            assert target == adapter or target not in ADAPTERS, f"{path.relative_to(SRC)} imports {module}"
+
+
+def test_the_protocol_stands_on_the_codecs_only():
+    allowed = {"protocol", "format"} | BASE
+    for path in (SRC / "protocol").rglob("*.py"):
+        for module in _imports(path):
+            target = _layer(module)
+            if target is not None:
+                assert target in allowed, f"{path.relative_to(SRC)} imports {module}"

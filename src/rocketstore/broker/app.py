@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from rocketstore import FlushMode, MessageStore, RocketStoreError
 from rocketstore.broker.acl import AclChecker, AclConfig
 from rocketstore.broker.clients import ClientRegistry
-from rocketstore.broker.config import BrokerConfig, split_address
+from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.handlers_client import ClientHandlers
 from rocketstore.broker.handlers_pull import PullHandlers
@@ -31,9 +31,10 @@ from rocketstore.broker.server import Connection, Dispatcher, Handler, RemotingS
 from rocketstore.broker.topics import TopicTable
 from rocketstore.broker.transactions import TransactionTable
 from rocketstore.protocol import RemotingCommand, ResponseCode
+from rocketstore.protocol.address import split_address
 
 if TYPE_CHECKING:
-    from rocketstore.grpc.service import GrpcEndpoint
+    from rocketstore.broker.grpc.service import GrpcEndpoint
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -124,7 +125,7 @@ class BrokerApp:
             for server in self.servers:
                 await server.start()
             if self.grpc_address is not None:
-                from rocketstore.grpc.service import GrpcEndpoint  # grpcio is only needed with an endpoint
+                from rocketstore.broker.grpc.service import GrpcEndpoint  # grpcio is only needed with an endpoint
 
                 self.grpc = GrpcEndpoint(ctx, self.grpc_address, cfg.max_frame_size_bytes,
                                          self.acl.config if self.acl is not None else None)

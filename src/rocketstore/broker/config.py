@@ -8,18 +8,7 @@ from pathlib import Path
 from rocketstore.broker.server import ConnectionLimits
 from rocketstore.broker.transactions import TransactionSettings
 from rocketstore.config import StoreConfig
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """``host:port`` -> (host, port).
-
-    Raises:
-        ValueError: no port, or a port that is not a number in 0..65535.
-    """
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"address {address!r} is not host:port")
-    return host.strip("[]") or "127.0.0.1", int(port)
+from rocketstore.protocol.address import split_address
 
 
 @dataclass(frozen=True)

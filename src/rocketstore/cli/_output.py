@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rocketstore.cli._state import state
-from rocketstore.cli._timeparse import format_time_ms
+from rocketstore.format.times import format_time_ms
 
 if TYPE_CHECKING:
     from rocketstore import StoredMessage

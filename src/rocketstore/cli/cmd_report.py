@@ -112,7 +112,7 @@ def demo(directory: Path, messages: int, seed: int, export_dir: Path | None, rep
     non-empty folder), then run Spark over it: rebuild its queues and index, export it to Parquet,
     and summarise it per topic and queue with Spark SQL. (mqadmin has no equivalent.)
     """
-    from rocketstore.report.demo import DemoRefused, check_target, run_demo
+    from rocketstore.cli.demo import DemoRefused, check_target, run_demo
 
     export_dir = export_dir or directory.with_name(directory.name + ".parquet")
     try:

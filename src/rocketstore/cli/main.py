@@ -1,7 +1,7 @@
 """The `rocketstore` command group and its entry point `main()`.
 
 Subcommands live in one small module per group (`cmd_messages`, `cmd_query`, `cmd_inspect`,
-`cmd_files`, `cmd_maintenance`, `cmd_report`). `serve` comes from `rocketstore.broker.command` and is
+`cmd_files`, `cmd_maintenance`, `cmd_report`). `serve` comes from `rocketstore.cli.serve` and is
 imported only when asked for, so the rest of the command line works while the broker is missing or
 broken.
 """
@@ -19,7 +19,7 @@ from rocketstore.cli._errors import PROG, ExitCode, run_guarded
 from rocketstore.cli._state import CliState, global_options
 
 # Subcommands provided by other packages: name -> "module:attribute" of a click command.
-LAZY_COMMANDS: dict[str, str] = {"serve": "rocketstore.broker.command:serve"}
+LAZY_COMMANDS: dict[str, str] = {"serve": "rocketstore.cli.serve:serve"}
 
 
 def _unavailable(name: str, target: str, exc: BaseException) -> click.Command:

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rocketstore.cli._timeparse import format_time_ms
 from rocketstore.format import index as index_format
 from rocketstore.format.store_dirs import COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.format.times import format_time_ms
 from rocketstore.report._files import mapped
 
 if TYPE_CHECKING:

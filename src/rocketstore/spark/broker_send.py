@@ -19,7 +19,7 @@ from rocketstore.errors import RocketStoreError
 
 if TYPE_CHECKING:
     from rocketstore import Message
-    from rocketstore.broker.client import RemotingClient
+    from rocketstore.protocol.client import RemotingClient
 
 __all__ = [
     "SINK_ROW_PROPERTY",
@@ -120,7 +120,7 @@ class BrokerSender:
     """
 
     def __init__(self, broker: str, queue_nums: dict[str, int] | None = None) -> None:
-        from rocketstore.broker.client import RemotingClient
+        from rocketstore.protocol.client import RemotingClient
 
         self.broker = broker
         self.queue_nums = queue_nums or {}

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from rocketstore.cli._timeparse import format_time_ms
+from rocketstore.format.times import format_time_ms
 from rocketstore.report import plots
 from rocketstore.report.html import render_page, render_section
 from rocketstore.report.stats import IndexFileStats, QueueStats, StoreStats, summary_rows, time_bucket_ms

@@ -15,12 +15,12 @@ import socket
 from collections.abc import Mapping
 from types import TracebackType
 
-from rocketstore.broker.config import split_address
 from rocketstore.errors import RemoteProtocolError
 from rocketstore.format.message import StoredMessage, decode_message
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.protocol import NEED_DATA, CommandReader, RemotingCommand, RequestCode, ResponseCode, encode_command
 from rocketstore.protocol.acl import signed_fields
+from rocketstore.protocol.address import split_address
 
 
 class RequestFailedError(RemoteProtocolError):

@@ -24,11 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketstore import Message, MessageStore
-from rocketstore.format.message import StoredMessage
-from rocketstore.format.properties import DELAY, REAL_QID, REAL_TOPIC
-from rocketstore.format.topics import DLQ_PREFIX
-from rocketstore.grpc.consumer_state import ConsumerStateTable, Inflight, Key, QueueState
-from rocketstore.grpc.convert import (
+from rocketstore.broker.grpc.consumer_state import ConsumerStateTable, Inflight, Key, QueueState
+from rocketstore.broker.grpc.convert import (
     PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
     PROPERTY_DLQ_ORIGIN_TOPIC,
     PROPERTY_TIMER_DELIVER_MS,
@@ -36,7 +33,10 @@ from rocketstore.grpc.convert import (
     due_ms,
     message_group,
 )
-from rocketstore.grpc.protos import pb
+from rocketstore.broker.grpc.protos import pb
+from rocketstore.format.message import StoredMessage
+from rocketstore.format.properties import DELAY, REAL_QID, REAL_TOPIC
+from rocketstore.format.topics import DLQ_PREFIX
 
 HANDLE_PREFIX = "rs1"
 

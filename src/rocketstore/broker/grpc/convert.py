@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketstore import Message
+from rocketstore.broker.grpc.protos import pb
 from rocketstore.broker.topics import valid_topic
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.properties import DELAY, KEYS, TAGS, UNIQ_KEY
 from rocketstore.format.topics import DLQ_PREFIX, RETRY_PREFIX, is_system_topic
-from rocketstore.grpc.protos import pb
 
 COMPRESSED_FLAG = 0x1  # MessageSysFlag.COMPRESSED_FLAG
 TRANSACTION_PREPARED_TYPE = 0x4

@@ -22,14 +22,9 @@ import grpc
 from rocketstore import FlushMode, Message, PutStatus
 from rocketstore.broker.acl import AclConfig
 from rocketstore.broker.context import BrokerContext
-from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
-from rocketstore.broker.transactions import TransactionError
-from rocketstore.errors import InvalidMessageError, StoreError
-from rocketstore.format.message import StoredMessage
-from rocketstore.format.properties import REAL_QID, REAL_TOPIC
-from rocketstore.grpc.auth import GrpcAuthenticator
-from rocketstore.grpc.consumer_state import ConsumerStateTable, StateSaver
-from rocketstore.grpc.convert import (
+from rocketstore.broker.grpc.auth import GrpcAuthenticator
+from rocketstore.broker.grpc.consumer_state import ConsumerStateTable, StateSaver
+from rocketstore.broker.grpc.convert import (
     MAX_BODY_BYTES,
     GrpcStatusError,
     check_group,
@@ -38,11 +33,16 @@ from rocketstore.grpc.convert import (
     to_proto_message,
     to_store_message,
 )
-from rocketstore.grpc.pop import PopService, tag_filter
-from rocketstore.grpc.protos import SERVICE, pb
-from rocketstore.grpc.settings import client_settings
+from rocketstore.broker.grpc.pop import PopService, tag_filter
+from rocketstore.broker.grpc.protos import SERVICE, pb
+from rocketstore.broker.grpc.settings import client_settings
+from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from rocketstore.broker.transactions import TransactionError
+from rocketstore.errors import InvalidMessageError, StoreError
+from rocketstore.format.message import StoredMessage
+from rocketstore.format.properties import REAL_QID, REAL_TOPIC
 
-log = logging.getLogger("rocketstore.grpc")
+log = logging.getLogger("rocketstore.broker.grpc")
 
 CLIENT_ID_HEADER = "x-mq-client-id"
 MIN_INVISIBLE_MS_FOR_RECEIVE = 10_000  # ProxyConfig.minInvisibleTimeMillsForRecv

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rocketstore.grpc.protos import pb
+from rocketstore.broker.grpc.protos import pb
 
 PRODUCER_MAX_ATTEMPTS = 3
 PRODUCER_BACKOFF_INITIAL_MS = 10

@@ -3,7 +3,7 @@ files (proto/README.md): protoc from grpcio-tools compiles them to a descriptor 
 hash; protobuf's message factory turns the descriptors into classes. Nothing generated is kept in the
 repository.
 
-Use: ``from rocketstore.grpc.protos import pb`` then ``pb.SendMessageRequest()``, ``pb.Code.OK``.
+Use: ``from rocketstore.broker.grpc.protos import pb`` then ``pb.SendMessageRequest()``, ``pb.Code.OK``.
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 
-from rocketstore.broker.config import BrokerConfig, split_address
+from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.server import ConnectionLimits
 from rocketstore.broker.transactions import TransactionSettings
 from rocketstore.cli._state import store_options
 from rocketstore.errors import RocketStoreError
+from rocketstore.protocol.address import split_address
 
 
 def _address(ctx: click.Context, param: click.Parameter, value: str) -> str:
