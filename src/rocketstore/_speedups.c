@@ -1797,6 +1797,15 @@ grow_queue_units(PyObject *per_queue, PyObject *key, long long first_offset, Py_
     return at;
 }
 
+/* The per-message table of pack_run: freed unless it is the call's own small array. */
+static void
+release_runs(struct packed *runs, struct packed *few)
+{
+    if (runs != few) {
+        PyMem_Free(runs);
+    }
+}
+
 /* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
  * index_keys, placed) -> (next, records): the write loop of MessageStore._append for the
  * messages prepared[i:stop] that fit in `room` bytes of one commitlog file starting at `phy`, all with
@@ -1834,7 +1843,8 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     /* pass 1: how many messages fit and are within their fields; nothing is changed yet */
     Py_ssize_t count = stop > i ? stop - i : 0;
-    struct packed *runs = PyMem_Malloc(sizeof(struct packed) * (size_t)(count > 0 ? count : 1));
+    struct packed few[8]; /* a single put, a small batch: no allocation */
+    struct packed *runs = count <= 8 ? few : PyMem_Malloc(sizeof(struct packed) * (size_t)count);
     if (runs == NULL) {
         return PyErr_NoMemory();
     }
@@ -1878,7 +1888,7 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         int in_queue = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_IN_QUEUE));
         int indexed = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_INDEXED));
         if (in_queue < 0 || indexed < 0) {
-            PyMem_Free(runs);
+            release_runs(runs, few);
             return NULL;
         }
         r->keys = 0;
@@ -1886,7 +1896,7 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             r->keys = index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
                                       PyTuple_GET_ITEM(p, P_UNIQ_KEY));
             if (r->keys == -2) {
-                PyMem_Free(runs);
+                release_runs(runs, few);
                 return NULL;
             }
             if (r->keys < 0) {
@@ -1897,7 +1907,7 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *key = PyTuple_GET_ITEM(p, P_QUEUE_KEY);
             int q = run_queue_of(queues, queue_count, key);
             if (q == -2) {
-                PyMem_Free(runs);
+                release_runs(runs, few);
                 return NULL;
             }
             if (q == -1) {
@@ -1906,7 +1916,7 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 }
                 PyObject *known = PyDict_GetItemWithError(queue_table, key);
                 if (known == NULL && PyErr_Occurred()) {
-                    PyMem_Free(runs);
+                    release_runs(runs, few);
                     return NULL;
                 }
                 int fits = 1;
@@ -2032,12 +2042,15 @@ pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (write_back_queues(queue_table, queues, queue_count) < 0) {
         goto error;
     }
-    PyMem_Free(runs);
+    release_runs(runs, few);
     Py_DECREF(stamp);
-    PyObject *answer = Py_BuildValue("(nN)", i + taken, records);
+    PyObject *next = PyLong_FromSsize_t(i + taken);
+    PyObject *answer = next == NULL ? NULL : PyTuple_Pack(2, next, records);
+    Py_XDECREF(next);
+    Py_DECREF(records);
     return answer;
 error:
-    PyMem_Free(runs);
+    release_runs(runs, few);
     Py_XDECREF(records);
     Py_XDECREF(stamp);
     return NULL;

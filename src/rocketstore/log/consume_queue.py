@@ -232,10 +232,11 @@ class ConsumeQueue:
                 i += 1
                 continue
             take = min(count - i, (mf.file_size - mf.wrote_position) // UNIT_SIZE)
-            mf.append(units[i * UNIT_SIZE:(i + take) * UNIT_SIZE])
+            mf.append(units if take == count else units[i * UNIT_SIZE:(i + take) * UNIT_SIZE])
             i += take
             last = i - 1
-            phy, size, _ = UNIT.unpack_from(units, last * UNIT_SIZE)
+            if take > 1:
+                phy, size, _ = UNIT.unpack_from(units, last * UNIT_SIZE)
             self.max_physic_offset = phy + size
         return last
 

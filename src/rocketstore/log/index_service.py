@@ -142,10 +142,15 @@ class IndexService:
             OSError: a new file cannot be created.
         """
         current = self.current()
-        phys = memoryview(keys).cast("q")[1::2]
-        start = bisect_left(phys, current.header.end_phy_offset)  # keys of messages already indexed
-        if start == len(phys):
+        if not keys:
             return
+        end = current.header.end_phy_offset
+        start = 0
+        if KEY.unpack_from(keys)[1] < end:  # keys of messages already indexed (a re-dispatch)
+            phys = memoryview(keys).cast("q")[1::2]
+            start = bisect_left(phys, end)
+            if start == len(phys):
+                return
         current = self._put_keys(current, keys, store_timestamp, start)
         if current.full and ends_keyless:
             self.current()

@@ -132,10 +132,14 @@ class MappedFile:
             ValueError: data does not fit (callers check `remaining` first).
         """
         pos = self.wrote_position
-        end = pos + len(data)
+        size = len(data)
+        end = pos + size
         if end > self.file_size:
-            raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos}")
-        fs.write_mapped(self.mm, pos, data, self._append_fd(len(data)))
+            raise ValueError(f"{self.path.name}: {size} bytes do not fit at {pos}")
+        if size < fs.PWRITE_MIN:  # the usual: a record or a queue entry, through the mapping
+            fs.write_mapped(self.mm, pos, data)
+        else:
+            fs.write_mapped(self.mm, pos, data, self._append_fd(size))
         self.wrote_position = end
         if end == self.file_size and self._wfd >= 0:
             os.close(self._wfd)  # a full file takes no more appends

@@ -29,7 +29,6 @@ table and writes their next offsets back at the end); the next call goes on from
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.message import MAGIC_V1
@@ -38,10 +37,22 @@ from rocketstore.native import speedups
 from rocketstore.services.dispatch import delivery_tags_code
 from rocketstore.store.prepare import Prepared
 
-__all__ = ["BatchRun", "PerQueue", "pack_run", "pack_run_py"]
+__all__ = ["BatchRun", "PerQueue", "encode_record", "pack_run", "pack_run_py"]
 
 PerQueue = dict[tuple[str, int], tuple[int, bytearray]]
 """Each queue's entries of a batch: the queue offset of the first, their 20-byte units."""
+
+
+def encode_record(p: Prepared, phy: int, queue_offset: int, store_ts: int, store_ip: bytes, store_port: int) -> bytes:
+    """The commitlog record of the prepared message `p` at physical offset `phy`, in one copy: the header
+    (MAGIC_V1, the born timestamp or else `store_ts`, the store host), the body, the prepared tail. The
+    one encoder of a record in Python (the compiled loop writes the same fields from the generated layout)."""
+    (_, queue_id, _, body, body_crc, head, tail, flag, _, record_sys_flag, born_timestamp, born_ip, born_port,
+     reconsume_times, prepared_offset, size, _, _, _, _, _, _, _) = p  # Prepared's fields in order
+    return b"".join((head.pack(  # `+` would copy the body twice
+        size, MAGIC_V1, body_crc, queue_id, flag, queue_offset, phy, record_sys_flag,
+        store_ts if born_timestamp is None else born_timestamp, born_ip, born_port, store_ts,
+        store_ip, store_port, reconsume_times, prepared_offset, len(body)), body, tail))
 
 
 def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int, store_ts: int,
@@ -54,9 +65,9 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
     keyed: list[tuple[str, int, tuple[str, ...], str | None]] = []
     used = 0
     while i < stop:
-        (topic, queue_id, queue_key, body, body_crc, head, tail, flag, _, record_sys_flag, born_timestamp,
-         born_ip, born_port, reconsume_times, prepared_offset, size, _, in_queue, indexed, delay_level,
-         tags_code, keys, uniq_key) = prepared[i]  # Prepared's fields in order (test_prepared_order.py)
+        p = prepared[i]
+        (topic, _, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
+         tags_code, keys, uniq_key) = p  # Prepared's fields in order (test_prepared_order.py)
         if used + size > room:
             break
         if in_queue:
@@ -73,12 +84,7 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
             queue_offset = 0
         if indexed:
             keyed.append((topic, phy, keys, uniq_key))
-        parts.append(head.pack(
-            size, MAGIC_V1, body_crc, queue_id, flag, queue_offset, phy, record_sys_flag,
-            store_ts if born_timestamp is None else born_timestamp, born_ip, born_port, store_ts,
-            store_ip, store_port, reconsume_times, prepared_offset, len(body)))
-        parts.append(body)
-        parts.append(tail)
+        parts.append(encode_record(p, phy, queue_offset, store_ts, store_ip, store_port))
         placed.append((phy, queue_offset, store_ts))
         phy += size
         used += size
@@ -91,30 +97,44 @@ pack_run: Callable[..., tuple[int, bytes]] | None = None if speedups is None els
 """The compiled loop, None without the compiled module (callers then run `pack_run_py`)."""
 
 
-@dataclass(slots=True)
 class BatchRun:
     """The runs of one batch: what each run needs (the batch's store timestamp, the store's queue table,
     host and delay levels) and what the runs made (each queue's entries, the packed index keys, and
     where each record went: (phy, queue offset, store timestamp))."""
 
-    store_ts: int
-    queue_table: dict[tuple[str, int], int]
-    store_ip: bytes
-    store_port: int
-    delay_millis: list[int]
-    per_queue: PerQueue = field(default_factory=dict)
-    index_keys: bytearray = field(default_factory=bytearray)
-    placed: list[tuple[int, int, int]] = field(default_factory=list)
+    __slots__ = ("delay_millis", "index_keys", "per_queue", "placed", "queue_table", "store_ip", "store_port",
+                 "store_ts")
 
-    def take(self, prepared: list[Prepared], i: int, stop: int, phy: int, room: int) -> tuple[int, bytes]:
-        """Pack `prepared[i:stop]` while the records fit `room` bytes from physical offset `phy` (the
-        compiled loop, and the twin for a message it declines); returns the index of the first message
-        not taken (`i`: the file is full) and the records' bytes."""
+    def __init__(self, store_ts: int, queue_table: dict[tuple[str, int], int], store_ip: bytes, store_port: int,
+                 delay_millis: list[int]) -> None:
+        self.store_ts = store_ts
+        self.queue_table = queue_table
+        self.store_ip = store_ip
+        self.store_port = store_port
+        self.delay_millis = delay_millis
+        self.per_queue: PerQueue = {}
+        self.index_keys = bytearray()
+        self.placed: list[tuple[int, int, int]] = []
+
+    def fill(self, prepared: list[Prepared], i: int, stop: int, phy: int, room: int) -> tuple[int, bytes]:
+        """Pack `prepared[i:stop]` while the records fit `room` bytes from physical offset `phy`: the
+        compiled loop, and the twin for each message it declines. Returns the index of the first message
+        not taken (`i`: the first does not fit) and the records' bytes, for one write."""
         args = (self.store_ts, self.queue_table, self.store_ip, self.store_port, self.per_queue, self.index_keys,
                 self.placed)
         if pack_run is None:
             return pack_run_py(prepared, i, stop, phy, room, *args, self.delay_millis)
-        taken, records = pack_run(prepared, i, stop, phy, room, *args)
-        if taken != i:
-            return taken, records
-        return pack_run_py(prepared, i, i + 1, phy, room, *args, self.delay_millis)  # the one it declined
+        parts: list[bytes] = []
+        while True:
+            i, records = pack_run(prepared, i, stop, phy, room, *args)
+            if i == stop and not parts:
+                return i, records  # the usual: the compiled loop took them all
+            parts.append(records)
+            phy, room = phy + len(records), room - len(records)
+            if i == stop or prepared[i].size > room:
+                return i, b"".join(parts)
+            i, records = pack_run_py(prepared, i, i + 1, phy, room, *args, self.delay_millis)  # one it declined
+            parts.append(records)
+            phy, room = phy + len(records), room - len(records)
+            if i == stop:
+                return i, b"".join(parts)

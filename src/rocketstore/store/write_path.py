@@ -14,9 +14,6 @@ from rocketstore.errors import (
     StoreReadOnlyError,
 )
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
-from rocketstore.format.message import (
-    MAGIC_V1,
-)
 from rocketstore.message import Message
 from rocketstore.native import speedups
 from rocketstore.results import PutResult, PutStatus
@@ -24,7 +21,7 @@ from rocketstore.services.dispatch import (
     delivery_tags_code,
 )
 from rocketstore.services.flush import GroupCommitService
-from rocketstore.store.append_run import BatchRun, PerQueue
+from rocketstore.store.append_run import BatchRun, encode_record
 from rocketstore.store.core import StoreCore
 from rocketstore.store.pending_put import PendingPut, with_status
 from rocketstore.store.prepare import (
@@ -211,28 +208,18 @@ class StoreWritePath(StoreCore):
             mf = commitlog.queue.last
             if mf is None or prepared[i].size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
                 mf = commitlog.file_for_append(prepared[i].size)
-            phy = mf.file_from_offset + mf.wrote_position
-            room = mf.file_size - mf.wrote_position - BLANK_RECORD_SIZE
-            parts: list[bytes] = []
-            while i < n:
-                start = i
-                i, records = run.take(prepared, i, n, phy, room)
-                if i == start:
-                    break  # the file is full
-                parts.append(records)
-                phy += len(records)
-                room -= len(records)
-            if parts:
-                mf.append(parts[0] if len(parts) == 1 else b"".join(parts))
+            i, records = run.fill(prepared, i, n, mf.file_from_offset + mf.wrote_position,
+                                  mf.file_size - mf.wrote_position - BLANK_RECORD_SIZE)
+            if records:
+                mf.append(records)
         self._last_store_timestamp = run.store_ts
-        self._dispatch_appended(run.per_queue, run.index_keys, run.store_ts, prepared)
+        self._dispatch_appended(run, prepared)
         return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, run.placed)
 
     def _append_one(self, p: Prepared) -> PutResult:
         """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
         record, queue entry, queue callback, index keys. Called under the lock."""
-        (topic, queue_id, queue_key, body, body_crc, head, tail, flag, _, record_sys_flag, born_timestamp,
-         born_ip, born_port, reconsume_times, prepared_offset, size, _, in_queue, indexed, delay_level,
+        (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
          tags_code, keys, uniq_key) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
         commitlog = self.commitlog
         mf = commitlog.queue.last
@@ -244,11 +231,7 @@ class StoreWritePath(StoreCore):
         if in_queue:
             queue_offset = self._queue_table.get(queue_key, 0)
             self._queue_table[queue_key] = queue_offset + 1
-        store_ip, store_port = self._store_ip, self._store_port
-        mf.append(b"".join((head.pack(  # one copy of the record (`+` would copy the body twice)
-            size, MAGIC_V1, body_crc, queue_id, flag, queue_offset, phy, record_sys_flag,
-            store_ts if born_timestamp is None else born_timestamp, born_ip, born_port, store_ts,
-            store_ip, store_port, reconsume_times, prepared_offset, len(body)), body, tail)))
+        mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
         self._last_store_timestamp = store_ts
         if in_queue:
             if delay_level:
@@ -260,20 +243,21 @@ class StoreWritePath(StoreCore):
         return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
                            topic, queue_id)
 
-    def _dispatch_appended(self, per_queue: PerQueue, index_keys: bytearray, store_ts: int,
-                           prepared: list[Prepared]) -> None:
-        """The Dispatcher's rules for the `prepared` records just written, all with store timestamp
-        `store_ts`: each queue's entries in order (`ConsumeQueue.put_units`), the index keys in one
-        batch (`IndexService.build_keys`), and the queue-entry callback once per queue with its newest
-        entry."""
+    def _dispatch_appended(self, run: BatchRun, prepared: list[Prepared]) -> None:
+        """The Dispatcher's rules for the `prepared` records just written, all with the run's store
+        timestamp: each queue's entries in order (`ConsumeQueue.put_units`), the index keys in one batch
+        (`IndexService.build_keys`), then the queue-entry callback once per queue with its newest entry,
+        in log order."""
+        store_ts = run.store_ts
         newest: list[tuple[int, str, int, int]] = []
-        for (topic, queue_id), (first, units) in per_queue.items():
+        for (topic, queue_id), (first, units) in run.per_queue.items():
             last = self._queue_for(topic, queue_id).put_units(first, units)
             if last >= 0:
                 newest.append((UNIT.unpack_from(units, last * UNIT_SIZE)[0], topic, queue_id, first + last))
         keyless = _last_indexed_keyless(prepared)
         if keyless is not None:  # as `build` of each: even keyless messages roll a full index file
-            self.index.build_keys(index_keys, store_ts, keyless)
-        for _, topic, queue_id, queue_offset in sorted(newest, key=itemgetter(0)):
+            self.index.build_keys(run.index_keys, store_ts, keyless)
+        if len(newest) > 1:
+            newest.sort(key=itemgetter(0))
+        for _, topic, queue_id, queue_offset in newest:
             self._queue_advanced(topic, queue_id, queue_offset, store_ts)
-
