@@ -10,7 +10,12 @@ Measured in the same run, on the same files:
 * `binaryFile ceiling`  - `spark.read.format("binaryFile")` over the commitlog files (raw I/O through
                           Spark, no decoding): the most any Spark reader of these files can do.
 
-Throughput is commitlog bytes (max - min physical offset) and messages per second. The store is built
+Throughput is commitlog bytes (max - min physical offset) and messages per second. For each Spark case
+the report also gives the driver's peak resident memory during it (Linux: the peak is reset through
+/proc/PID/clear_refs before the case and read from VmHWM after) of the Python driver process, which
+plans the read, and the driver JVM's heap still in use after a full GC once the case is over (what the
+driver keeps; its peak RSS says little in `local[N]`, where the executors' threads share the JVM and the
+heap grows lazily towards `spark.driver.memory`). The store is built
 by the script (messages of `--body` bytes over 4 topics x 8 queues, one key each) unless `--store`
 names an existing one.
 
@@ -103,6 +108,44 @@ def timed(work: Callable[[], Any]) -> float:
     return time.perf_counter() - began
 
 
+def _peak_reset(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5", encoding="ascii")  # resets VmHWM to the current RSS
+
+
+def _peak_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+def driver_memory(spark: Any, work: Callable[[], Any]) -> tuple[float, float, float]:
+    """(seconds, peak RSS MiB of the Python driver during `work`, MiB of the driver JVM's heap in use
+    after a full GC once it is over)."""
+    _peak_reset(os.getpid())
+    seconds = timed(work)
+    jvm = spark.sparkContext._jvm
+    jvm.java.lang.System.gc()
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    return seconds, _peak_mib(os.getpid()), (runtime.totalMemory() - runtime.freeMemory()) / 2**20
+
+
+def warm_up(spark: Any, root: Path) -> None:
+    """Start what every case needs before any is timed: the JVM's code paths and page cache
+    (`binaryFile` over the files) and the Python workers with their imports (a read of the first 100
+    messages of each queue, one task per queue, so that every worker starts). Without the second,
+    whichever `rocketstore` case ran first paid the workers' start (at 600 MiB: 9.4 s against 4.6 s
+    for the same read run again)."""
+    import json
+
+    binary_file_ceiling(spark, root)
+    with MessageStore.open(root, read_only=True) as store:
+        ending = {topic: {str(q): store.min_offset(topic, q) + 100 for q in queue_ids}
+                  for topic, queue_ids in store.queues().items()}
+    (spark.read.format("rocketstore").option("endingOffsets", json.dumps(ending)).load(str(root))
+     .write.format("noop").mode("overwrite").save())
+
+
 def binary_file_ceiling(spark: Any, root: Path) -> None:
     spark.read.format("binaryFile").load(str(root / "commitlog")).write.format("noop").mode("overwrite").save()
 
@@ -160,14 +203,23 @@ def main() -> None:
             "one process (no Spark)": lambda: one_process_read(root),
             "binaryFile ceiling": lambda: binary_file_ceiling(spark, root),
         }
-        binary_file_ceiling(spark, root)  # warm the page cache and the JVM once
+        warm_up(spark, root)
         results: dict[str, list[float]] = {name: [] for name in cases}
+        peaks: dict[str, tuple[float, float]] = {}
         for _ in range(args.repeat):
             for name, work in cases.items():
-                results[name].append(timed(work))
+                if name.startswith("spark "):
+                    seconds, python_mib, jvm_mib = driver_memory(spark, work)
+                    old = peaks.get(name, (0.0, 0.0))
+                    peaks[name] = (max(old[0], python_mib), max(old[1], jvm_mib))
+                    results[name].append(seconds)
+                else:
+                    results[name].append(timed(work))
         spark.stop()
         partitions = f"{args.master}, default options (bytesPerPartition 64 MiB, messagesPerPartition 200000)"
-        text = report("bench_spark_read", list(results.items()), nbytes, messages, [*notes, partitions])
+        memory = [f"driver during {name}: Python peak RSS {py:.0f} MiB, JVM heap kept after GC {jvm:.0f} MiB"
+                  for name, (py, jvm) in peaks.items()]
+        text = report("bench_spark_read", list(results.items()), nbytes, messages, [*notes, partitions, *memory])
         print(text)
         if args.save:
             save("bench_spark_read", text)

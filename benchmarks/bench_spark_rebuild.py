@@ -114,7 +114,7 @@ def main() -> None:
         nbytes, messages = b.store_extent(root)
         reference = digest(root)
         spark = b.spark_session(args.master)
-        b.binary_file_ceiling(spark, root)  # warm the page cache and the JVM once
+        b.warm_up(spark, root)
         results: dict[str, list[float]] = {"spark rebuild": [], "one process (no Spark)": [], "binaryFile ceiling": [],
                                            "spark export": [], "one process export": []}
         exported = Path(tempfile.mkdtemp(prefix="rsbench-export-", dir=args.dir)) / "out"

@@ -21,7 +21,7 @@ when it is there; `decode_run_py` is its twin and the reference.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 
 from rocketstore._types import Buffer
 from rocketstore.errors import MessageNotFoundError
@@ -36,9 +36,10 @@ from rocketstore.format.message import (
     build_message_py,
 )
 from rocketstore.log.commitlog import CommitLog
+from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.native import speedups
 
-__all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py"]
+__all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py", "queue_messages"]
 
 
 class RunStop(enum.IntEnum):
@@ -132,3 +133,24 @@ class EntryReader:
             self._file = self.commitlog.readable_file(phy_offset)
             messages.append(msg)
             self.total_bytes += size
+
+
+_NO_LIMIT = 2**63 - 1
+
+
+def queue_messages(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int, chunk: int = 1024
+                   ) -> Iterator[StoredMessage]:
+    """Every message of the queue `cq` at queue offsets `[start, end)` (clipped to the queue's bounds),
+    in order, read `chunk` entries at a time by `EntryReader`: fillers, invalid entries and entries
+    whose record is gone are passed over. `MessageStore.iter_queue` and the Spark queue reader both
+    read a queue this way."""
+    lo, hi = max(start, cq.min_offset), min(end, cq.max_offset)
+    reader = EntryReader(commitlog, None, _NO_LIMIT, _NO_LIMIT)
+    while lo < hi:
+        entries = cq.entry_bytes(lo, min(hi, lo + chunk))
+        if not entries:
+            return
+        reader.read(entries)
+        yield from reader.messages
+        reader.messages.clear()
+        lo += len(entries) // UNIT_SIZE

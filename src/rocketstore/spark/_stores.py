@@ -149,19 +149,12 @@ class LogReader:
 
     def iter_queue(self, topic: str, queue_id: int, start: int, end: int) -> Iterator[StoredMessage]:
         """Messages of queue offsets `[start, end)` (fillers and removed records skipped)."""
-        from rocketstore.errors import MessageNotFoundError
-        from rocketstore.store.files import ConsumeQueue
+        from rocketstore.store.files import ConsumeQueue, queue_messages
 
         cq = ConsumeQueue(self.root, topic, queue_id, self.config.consume_queue_file_entries, read_only=True)
         cq.load()
         self._queues.append(cq)
-        for lo in range(start, end, 1024):
-            for unit in cq.units(lo, min(end, lo + 1024)):
-                if unit.valid and not unit.filler:
-                    try:
-                        yield self.commitlog.message_at(unit.phy_offset, unit.size)
-                    except MessageNotFoundError:
-                        continue
+        return queue_messages(self.commitlog, cq, start, end)
 
     def close(self) -> None:
         """Unmap every file."""

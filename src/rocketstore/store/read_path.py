@@ -18,7 +18,7 @@ from rocketstore.format.message import (
 )
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.log.consume_queue import ConsumeQueue
-from rocketstore.log.entry_run import EntryReader
+from rocketstore.log.entry_run import EntryReader, queue_messages
 from rocketstore.results import GetResult, GetStatus
 from rocketstore.store.core import LONG_MAX, StoreCore
 
@@ -102,17 +102,8 @@ class StoreReadPath(StoreCore):
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return
-        lo = cq.min_offset if start is None else max(start, cq.min_offset)
-        hi = cq.max_offset if end is None else min(end, cq.max_offset)
-        reader = EntryReader(self.commitlog, None, LONG_MAX, LONG_MAX)
-        while lo < hi:
-            entries = cq.entry_bytes(lo, min(hi, lo + chunk))
-            if not entries:
-                return
-            reader.read(entries)
-            yield from reader.messages
-            reader.messages.clear()
-            lo += len(entries) // UNIT_SIZE
+        yield from queue_messages(self.commitlog, cq, cq.min_offset if start is None else start,
+                                  cq.max_offset if end is None else end, chunk)
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
         """Every record of the commitlog in log order from physical offset `start` (a record start).
