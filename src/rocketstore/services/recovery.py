@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rocketstore._types import Buffer
 from rocketstore.errors import CorruptRecordError, MessageNotFoundError
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.consume_queue import CqUnit
@@ -37,6 +38,7 @@ from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_service import IndexService
 from rocketstore.log.json_config import StateFileProblem
+from rocketstore.native import speedups
 from rocketstore.services.odd_files import OddFile
 from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
@@ -117,8 +119,43 @@ class RecoveryReport:
         }
 
 
+class WalkStop(enum.IntEnum):
+    """Why `walk_records` stopped (the compiled walk returns these values; `_layout.h` has them)."""
+
+    BLANK = 0
+    """A blank record at the position: the file's data ends there."""
+    CHECK = 1
+    """The record at the position is not whole and well formed (or the buffer ends): the full decode
+    says why."""
+
+
+def walk_records_py(buf: Buffer, pos: int, file_start: int, check_crc: bool) -> tuple[int, int, WalkStop]:
+    """The recovery walk over one commitlog file's mapping from `pos`: every record that is whole and
+    well formed (`decode_message`, with its body CRC when `check_crc`), claims its own physical offset
+    (`file_start + pos`) and is not torn (`_torn`). Returns the position it stopped at, how many records
+    it passed, and why it stopped. The compiled `walk_records` runs the same loop over the bytes, with
+    the checks of `build_message`."""
+    count = 0
+    while True:
+        try:
+            result = decode_message(buf, pos, check_crc=check_crc)
+        except CorruptRecordError:
+            return pos, count, WalkStop.CHECK
+        if result is END_OF_FILE:
+            return pos, count, WalkStop.BLANK
+        if result is NEED_DATA or result.phy_offset != file_start + pos or _torn(buf, pos, result):
+            return pos, count, WalkStop.CHECK
+        pos += result.size
+        count += 1
+
+
+walk_records: Callable[[Buffer, int, int, bool], tuple[int, int, int]] = (
+    walk_records_py if speedups is None or not hasattr(speedups, "walk_records") else speedups.walk_records)
+
+
 class _Walk:
-    """Iterates the whole records from a file on; afterwards `end` and `reason` say where it stopped."""
+    """Walks the whole records from a file on; afterwards `end` and `reason` say where it stopped and
+    `scanned` how many records it passed."""
 
     def __init__(self, commitlog: CommitLog, start_index: int, check_crc: bool) -> None:
         self.commitlog = commitlog
@@ -127,46 +164,59 @@ class _Walk:
         files = commitlog.queue.files
         self.end = files[start_index].file_from_offset if files else 0
         self.reason = "end of data"
+        self.scanned = 0
 
-    def __iter__(self) -> Iterator[StoredMessage]:
+    def run(self) -> None:
         files = self.commitlog.queue.files
         for index in range(self.start_index, len(files)):
             mf = files[index]
             pos = 0
             self.end = mf.file_from_offset
             while True:
-                try:
-                    result = decode_message(mf.mm, pos, check_crc=self.check_crc)
-                except CorruptRecordError as exc:
-                    self.reason = f"{exc.reason} at {mf.path.name}+{pos}"
-                    return
-                if result is END_OF_FILE:
+                pos, count, stop = walk_records(mf.mm, pos, mf.file_from_offset, self.check_crc)
+                self.scanned += count
+                self.end = mf.file_from_offset + pos
+                if stop == WalkStop.BLANK:
                     self.end = mf.end_offset
                     break
-                if result is NEED_DATA:
-                    self.reason = f"record cut by the end of {mf.path.name} at +{pos}"
+                reason, size = self._stop_at(mf, pos)
+                if reason is not None:
+                    self.reason = reason
                     return
-                if result.phy_offset != mf.file_from_offset + pos:
-                    self.reason = (f"record at {mf.path.name}+{pos} claims physical offset "
-                                   f"{result.phy_offset}")
-                    return
-                if _torn(mf, pos, result):
-                    self.reason = f"torn record at {mf.path.name}+{pos} (its last byte is zero)"
-                    return
-                pos += result.size
+                if size < 0:
+                    self.end = mf.end_offset
+                    break
+                pos += size  # the full decode took a record the fast loop left to it
+                self.scanned += 1
                 self.end = mf.file_from_offset + pos
-                yield result
         self.reason = "end of data"
 
+    def _stop_at(self, mf: MappedFile, pos: int) -> tuple[str | None, int]:
+        """Why the walk stops at the record at `pos`; else None and the record's size (-1: a blank
+        record, the file's end)."""
+        try:
+            result = decode_message(mf.mm, pos, check_crc=self.check_crc)
+        except CorruptRecordError as exc:
+            return f"{exc.reason} at {mf.path.name}+{pos}", 0
+        if result is END_OF_FILE:
+            return None, -1  # a blank record (both walks stop at one themselves)
+        if result is NEED_DATA:
+            return f"record cut by the end of {mf.path.name} at +{pos}", 0
+        if result.phy_offset != mf.file_from_offset + pos:
+            return f"record at {mf.path.name}+{pos} claims physical offset {result.phy_offset}", 0
+        if _torn(mf.mm, pos, result):
+            return f"torn record at {mf.path.name}+{pos} (its last byte is zero)", 0
+        return None, result.size
 
-def _torn(mf: MappedFile, pos: int, msg: StoredMessage) -> bool:
+
+def _torn(buf: Buffer, pos: int, msg: StoredMessage) -> bool:
     """True when a record that parses ends in a zero byte where real data must be: its properties end
     with the \x02 separator, or, when it has none, its topic (before the 2-byte zero length) is not
     NUL-terminated. A write torn before the record's end leaves zeros there, which the body CRC
     alone cannot see.
     """
     last = pos + msg.size - 1 - (0 if msg.properties_string else 2)
-    return mf.mm[last] == 0
+    return buf[last] == 0
 
 
 def find_end(commitlog: CommitLog, check_crc: bool = True) -> int:
@@ -201,7 +251,7 @@ def find_end(commitlog: CommitLog, check_crc: bool = True) -> int:
     if last is not None:
         try:
             result = decode_message(mf.mm, last, check_crc=check_crc)
-            whole = isinstance(result, StoredMessage) and not _torn(mf, last, result)
+            whole = isinstance(result, StoredMessage) and not _torn(mf.mm, last, result)
         except CorruptRecordError:
             whole = False
         if not whole:
@@ -298,8 +348,8 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
         start_index = min(start_index, next((n for n, mf in enumerate(files) if mf.end_offset > walk_from), 0))
     report.start_offset = files[start_index].file_from_offset
     walk = _Walk(commitlog, start_index, check_crc)
-    for _ in walk:
-        report.records_scanned += 1
+    walk.run()
+    report.records_scanned = walk.scanned
     end = walk.end
     report.end_offset = end
     report.stop_reason = walk.reason
