@@ -12,6 +12,7 @@
  *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
+ *   walk_records(buf, pos, ...)     rocketstore.services.recovery.walk_records_py
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
  *   prepare_plain(message, ...)     rocketstore.store.prepare.Preparer.prepare_py (for the common message)
  *   pack_run(prepared, ...)         rocketstore.store.append_run.pack_run_py
@@ -917,6 +918,78 @@ record_in(PyTypeObject *cls, const unsigned char *at, long long room, long long 
         PyErr_Clear();
     }
     return msg;
+}
+
+/* walk_records(buffer, pos, file_start, check_crc) -> (pos, count, stop): the recovery walk over one
+ * commitlog file's mapping from `pos`, passing every record that is whole and well formed (the checks
+ * of layout_of), claims its own physical offset (file_start + its position), has a body CRC that
+ * matches when check_crc is true, and is not torn (its last byte of data is not zero); it stops at a
+ * blank record (WALK_BLANK) or at anything else (WALK_CHECK: the twin's full decode says why).
+ * rocketstore.services.recovery.walk_records_py is its twin. */
+static PyObject *
+walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "walk_records(buffer, pos, file_start, check_crc) takes four arguments");
+        return NULL;
+    }
+    long long pos = PyLong_AsLongLong(args[1]);
+    long long file_start = PyLong_AsLongLong(args[2]);
+    int check_crc = PyObject_IsTrue(args[3]);
+    if ((pos == -1 || file_start == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (check_crc < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    long long size = (long long)view.len;
+    long long count = 0;
+    int stop = WALK_CHECK;
+    if (pos < 0 || pos > size) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk_records: position outside the buffer");
+        return NULL;
+    }
+    while (size - pos >= 8) {
+        const unsigned char *at = buf + pos;
+        long long total = read_be(at + REC_TOTALSIZE_POS, 4);
+        unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+        if (magic == BLANK_MAGIC) {
+            stop = WALK_BLANK;
+            break;
+        }
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > size - pos) {
+            break;
+        }
+        struct layout l;
+        if (layout_of(at, total, magic, &l) < 0) {
+            PyErr_Clear(); /* lengths that do not add up: the twin names them */
+            break;
+        }
+        if (l.phy_offset != file_start + pos) {
+            break;
+        }
+        if (check_crc && l.body_end > l.body_start) {
+            uint32_t crc = rs_crc32(0, at + l.body_start, (size_t)(l.body_end - l.body_start)) & CRC_MASK;
+            if ((long long)crc != read_be(at + REC_BODYCRC_POS, 4)) {
+                break;
+            }
+        }
+        long long last = total - 1 - (total > l.props_start ? 0 : 2); /* torn: see recovery._torn */
+        if (at[last] == 0) {
+            break;
+        }
+        pos += total;
+        count++;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(LLi)", pos, count, stop);
 }
 
 /* decode_run(cls, entries, i, log, log_start, log_size, wanted, messages, max_count, total_bytes,
@@ -2318,9 +2391,10 @@ layout(PyObject *self, PyObject *unused)
     } while (0);
     LAYOUT_ITEMS
 #undef X
-    return Py_BuildValue("{sNsNsNs{sisisi}}", "layout", values, "prepared", strings_tuple(prepared, PREPARED_FIELDS),
-                         "message", strings_tuple(message, MESSAGE_FIELDS), "run_stops", "RUN_END", RUN_END,
-                         "RUN_FULL", RUN_FULL, "RUN_ELSEWHERE", RUN_ELSEWHERE);
+    return Py_BuildValue("{sNsNsNs{sisisi}s{sisi}}", "layout", values, "prepared",
+                         strings_tuple(prepared, PREPARED_FIELDS), "message", strings_tuple(message, MESSAGE_FIELDS),
+                         "run_stops", "RUN_END", RUN_END, "RUN_FULL", RUN_FULL, "RUN_ELSEWHERE", RUN_ELSEWHERE,
+                         "walk_stops", "WALK_BLANK", WALK_BLANK, "WALK_CHECK", WALK_CHECK);
 }
 
 static PyMethodDef methods[] = {
@@ -2348,6 +2422,8 @@ static PyMethodDef methods[] = {
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
+    {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
+     "The recovery walk over one commitlog file from a position: (stop position, records passed, why)."},
     {"record_at", (PyCFunction)(void (*)(void))record_at, METH_FASTCALL,
      "The whole, well-formed record at a position of a buffer, as a message; None for anything else."},
     {"put_results", (PyCFunction)(void (*)(void))put_results, METH_FASTCALL,

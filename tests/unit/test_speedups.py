@@ -768,3 +768,40 @@ def test_pack_run_takes_sixteen_queues_a_run_and_the_next_call_the_rest():
                                                                          p_placed)
     assert c_table[("T", 1)] == 7 + 3 + 1 and c_table[("T", 19)] == 2  # the table's queue ("T", 1) came first
     assert c_table[("TopicX", 2)] == 2 and c_queues[("TopicX", 2)][0] == 0 and len(c_queues[("TopicX", 2)][1]) == 2 * 20
+
+
+@st.composite
+def commitlog_files(draw):
+    """A commitlog file's bytes: records of every shape at their own physical offsets, then a blank
+    record, zeros or nothing; some bytes overwritten (a damaged or torn record, a wrong offset or CRC)."""
+    file_start = draw(st.sampled_from([0, 1 << 30]))
+    buf = bytearray()
+    for _ in range(draw(st.integers(0, 6))):
+        sys_flag = draw(st.sampled_from([0, 0x10, 0x20, 0x30]))
+        buf += fm.encode_message(
+            topic=draw(st.binary(min_size=1, max_size=12)), body=draw(st.binary(max_size=40)),
+            properties=draw(st.sampled_from([b"", b"TAGS\x01A", b"KEYS\x01k1 k2\x02UNIQ_KEY\x01u"])),
+            queue_id=1, flag=0, queue_offset=0, phy_offset=file_start + len(buf), sys_flag=sys_flag,
+            born_timestamp=1, born_ip=b"\0" * (16 if sys_flag & 0x10 else 4), born_port=2, store_timestamp=3,
+            store_ip=b"\1" * (16 if sys_flag & 0x20 else 4), store_port=4, version=draw(st.sampled_from([1, 2])))
+    buf += draw(st.sampled_from([fm.encode_blank(64) + b"\0" * 56, b"\0" * 64, b"", b"\0" * 3]))
+    for at, value in draw(st.lists(st.tuples(st.integers(0, max(0, len(buf) - 1)), st.integers(0, 255)),
+                                   max_size=3)):
+        if buf:
+            buf[at] = value
+    return bytes(buf), file_start, draw(st.booleans())
+
+
+@settings(deadline=None, max_examples=500)
+@given(commitlog_files())
+def test_walk_records_twins(case):
+    from rocketstore.services import recovery
+
+    buf, file_start, check_crc = case
+    assert _speedups.walk_records(buf, 0, file_start, check_crc) == \
+        tuple(recovery.walk_records_py(buf, 0, file_start, check_crc))
+
+
+def test_walk_records_refuses_a_position_outside_the_buffer():
+    with pytest.raises(ValueError, match="outside"):
+        _speedups.walk_records(b"\0" * 8, 9, 0, True)

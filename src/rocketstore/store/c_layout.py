@@ -77,6 +77,8 @@ def _layout() -> dict[str, int]:
     return {
         "MAGIC_V1": message.MAGIC_V1 & 0xFFFFFFFF,
         "MAGIC_V2": message.MAGIC_V2 & 0xFFFFFFFF,
+        "BLANK_MAGIC": message.BLANK_MAGIC & 0xFFFFFFFF,
+        "CRC_MASK": message.CRC_MASK,
         "FIXED_HEAD_SIZE": message.FIXED_HEAD.size,
         "MIN_RECORD_SIZE": message.MIN_RECORD_SIZE,
         "BORN_V6": int(SysFlag.BORNHOST_V6),
@@ -100,6 +102,12 @@ def _run_stops() -> dict[str, int]:
     return {f"RUN_{stop.name}": int(stop) for stop in RunStop}
 
 
+def _walk_stops() -> dict[str, int]:
+    from rocketstore.services.recovery import WalkStop
+
+    return {f"WALK_{stop.name}": int(stop) for stop in WalkStop}
+
+
 def _field_orders() -> dict[str, tuple[str, ...]]:
     from rocketstore.store.prepare import MESSAGE_FIELDS, Prepared
 
@@ -119,7 +127,8 @@ def _literal(value: int) -> str:
 def compiled_with() -> dict[str, object]:
     """What `_speedups.layout()` reports for a module compiled with this header."""
     orders = _field_orders()
-    return {"layout": dict(LAYOUT), "prepared": orders["P"], "message": orders["M"], "run_stops": _run_stops()}
+    return {"layout": dict(LAYOUT), "prepared": orders["P"], "message": orders["M"], "run_stops": _run_stops(),
+            "walk_stops": _walk_stops()}
 
 
 def header() -> str:
@@ -140,6 +149,8 @@ def header() -> str:
     lines += ["};", f"#define MESSAGE_FIELDS {len(orders['M'])}", "",
               "/* rocketstore.log.entry_run.RunStop: why a run of decode_run stopped */", "enum run_state {"]
     lines += [f"    {name} = {value}," for name, value in _run_stops().items()]
+    lines += ["};", "", "/* rocketstore.services.recovery.WalkStop: why walk_records stopped */", "enum walk_state {"]
+    lines += [f"    {name} = {value}," for name, value in _walk_stops().items()]
     lines += ["};",
               "#define MESSAGE_FIELD_NAMES " + ", ".join(f'"{name}"' for name in orders["M"]), "",
               "#define LAYOUT_ITEMS \\"]
