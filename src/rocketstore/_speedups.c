@@ -13,6 +13,7 @@
  *   build_message(cls, raw, magic)  rocketstore.format.message.build_message_py
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
  *   walk_records(buf, pos, ...)     rocketstore.services.recovery.walk_records_py
+ *   dispatch_requests(cls, buf, ...) rocketstore.services.dispatch.dispatch_requests_py
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
  *   prepare_plain(message, ...)     rocketstore.store.prepare.Preparer.prepare_py (for the common message)
  *   pack_run(prepared, ...)         rocketstore.store.append_run.pack_run_py
@@ -808,6 +809,23 @@ struct topic_cache {
     PyObject *text; /* a strong reference, or NULL */
 };
 
+/* The topic of a record (UTF-8, bad bytes replaced) as a new reference; `cache` (or NULL) keeps the
+ * last one, so that the records of one topic share one str. */
+static PyObject *
+topic_of(const char *bytes, long long len, struct topic_cache *cache)
+{
+    if (cache != NULL && cache->text != NULL && cache->len == len && memcmp(cache->bytes, bytes, (size_t)len) == 0) {
+        return Py_NewRef(cache->text);
+    }
+    PyObject *topic = PyUnicode_DecodeUTF8(bytes, len, "replace");
+    if (topic != NULL && cache != NULL && len <= (long long)sizeof(cache->bytes)) {
+        memcpy(cache->bytes, bytes, (size_t)len);
+        cache->len = len;
+        Py_XSETREF(cache->text, Py_NewRef(topic));
+    }
+    return topic;
+}
+
 /* A `cls` (a MessageBase subclass) for `raw`, a bytes object holding exactly one record whose magic
  * and minimum size the caller checked; NULL with ValueError set when the lengths do not add up. */
 static PyObject *
@@ -819,19 +837,7 @@ new_message(PyTypeObject *cls, PyObject *raw, unsigned long magic, struct topic_
     if (layout_of(data, total, magic, &at) < 0) {
         return NULL;
     }
-    const char *topic_bytes = (const char *)data + at.topic_start;
-    PyObject *topic;
-    if (cache != NULL && cache->text != NULL && cache->len == at.topic_len
-        && memcmp(cache->bytes, topic_bytes, (size_t)at.topic_len) == 0) {
-        topic = Py_NewRef(cache->text);
-    } else {
-        topic = PyUnicode_DecodeUTF8(topic_bytes, at.topic_len, "replace");
-        if (topic != NULL && cache != NULL && at.topic_len <= (long long)sizeof(cache->bytes)) {
-            memcpy(cache->bytes, topic_bytes, (size_t)at.topic_len);
-            cache->len = at.topic_len;
-            Py_XSETREF(cache->text, Py_NewRef(topic));
-        }
-    }
+    PyObject *topic = topic_of((const char *)data + at.topic_start, at.topic_len, cache);
     if (topic == NULL) {
         return NULL;
     }
@@ -990,6 +996,175 @@ walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyBuffer_Release(&view);
     return Py_BuildValue("(LLi)", pos, count, stop);
+}
+
+/* The DispatchRequest of the record at `at` (`total` bytes, checked by layout_of into `l`) whose
+ * properties parse into `properties`: a new reference, NULL after an error. */
+static PyObject *
+dispatch_request(PyTypeObject *cls, const unsigned char *at, long long total, const struct layout *l,
+                 PyObject *topic, PyObject *properties)
+{
+    PyObject *found[3]; /* borrowed: TAGS, KEYS, UNIQ_KEY or NULL */
+    PyObject *names[3] = {s_property_tags, s_property_keys, s_property_uniq_key};
+    for (int i = 0; i < 3; i++) {
+        found[i] = PyDict_GetItemWithError(properties, names[i]);
+        if (found[i] == NULL && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    PyObject *tags = found[0], *keys_text = found[1], *uniq = found[2];
+    long long code = 0; /* format.javahash.tags_code */
+    if (tags != NULL && PyUnicode_GET_LENGTH(tags) > 0) {
+        if (ready(tags) < 0) {
+            return NULL;
+        }
+        code = (int32_t)hash_units(0, tags);
+    }
+    PyObject *keys; /* format.properties.split_keys, as a tuple */
+    if (keys_text != NULL && PyUnicode_GET_LENGTH(keys_text) > 0) {
+        PyObject *tokens = space_separated(keys_text);
+        keys = tokens == NULL ? NULL : PyList_AsTuple(tokens);
+        Py_XDECREF(tokens);
+    } else {
+        keys = PyTuple_New(0);
+    }
+    if (keys == NULL) {
+        return NULL;
+    }
+    long long born_ip_len = l->sys_flag & BORN_V6 ? 16 : 4;
+    long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8);
+    PyObject *req = cls->tp_alloc(cls, DISPATCH_FIELDS);
+    if (req == NULL) {
+        Py_DECREF(keys);
+        return NULL;
+    }
+    PyObject *items[DISPATCH_FIELDS] = {
+        [D_TOPIC] = Py_NewRef(topic),
+        [D_QUEUE_ID] = PyLong_FromLongLong(read_be(at + REC_QUEUEID_POS, 4)),
+        [D_PHY_OFFSET] = PyLong_FromLongLong(l->phy_offset),
+        [D_SIZE] = PyLong_FromLongLong(total),
+        [D_TAGS_CODE] = PyLong_FromLongLong(code),
+        [D_STORE_TIMESTAMP] = PyLong_FromLongLong(store_ts),
+        [D_QUEUE_OFFSET] = PyLong_FromLongLong(read_be(at + REC_QUEUEOFFSET_POS, 8)),
+        [D_KEYS] = keys,
+        [D_UNIQ_KEY] = Py_NewRef(uniq != NULL ? uniq : Py_None),
+        [D_SYS_FLAG] = PyLong_FromLongLong(l->sys_flag),
+    };
+    int failed = 0;
+    for (int i = 0; i < DISPATCH_FIELDS; i++) {
+        failed |= items[i] == NULL;
+        PyTuple_SET_ITEM(req, i, items[i]);
+    }
+    if (failed) {
+        Py_DECREF(req);
+        return NULL;
+    }
+    return req;
+}
+
+/* dispatch_requests(cls, buffer, pos, limit, max_count, held_topic, out) -> (pos, stop): the catch-up's
+ * requests for the records of one commitlog file's mapping from `pos`: for each whole, well-formed
+ * record that ends by `limit` (the file's written bytes), `cls` (services.dispatch.DispatchRequest) made
+ * as request_from_message makes it, appended to `out`; at most `max_count` of them. It stops at `limit`
+ * or after max_count (REQUESTS_MORE), at a blank record (REQUESTS_BLANK), and before anything else: a
+ * record that is not whole or well formed, or one of `held_topic` (SCHEDULE_TOPIC_XXXX, whose delay
+ * the twin reads) (REQUESTS_CHECK). services.dispatch.dispatch_requests_py is its twin. */
+static PyObject *
+dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_requests takes seven arguments");
+        return NULL;
+    }
+    PyObject *cls = args[0], *held_topic = args[5], *out = args[6];
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) || !PyUnicode_Check(held_topic)
+        || !PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_requests: a tuple class, a str and a list expected");
+        return NULL;
+    }
+    long long pos = PyLong_AsLongLong(args[2]);
+    long long limit = PyLong_AsLongLong(args[3]);
+    long long max_count = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (pos < 0 || limit < pos || limit > (long long)view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "dispatch_requests: positions outside the buffer");
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    struct topic_cache cache = {.len = -1, .text = NULL};
+    int stop = REQUESTS_MORE, failed = 0;
+    for (long long count = 0; pos < limit && count < max_count; count++) {
+        const unsigned char *at = buf + pos;
+        if ((long long)view.len - pos < 8) {
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        long long total = read_be(at + REC_TOTALSIZE_POS, 4);
+        unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+        if (magic == BLANK_MAGIC) { /* seen as decode_message sees it: in the whole buffer */
+            stop = REQUESTS_BLANK;
+            break;
+        }
+        struct layout l;
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > limit - pos) {
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        if (layout_of(at, total, magic, &l) < 0) {
+            PyErr_Clear(); /* lengths that do not add up: the twin says so */
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        PyObject *topic = topic_of((const char *)at + l.topic_start, l.topic_len, &cache);
+        if (topic == NULL) {
+            failed = 1;
+            break;
+        }
+        int held = PyUnicode_Compare(topic, held_topic);
+        if (held == -1 && PyErr_Occurred()) {
+            Py_DECREF(topic);
+            failed = 1;
+            break;
+        }
+        if (held == 0) {
+            Py_DECREF(topic);
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        PyObject *properties;
+        if (total > l.props_start) {
+            PyObject *text = PyUnicode_DecodeUTF8((const char *)at + l.props_start, total - l.props_start, "replace");
+            properties = text == NULL ? NULL : parse_properties(text);
+            Py_XDECREF(text);
+        } else {
+            properties = PyDict_New();
+        }
+        PyObject *req = properties == NULL ? NULL
+                                           : dispatch_request((PyTypeObject *)cls, at, total, &l, topic, properties);
+        Py_XDECREF(properties);
+        Py_DECREF(topic);
+        if (req == NULL || PyList_Append(out, req) < 0) {
+            Py_XDECREF(req);
+            failed = 1;
+            break;
+        }
+        Py_DECREF(req);
+        pos += total;
+    }
+    Py_XDECREF(cache.text);
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("(Li)", pos, stop);
 }
 
 /* decode_run(cls, entries, i, log, log_start, log_size, wanted, messages, max_count, total_bytes,
@@ -2375,6 +2550,7 @@ layout(PyObject *self, PyObject *unused)
 {
     static const char *const prepared[PREPARED_FIELDS] = {PREPARED_FIELD_NAMES};
     static const char *const message[MESSAGE_FIELDS] = {MESSAGE_FIELD_NAMES};
+    static const char *const dispatch[DISPATCH_FIELDS] = {DISPATCH_FIELD_NAMES};
     PyObject *values = PyDict_New();
     if (values == NULL) {
         return NULL;
@@ -2391,10 +2567,12 @@ layout(PyObject *self, PyObject *unused)
     } while (0);
     LAYOUT_ITEMS
 #undef X
-    return Py_BuildValue("{sNsNsNs{sisisi}s{sisi}}", "layout", values, "prepared",
+    return Py_BuildValue("{sNsNsNs{sisisi}s{sisi}s{sisisi}sN}", "layout", values, "prepared",
                          strings_tuple(prepared, PREPARED_FIELDS), "message", strings_tuple(message, MESSAGE_FIELDS),
                          "run_stops", "RUN_END", RUN_END, "RUN_FULL", RUN_FULL, "RUN_ELSEWHERE", RUN_ELSEWHERE,
-                         "walk_stops", "WALK_BLANK", WALK_BLANK, "WALK_CHECK", WALK_CHECK);
+                         "walk_stops", "WALK_BLANK", WALK_BLANK, "WALK_CHECK", WALK_CHECK, "request_stops",
+                         "REQUESTS_MORE", REQUESTS_MORE, "REQUESTS_BLANK", REQUESTS_BLANK, "REQUESTS_CHECK",
+                         REQUESTS_CHECK, "dispatch", strings_tuple(dispatch, DISPATCH_FIELDS));
 }
 
 static PyMethodDef methods[] = {
@@ -2422,6 +2600,8 @@ static PyMethodDef methods[] = {
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))decode_run, METH_FASTCALL,
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
+    {"dispatch_requests", (PyCFunction)(void (*)(void))dispatch_requests, METH_FASTCALL,
+     "The catch-up's dispatch requests of the records of one commitlog file from a position."},
     {"walk_records", (PyCFunction)(void (*)(void))walk_records, METH_FASTCALL,
      "The recovery walk over one commitlog file from a position: (stop position, records passed, why)."},
     {"record_at", (PyCFunction)(void (*)(void))record_at, METH_FASTCALL,

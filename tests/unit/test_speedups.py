@@ -805,3 +805,54 @@ def test_walk_records_twins(case):
 def test_walk_records_refuses_a_position_outside_the_buffer():
     with pytest.raises(ValueError, match="outside"):
         _speedups.walk_records(b"\0" * 8, 9, 0, True)
+
+
+@st.composite
+def dispatch_files(draw):
+    """A commitlog file's bytes with records whose properties carry tags, keys and UNIQ_KEY (or not),
+    some of SCHEDULE_TOPIC_XXXX, not always valid UTF-8, then a blank record or zeros; some bytes
+    overwritten."""
+    buf = bytearray()
+    for _ in range(draw(st.integers(0, 6))):
+        sys_flag = draw(st.sampled_from([0, 0x10, 0x20, 0x30, 0x4, 0x8, 0xC]))
+        properties = draw(st.sampled_from([
+            b"", b"TAGS\x01A", b"TAGS\x01", b"KEYS\x01k1 k2  k3\x02UNIQ_KEY\x01u", b"KEYS\x01 \x02TAGS\x01\xff\xfe",
+            b"TAGS\x01\xf0\x9f\x98\x80\x02KEYS\x01single", b"DELAY\x013\x02TAGS\x01B", b"UNIQ_KEY\x01\x02KEYS\x01a"]))
+        buf += fm.encode_message(
+            topic=draw(st.sampled_from([b"T", b"TopicB", b"SCHEDULE_TOPIC_XXXX", b"\xff\xfeT"])),
+            body=draw(st.binary(max_size=20)), properties=properties, queue_id=draw(st.integers(0, 3)), flag=0,
+            queue_offset=draw(st.integers(0, 2**40)), phy_offset=len(buf), sys_flag=sys_flag,
+            born_timestamp=1, born_ip=b"\0" * (16 if sys_flag & 0x10 else 4), born_port=2,
+            store_timestamp=draw(st.integers(0, 2**41)), store_ip=b"\1" * (16 if sys_flag & 0x20 else 4),
+            store_port=4, version=draw(st.sampled_from([1, 2])))
+    buf += draw(st.sampled_from([fm.encode_blank(64) + b"\0" * 56, b"\0" * 64, b"", b"\0" * 3]))
+    for at, value in draw(st.lists(st.tuples(st.integers(0, max(0, len(buf) - 1)), st.integers(0, 255)),
+                                   max_size=2)):
+        if buf:
+            buf[at] = value
+    limit = draw(st.integers(0, len(buf)))
+    return bytes(buf), limit, draw(st.integers(1, 8))
+
+
+@settings(deadline=None, max_examples=500)
+@given(dispatch_files())
+def test_dispatch_requests_twins(case):
+    from rocketstore.services import dispatch
+
+    buf, limit, max_count = case
+    compiled: list = []
+    twin: list = []
+    got = _speedups.dispatch_requests(dispatch.DispatchRequest, buf, 0, limit, max_count, "SCHEDULE_TOPIC_XXXX",
+                                      compiled)
+    want = dispatch.dispatch_requests_py(dispatch.DispatchRequest, buf, 0, limit, max_count, "SCHEDULE_TOPIC_XXXX",
+                                         twin)
+    assert got == tuple(want)
+    assert compiled == twin
+    assert all(type(r) is dispatch.DispatchRequest for r in compiled)
+
+
+def test_dispatch_requests_refuses_positions_outside_the_buffer():
+    from rocketstore.services import dispatch
+
+    with pytest.raises(ValueError, match="outside"):
+        _speedups.dispatch_requests(dispatch.DispatchRequest, b"\0" * 8, 0, 9, 1, "S", [])

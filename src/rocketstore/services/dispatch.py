@@ -7,17 +7,22 @@ SCHEDULE_TOPIC_XXXX carrying DELAY gets its delivery time as tags code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import enum
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
+from rocketstore._types import Buffer
+from rocketstore.errors import CorruptRecordError
 from rocketstore.format import properties as props
 from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.javahash import tags_code
-from rocketstore.format.message import StoredMessage
+from rocketstore.format.message import END_OF_FILE, NEED_DATA, StoredMessage, decode_message
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.format.topics import SCHEDULE_TOPIC
+from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_service import IndexService, index_keys_of
+from rocketstore.native import speedups
 
 
 class DispatchRequest(NamedTuple):
@@ -76,6 +81,78 @@ def request_from_message(msg: StoredMessage, delay_millis: list[int]) -> Dispatc
         msg.topic, msg.queue_id, msg.phy_offset, msg.size, code, msg.store_timestamp, msg.queue_offset,
         tuple(props.split_keys(properties.get(props.KEYS))), properties.get(props.UNIQ_KEY), msg.sys_flag,
     )
+
+
+class RequestStop(enum.IntEnum):
+    """Why `dispatch_requests` stopped (the compiled function returns these values; `_layout.h` has them)."""
+
+    MORE = 0
+    """It reached the limit, or made `max_count` requests."""
+    BLANK = 1
+    """A blank record: the file's data ends there."""
+    CHECK = 2
+    """The record at the position is for the full decode: not whole or well formed, or delayed."""
+
+
+def dispatch_requests_py(cls: type[DispatchRequest], buf: Buffer, pos: int, limit: int, max_count: int,
+                         held_topic: str, out: list[DispatchRequest]) -> tuple[int, RequestStop]:
+    """The requests (`request_from_message`) of the records of one commitlog file's mapping from `pos`,
+    appended to `out`: each record that is whole, well formed and ends by `limit`, at most `max_count`
+    of them; stops before a blank record, before anything else it cannot decode, and before a record
+    of `held_topic` (SCHEDULE_TOPIC_XXXX: its requests need the delay levels, which the caller has).
+    The compiled `dispatch_requests` runs the same loop over the bytes."""
+    count = 0
+    while pos < limit and count < max_count:
+        try:
+            msg = decode_message(buf, pos)
+        except CorruptRecordError:
+            return pos, RequestStop.CHECK
+        if msg is END_OF_FILE:
+            return pos, RequestStop.BLANK
+        if msg is NEED_DATA or pos + msg.size > limit or msg.topic == held_topic:
+            return pos, RequestStop.CHECK
+        out.append(request_from_message(msg, []))  # no delay levels: held_topic records are left to the caller
+        pos += msg.size
+        count += 1
+    return pos, RequestStop.MORE
+
+
+_dispatch_requests: Callable[..., tuple[int, int]] = (
+    dispatch_requests_py if speedups is None or not hasattr(speedups, "dispatch_requests")
+    else speedups.dispatch_requests)
+
+
+def requests_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch: int
+                  ) -> Iterator[list[DispatchRequest]]:
+    """The dispatch requests of every record from physical offset `start` (a record start) on, in log
+    order, in lists of at most `batch`: the records `CommitLog.scan` gives, built in one compiled call
+    per run of records; what that call leaves (a delayed record, or the end of the data) goes through
+    `decode_message` and `request_from_message`, and the walk stops quietly where `scan` stops."""
+    offset = max(start, commitlog.min_offset)
+    while offset < commitlog.max_offset:
+        mf = commitlog.queue.find(offset)
+        if mf is None:
+            return
+        pos, limit = offset - mf.file_from_offset, mf.wrote_position
+        while pos < limit:
+            out: list[DispatchRequest] = []
+            pos, stop = _dispatch_requests(DispatchRequest, mf.mm, pos, limit, batch, SCHEDULE_TOPIC, out)
+            if out:
+                yield out
+            if stop == RequestStop.BLANK:
+                break
+            if stop == RequestStop.CHECK:
+                try:
+                    msg = decode_message(mf.mm, pos)
+                except CorruptRecordError:
+                    return
+                if msg is END_OF_FILE:
+                    break
+                if msg is NEED_DATA or pos + msg.size > limit:
+                    return
+                yield [request_from_message(msg, delay_millis)]
+                pos += msg.size
+        offset = mf.end_offset
 
 
 class Dispatcher:

@@ -108,10 +108,17 @@ def _walk_stops() -> dict[str, int]:
     return {f"WALK_{stop.name}": int(stop) for stop in WalkStop}
 
 
+def _request_stops() -> dict[str, int]:
+    from rocketstore.services.dispatch import RequestStop
+
+    return {f"REQUESTS_{stop.name}": int(stop) for stop in RequestStop}
+
+
 def _field_orders() -> dict[str, tuple[str, ...]]:
+    from rocketstore.services.dispatch import DispatchRequest
     from rocketstore.store.prepare import MESSAGE_FIELDS, Prepared
 
-    return {"P": tuple(Prepared._fields), "M": MESSAGE_FIELDS}
+    return {"P": tuple(Prepared._fields), "M": MESSAGE_FIELDS, "D": tuple(DispatchRequest._fields)}
 
 
 LAYOUT = _layout()
@@ -128,7 +135,7 @@ def compiled_with() -> dict[str, object]:
     """What `_speedups.layout()` reports for a module compiled with this header."""
     orders = _field_orders()
     return {"layout": dict(LAYOUT), "prepared": orders["P"], "message": orders["M"], "run_stops": _run_stops(),
-            "walk_stops": _walk_stops()}
+            "walk_stops": _walk_stops(), "request_stops": _request_stops(), "dispatch": orders["D"]}
 
 
 def header() -> str:
@@ -151,7 +158,13 @@ def header() -> str:
     lines += [f"    {name} = {value}," for name, value in _run_stops().items()]
     lines += ["};", "", "/* rocketstore.services.recovery.WalkStop: why walk_records stopped */", "enum walk_state {"]
     lines += [f"    {name} = {value}," for name, value in _walk_stops().items()]
-    lines += ["};",
+    lines += ["};", "", "/* rocketstore.services.dispatch.RequestStop: why dispatch_requests stopped */",
+              "enum requests_state {"]
+    lines += [f"    {name} = {value}," for name, value in _request_stops().items()]
+    lines += ["};", "", "/* rocketstore.services.dispatch.DispatchRequest, field by field */", "enum dispatch_field {"]
+    lines += [f"    D_{name.upper()} = {i}," for i, name in enumerate(orders["D"])]
+    lines += ["};", f"#define DISPATCH_FIELDS {len(orders['D'])}",
+              "#define DISPATCH_FIELD_NAMES " + ", ".join(f'"{name}"' for name in orders["D"]),
               "#define MESSAGE_FIELD_NAMES " + ", ".join(f'"{name}"' for name in orders["M"]), "",
               "#define LAYOUT_ITEMS \\"]
     lines += [f"    X({name}) \\" for name in LAYOUT]

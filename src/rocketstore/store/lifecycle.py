@@ -32,7 +32,7 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.message import Message
 from rocketstore.services import odd_files, recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
-from rocketstore.services.dispatch import DispatchRequest, request_from_message
+from rocketstore.services.dispatch import DispatchRequest, request_from_message, requests_from
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.services.service import Service
@@ -234,9 +234,9 @@ class StoreLifecycle(StoreCore):
                        report: recovery.RecoveryReport, *, skip_gaps: bool) -> None:
         if not skip_gaps:  # the usual catch-up: batches of records, as puts dispatch them
             batch: list[DispatchRequest] = []
-            for msg in self.commitlog.scan(start):
-                batch.append(request_from_message(msg, self._delay_millis))
-                if len(batch) == DISPATCH_BATCH:
+            for requests in requests_from(self.commitlog, start, self._delay_millis, DISPATCH_BATCH):
+                batch.extend(requests)
+                if len(batch) >= DISPATCH_BATCH:
                     self._dispatch_batch(batch, cq_from, index_from, abnormal, report)
                     batch = []
             if batch:
