@@ -3,7 +3,10 @@
 `optional=True`: where no C compiler or Python headers are found the install goes on without the
 module and rocketstore runs its pure-Python twins of the same functions.
 
-Before compiling, `src/rocketstore/_layout.h` is generated from the Python declarations
+The module is built from the C files of `src/rocketstore/_c/`, one per layer it serves (`format.c`,
+`storage.c`, `log.c`, `services.c`, `store.c`) and `module.c`, which puts them together; `common.h` is what
+they share.
+Before compiling, `src/rocketstore/_c/_layout.h` is generated from the Python declarations
 (`rocketstore/store/c_layout.py`, run with the standard library only), so the C code never repeats a
 layout or a field order.
 """
@@ -16,7 +19,10 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 SRC = Path(__file__).resolve().parent / "src"
-LAYOUT_HEADER = SRC / "rocketstore" / "_layout.h"
+C_DIR = "src/rocketstore/_c"
+LAYOUT_HEADER = SRC / "rocketstore" / "_c" / "_layout.h"
+C_SOURCES = [f"{C_DIR}/{name}.c" for name in ("module", "format", "storage", "log", "services", "store", "_crc32")]
+C_HEADERS = [f"{C_DIR}/{name}.h" for name in ("common", "_crc32", "_layout")]
 
 
 def write_layout_header() -> None:
@@ -32,5 +38,4 @@ class BuildWithLayout(build_ext):
 
 
 setup(cmdclass={"build_ext": BuildWithLayout},
-      ext_modules=[Extension("rocketstore._speedups", ["src/rocketstore/_speedups.c", "src/rocketstore/_crc32.c"],
-                             depends=["src/rocketstore/_crc32.h", "src/rocketstore/_layout.h"], optional=True)])
+      ext_modules=[Extension("rocketstore._speedups", C_SOURCES, depends=C_HEADERS, optional=True)])

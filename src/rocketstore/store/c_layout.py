@@ -4,9 +4,9 @@ The layouts (record, consume-queue unit, index file), the sys flag bits and the 
 `Prepared` and of the `Message` fields the compiled prepare reads are declared once, in Python
 (`format.message`, `format.consume_queue`, `format.index`, `format.sysflag`, `format.properties`,
 `store.prepare`). `setup.py` runs this module (with the standard library only) before it compiles
-`_speedups.c`, which includes the header instead of repeating those values; `LAYOUT` is what the header
-says, and the built module reports what it was compiled with (`_speedups.layout()`), which a test holds
-to this module.
+the C files of `rocketstore/_c/`, which include the header instead of repeating those values; `LAYOUT`
+is what the header says, and the built module reports what it was compiled with
+(`_speedups.layout()`), which a test holds to this module.
 
     python src/rocketstore/store/c_layout.py OUT.h
 """

@@ -1,0 +1,174 @@
+/*
+ * What the C files of rocketstore._speedups share (module.c, format.c, storage.c, log.c, store.c): the
+ * headers they read, the generated layouts (_layout.h), the few small helpers more than one of them
+ * uses (static inline, one definition here), and the functions and objects one file defines and
+ * another uses. A function that only one file uses stays static in that file.
+ *
+ * Two prefixes: speedups_NAME is the C function behind _speedups.NAME (module.c's method table);
+ * rs_NAME is a helper or object one file lends the others. Both are hidden: they stay inside the
+ * shared object, and the calls between the files go straight, not through its symbol table.
+ */
+#ifndef ROCKETSTORE_SPEEDUPS_COMMON_H
+#define ROCKETSTORE_SPEEDUPS_COMMON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_crc32.h"
+#include "_layout.h" /* layouts and field orders, generated from the Python declarations */
+
+/* From this many bytes on, a CRC runs without the interpreter lock (zlib.crc32 lets it go from 5 KiB;
+ * here a 64 KiB CRC takes ~4 us, well above the cost of letting the lock go and taking it back). */
+#define CRC_RELEASE_GIL_BYTES (64 * 1024)
+
+/* 0 when `text` is a str ready for PyUnicode_DATA; -1 with TypeError (or the error of getting it ready). */
+static inline int
+ready(PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.100s", Py_TYPE(text)->tp_name);
+        return -1;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return -1;
+    }
+#endif
+    return 0;
+}
+
+/* Java's String.hashCode over the UTF-16 code units of a str, continuing from `h`: a code point above
+ * U+FFFF counts as its two surrogates, and a lone surrogate in a Python string counts as itself (as
+ * "surrogatepass" encodes it). java_hash (format.c) and the index keys of pack_run (store.c). */
+static inline uint32_t
+hash_units(uint32_t h, PyObject *text)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t i;
+
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data;
+        for (i = 0; i < n; i++) {
+            h = 31u * h + p[i];
+        }
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)data;
+        for (i = 0; i < n; i++) {
+            h = 31u * h + p[i];
+        }
+    } else {
+        const Py_UCS4 *p = (const Py_UCS4 *)data;
+        for (i = 0; i < n; i++) {
+            Py_UCS4 c = p[i];
+            if (c >= 0x10000) {
+                c -= 0x10000;
+                h = 31u * h + (0xD800u + (c >> 10));
+                h = 31u * h + (0xDC00u + (c & 0x3FFu));
+            } else {
+                h = 31u * h + c;
+            }
+        }
+    }
+    return h;
+}
+
+/* A big-endian signed field of `width` bytes (4: an int32, 8: an int64). */
+static inline int64_t
+read_be(const unsigned char *p, int width)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < width; i++) {
+        v = (v << 8) | p[i];
+    }
+    if (width == 4) {
+        return (int64_t)(int32_t)(uint32_t)v;
+    }
+    return (int64_t)v;
+}
+
+/* `v` as a big-endian field of `width` bytes. */
+static inline void
+write_be(unsigned char *p, uint64_t v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+/* The last topic decoded by a run of decode_run (log.c, through rs_record_in): records of one queue
+ * repeat it, so its str is reused. */
+struct topic_cache {
+    char bytes[256];
+    long long len; /* -1: empty */
+    PyObject *text; /* a strong reference, or NULL */
+};
+
+/* Where the parts of a record lie (rs_layout_of). */
+struct layout {
+    long long phy_offset, sys_flag, body_start, body_end, topic_start, topic_len, props_start;
+};
+
+#if defined(__GNUC__)
+#pragma GCC visibility push(hidden)
+#endif
+
+/* module.c: strings interned at import */
+extern PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key; /* "TAGS", "KEYS", "UNIQ_KEY" */
+extern PyObject *rs_attribute_size;                                            /* "size" */
+/* The Message fields prepare_one (store.c) reads, in the order of the `slots` argument of prepare_plain
+ * and prepare_many (rocketstore.store.prepare.MESSAGE_FIELDS). */
+extern PyObject *rs_message_field_names[MESSAGE_FIELDS];
+
+/* format.c */
+extern PyTypeObject rs_MessageBaseType;
+int rs_check_message_class(PyObject *cls);
+PyObject *rs_record_in(PyTypeObject *cls, const unsigned char *at, long long room, long long phy_offset,
+                       struct topic_cache *cache);
+PyObject *rs_space_separated(PyObject *text);
+/* The checks of format.message.record_layout on `total` bytes holding one record of magic v1 or v2:
+ * 0 with `out` filled, -1 with ValueError set when the lengths do not add up. */
+int rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out);
+/* A record's topic (UTF-8, bad bytes replaced) as a new reference; `cache` (or NULL) keeps the last one. */
+PyObject *rs_topic_of(const char *bytes, long long len, struct topic_cache *cache);
+/* RocketMQ's properties text parsed into a dict (format.properties.decode_properties_py). */
+PyObject *rs_parse_properties(PyObject *text);
+PyObject *speedups_java_hash(PyObject *module, PyObject *text);
+PyObject *speedups_java_hash_concat(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_decode_properties(PyObject *module, PyObject *text);
+PyObject *speedups_properties_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_build_message(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_record_at(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_crc32_portable(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* storage.c */
+PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* log.c */
+PyObject *speedups_index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* services.c */
+PyObject *speedups_walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+/* store.c */
+PyObject *speedups_prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#endif

@@ -1,0 +1,342 @@
+/*
+ * rocketstore._speedups, log layer: compiled twins of the index file and the consume-queue read loop of
+ * rocketstore.log.
+ *
+ *   index_lookup(...)               rocketstore.log.index_file.IndexFile.lookup_py
+ *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
+ *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
+ *
+ * decode_run decodes each record through format.c's rs_record_in.
+ */
+#include "common.h"
+
+#define MAX_SLOTS (1LL << 40)               /* far above any index file (RocketMQ's default: 5 million) */
+#define MAX_DIFF_MS (0x80000000LL * 1000)   /* a timeDiff (int32 seconds) in milliseconds, bounding it */
+
+/* index_lookup(buffer, slots, key_hash, index_count, begin_timestamp, begin, end, max_count, out)
+ * walks the slot chain of key_hash and appends matching physical offsets to `out`, newest first.
+ * Returns True, or False without appending anything when a position falls outside the buffer or an
+ * argument outside int64 (the Python twin then runs: it raises its own error or handles the int). */
+PyObject *
+speedups_index_lookup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "index_lookup takes nine arguments");
+        return NULL;
+    }
+    long long slots = PyLong_AsLongLong(args[1]);
+    long long key_hash = PyLong_AsLongLong(args[2]);
+    long long n_max = PyLong_AsLongLong(args[3]);
+    long long begin_ts = PyLong_AsLongLong(args[4]);
+    long long begin = PyLong_AsLongLong(args[5]);
+    long long end = PyLong_AsLongLong(args[6]);
+    Py_ssize_t max_count = PyLong_AsSsize_t(args[7]);
+    PyObject *out = args[8];
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* a bound past int64: the Python twin handles any int */
+        Py_RETURN_FALSE;
+    }
+    if (!PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "index_lookup: out must be a list");
+        return NULL;
+    }
+    /* beyond these the position and time arithmetic could overflow int64: the Python twin decides */
+    if (slots <= 0 || slots > MAX_SLOTS || key_hash < 0 || begin_ts > LLONG_MAX - MAX_DIFF_MS
+        || begin_ts < LLONG_MIN + MAX_DIFF_MS) {
+        Py_RETURN_FALSE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    Py_ssize_t size = view.len;
+    Py_ssize_t appended_from = PyList_GET_SIZE(out);
+    PyObject *answer = Py_True;
+    long long slot_at = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE;
+    if (slot_at + INDEX_SLOT_SIZE > size) {
+        answer = Py_False;
+        goto done;
+    }
+    long long n = read_be(buf + slot_at, 4);
+    if (n <= 0 || n > n_max || n_max <= 1) {
+        goto done;
+    }
+    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
+    while (PyList_GET_SIZE(out) < max_count) {
+        long long at = entries_at + n * INDEX_ENTRY_SIZE;
+        if (at < 0 || at + INDEX_ENTRY_SIZE > size) {
+            answer = Py_False;
+            break;
+        }
+        const unsigned char *entry = buf + at;
+        long long entry_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, 4);
+        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, 8);
+        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, 4);
+        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, 4);
+        if (diff < 0) {
+            break;
+        }
+        long long time_read = begin_ts + diff * 1000;
+        if (entry_hash == key_hash && begin <= time_read && time_read <= end) {
+            PyObject *offset = PyLong_FromLongLong(phy);
+            if (offset == NULL || PyList_Append(out, offset) < 0) {
+                Py_XDECREF(offset);
+                answer = NULL;
+                break;
+            }
+            Py_DECREF(offset);
+        }
+        if (prev <= 0 || prev > n_max || prev >= n || time_read < begin) {
+            break;
+        }
+        n = prev;
+    }
+done:
+    PyBuffer_Release(&view);
+    if (answer == Py_False && PyList_GET_SIZE(out) > appended_from) {
+        /* undo what was appended: the caller runs the Python twin or sees the error */
+        if (PyList_SetSlice(out, appended_from, PyList_GET_SIZE(out), NULL) < 0) {
+            return NULL;
+        }
+    }
+    if (answer == NULL) {
+        return NULL;
+    }
+    return Py_NewRef(answer);
+}
+
+#define MAX_TIME_DIFF 0x7FFFFFFFLL
+
+/* index_put_keys(buffer, slots, header, keys, store_timestamp, start, stop) writes entries
+ * header.indexCount, +1, ... for keys [start, stop) of `keys`, a buffer of (index hash, phy offset)
+ * pairs of native int64 (rocketstore.log.index_file.KEY), all stored at `store_timestamp`, points their
+ * slots at them and writes the 40-byte header, as IndexFile._put_keys_py does; the caller checked there
+ * is room. `header` and the result are the header's six fields in file order (beginTimestamp,
+ * endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount). Returns the header after the
+ * puts, or None without writing anything when a value or position is out of range (the Python twin then
+ * runs). */
+PyObject *
+speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys takes seven arguments");
+        return NULL;
+    }
+    long long header[6];
+    long long slots = PyLong_AsLongLong(args[1]);
+    long long ts = PyLong_AsLongLong(args[4]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[6]);
+    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "index_put_keys: header must be a tuple of six ints");
+        }
+        return NULL;
+    }
+    for (int i = 0; i < 6; i++) {
+        header[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[2], i));
+    }
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    long long begin_ts = header[0], end_ts = header[1], begin_phy = header[2], end_phy = header[3];
+    long long slot_count = header[4], n = header[5];
+    Py_buffer keys = {0}, view = {0};
+    if (PyObject_GetBuffer(args[3], &keys, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    int have_view = 0;
+    Py_ssize_t held = keys.len / 16;
+    if (keys.len % 16 != 0 || start < 0 || stop < start || stop > held || slots <= 0 || slots > MAX_SLOTS || n < 1) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t count = stop - start;
+    const unsigned char *pairs = (const unsigned char *)keys.buf + start * 16;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t h;
+        memcpy(&h, pairs + 16 * i, 8);
+        if (h < 0 || h > 0x7FFFFFFFLL) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        goto done;
+    }
+    have_view = 1;
+    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
+    if (n + count > 0x7FFFFFFFLL || slot_count + count > 0x7FFFFFFFLL || slot_count < INT32_MIN
+        || entries_at + (n + count) * INDEX_ENTRY_SIZE > view.len) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    unsigned char *buf = (unsigned char *)view.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t h, phy;
+        memcpy(&h, pairs + 16 * i, 8);
+        memcpy(&phy, pairs + 16 * i + 8, 8);
+        unsigned char *slot = buf + INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE;
+        long long slot_value = read_be(slot, 4);
+        if (slot_value <= 0 || slot_value > n) {
+            slot_value = 0;
+            slot_count++;
+        }
+        long long diff = 0; /* whole seconds since the file's begin, truncated, clamped to [0, 2**31-1] */
+        if (begin_ts > 0 && ts > begin_ts) {
+            diff = (ts - begin_ts) / 1000;
+            if (diff > MAX_TIME_DIFF) {
+                diff = MAX_TIME_DIFF;
+            }
+        }
+        if (n <= 1) {
+            begin_phy = phy;
+            begin_ts = ts;
+        }
+        unsigned char *entry = buf + entries_at + n * INDEX_ENTRY_SIZE;
+        write_be(entry + INDEX_ENTRY_KEYHASH_POS, (uint64_t)h, 4);
+        write_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
+        write_be(entry + INDEX_ENTRY_TIMEDIFF_POS, (uint64_t)diff, 4);
+        write_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, (uint64_t)slot_value, 4);
+        write_be(slot, (uint64_t)n, 4);
+        n++;
+        end_phy = phy;
+        end_ts = ts;
+    }
+    write_be(buf + INDEX_HEADER_BEGINTIMESTAMP_POS, (uint64_t)begin_ts, 8);
+    write_be(buf + INDEX_HEADER_ENDTIMESTAMP_POS, (uint64_t)end_ts, 8);
+    write_be(buf + INDEX_HEADER_BEGINPHYOFFSET_POS, (uint64_t)begin_phy, 8);
+    write_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, (uint64_t)end_phy, 8);
+    write_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, (uint64_t)slot_count, 4);
+    write_be(buf + INDEX_HEADER_INDEXCOUNT_POS, (uint64_t)n, 4);
+    result = Py_BuildValue("(LLLLLL)", begin_ts, end_ts, begin_phy, end_phy, slot_count, n);
+done:
+    if (have_view) {
+        PyBuffer_Release(&view);
+    }
+    PyBuffer_Release(&keys);
+    return result;
+}
+
+/* enum run_state (RUN_END, RUN_FULL, RUN_ELSEWHERE) comes from _layout.h */
+
+/* decode_run(cls, entries, i, log, log_start, log_size, wanted, messages, max_count, total_bytes,
+ * max_bytes) -> (i, total_bytes, state): the read loop of MessageStore.get over the consume-queue
+ * entries in `entries` from entry i, decoding in place the records that lie in `log` (bytes
+ * [0, log_size) of the commitlog file starting at log_start); rocketstore.log.entry_run.decode_run_py
+ * is its twin and documents the rules. */
+PyObject *
+speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "decode_run takes eleven arguments");
+        return NULL;
+    }
+    if (rs_check_message_class(args[0]) < 0) {
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *entries = args[1];
+    PyObject *wanted = args[6];
+    PyObject *messages = args[7];
+    if (!PyBytes_Check(entries) || !PyList_Check(messages) || (wanted != Py_None && !PyAnySet_Check(wanted))) {
+        PyErr_SetString(PyExc_TypeError, "decode_run: entries must be bytes, wanted a set or None, messages a list");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
+    long long log_start = PyLong_AsLongLong(args[4]);
+    long long log_size = PyLong_AsLongLong(args[5]);
+    Py_ssize_t max_count = PyLong_AsSsize_t(args[8]);
+    long long total_bytes = PyLong_AsLongLong(args[9]);
+    long long max_bytes = PyLong_AsLongLong(args[10]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (i < 0 || log_start < 0 || total_bytes < 0 || max_bytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "decode_run: negative index, offset or byte count");
+        return NULL;
+    }
+    if (total_bytes > LLONG_MAX / 2) { /* room for the sizes added below */
+        PyErr_SetString(PyExc_OverflowError, "decode_run: total_bytes out of range");
+        return NULL;
+    }
+    if (log_size < -1) {
+        log_size = -1; /* the same answers: no record fits, and log_size - size cannot overflow */
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[3], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (log_size > (long long)view.len) {
+        log_size = view.len; /* never read past the mapping, whatever the caller says */
+    }
+    const unsigned char *log = (const unsigned char *)view.buf;
+    const unsigned char *units = (const unsigned char *)PyBytes_AS_STRING(entries);
+    Py_ssize_t end = PyBytes_GET_SIZE(entries) / UNIT_SIZE;
+    struct topic_cache cache = {.len = -1, .text = NULL};
+    enum run_state state = RUN_END;
+    int failed = 0;
+    for (; i < end; i++) {
+        const unsigned char *unit = units + i * UNIT_SIZE;
+        long long phy_offset = read_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, 8);
+        long long size = read_be(unit + CQ_MESSAGE_SIZE_POS, 4);
+        long long code = read_be(unit + CQ_TAGS_HASH_CODE_POS, 8);
+        /* total_bytes + size > max_bytes without overflow (size is an int32) */
+        int too_big = size >= 0 ? total_bytes > max_bytes - size : total_bytes + size > max_bytes;
+        if (PyList_GET_SIZE(messages) > 0 && (PyList_GET_SIZE(messages) >= max_count || too_big)) {
+            state = RUN_FULL;
+            break;
+        }
+        if (phy_offset < 0 || size <= 0 || (phy_offset == 0 && size == FILLER_SIZE && code == 0)) {
+            continue;
+        }
+        if (wanted != Py_None) {
+            PyObject *key = PyLong_FromLongLong(code);
+            int found = key == NULL ? -1 : PySet_Contains(wanted, key);
+            Py_XDECREF(key);
+            if (found < 0) {
+                failed = 1;
+                break;
+            }
+            if (!found) {
+                continue;
+            }
+        }
+        long long pos = phy_offset - log_start;
+        if (pos < 0 || pos > log_size - size) {
+            state = RUN_ELSEWHERE;
+            break;
+        }
+        PyObject *msg = size < 8 ? NULL : rs_record_in(cls, log + pos, size, phy_offset, &cache); /* 8: the prefix */
+        if (msg == NULL) {
+            if (PyErr_Occurred()) {
+                failed = 1;
+            } else {
+                state = RUN_ELSEWHERE; /* not the record the entry names, or not a whole one */
+            }
+            break;
+        }
+        int appended = PyList_Append(messages, msg);
+        Py_DECREF(msg);
+        if (appended < 0) {
+            failed = 1;
+            break;
+        }
+        total_bytes += size;
+    }
+    Py_XDECREF(cache.text);
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("(nLi)", i, total_bytes, (int)state);
+}

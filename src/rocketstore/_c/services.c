@@ -1,0 +1,249 @@
+/* The compiled helpers of the services layer (rocketstore.services), each the twin of a Python function:
+ *
+ *   walk_records(buf, pos, ...)       rocketstore.services.recovery.walk_records_py: the recovery walk
+ *                                     over one commitlog file, checking each record
+ *   dispatch_requests(cls, buf, ...)  rocketstore.services.dispatch.dispatch_requests_py: the catch-up's
+ *                                     dispatch requests of a run of records
+ *
+ * Both read records with format.c's checks (rs_layout_of) and stop where the twin must decide. */
+
+#include "common.h"
+
+/* walk_records(buffer, pos, file_start, check_crc) -> (pos, count, stop): the recovery walk over one
+ * commitlog file's mapping from `pos`, passing every record that is whole and well formed (the checks
+ * of layout_of), claims its own physical offset (file_start + its position), has a body CRC that
+ * matches when check_crc is true, and is not torn (its last byte of data is not zero); it stops at a
+ * blank record (WALK_BLANK) or at anything else (WALK_CHECK: the twin's full decode says why).
+ * rocketstore.services.recovery.walk_records_py is its twin. */
+PyObject *
+speedups_walk_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "walk_records(buffer, pos, file_start, check_crc) takes four arguments");
+        return NULL;
+    }
+    long long pos = PyLong_AsLongLong(args[1]);
+    long long file_start = PyLong_AsLongLong(args[2]);
+    int check_crc = PyObject_IsTrue(args[3]);
+    if ((pos == -1 || file_start == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (check_crc < 0) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    long long size = (long long)view.len;
+    long long count = 0;
+    int stop = WALK_CHECK;
+    if (pos < 0 || pos > size) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "walk_records: position outside the buffer");
+        return NULL;
+    }
+    while (size - pos >= 8) {
+        const unsigned char *at = buf + pos;
+        long long total = read_be(at + REC_TOTALSIZE_POS, 4);
+        unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+        if (magic == BLANK_MAGIC) {
+            stop = WALK_BLANK;
+            break;
+        }
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > size - pos) {
+            break;
+        }
+        struct layout l;
+        if (rs_layout_of(at, total, magic, &l) < 0) {
+            PyErr_Clear(); /* lengths that do not add up: the twin names them */
+            break;
+        }
+        if (l.phy_offset != file_start + pos) {
+            break;
+        }
+        if (check_crc && l.body_end > l.body_start) {
+            uint32_t crc = rs_crc32(0, at + l.body_start, (size_t)(l.body_end - l.body_start)) & CRC_MASK;
+            if ((long long)crc != read_be(at + REC_BODYCRC_POS, 4)) {
+                break;
+            }
+        }
+        long long last = total - 1 - (total > l.props_start ? 0 : 2); /* torn: see recovery._torn */
+        if (at[last] == 0) {
+            break;
+        }
+        pos += total;
+        count++;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(LLi)", pos, count, stop);
+}
+
+/* The DispatchRequest of the record at `at` (`total` bytes, checked by layout_of into `l`) whose
+ * properties parse into `properties`: a new reference, NULL after an error. */
+static PyObject *
+dispatch_request(PyTypeObject *cls, const unsigned char *at, long long total, const struct layout *l,
+                 PyObject *topic, PyObject *properties)
+{
+    PyObject *found[3]; /* borrowed: TAGS, KEYS, UNIQ_KEY or NULL */
+    PyObject *names[3] = {rs_property_tags, rs_property_keys, rs_property_uniq_key};
+    for (int i = 0; i < 3; i++) {
+        found[i] = PyDict_GetItemWithError(properties, names[i]);
+        if (found[i] == NULL && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    PyObject *tags = found[0], *keys_text = found[1], *uniq = found[2];
+    long long code = 0; /* format.javahash.tags_code */
+    if (tags != NULL && PyUnicode_GET_LENGTH(tags) > 0) {
+        if (ready(tags) < 0) {
+            return NULL;
+        }
+        code = (int32_t)hash_units(0, tags);
+    }
+    PyObject *keys; /* format.properties.split_keys, as a tuple */
+    if (keys_text != NULL && PyUnicode_GET_LENGTH(keys_text) > 0) {
+        PyObject *tokens = rs_space_separated(keys_text);
+        keys = tokens == NULL ? NULL : PyList_AsTuple(tokens);
+        Py_XDECREF(tokens);
+    } else {
+        keys = PyTuple_New(0);
+    }
+    if (keys == NULL) {
+        return NULL;
+    }
+    long long born_ip_len = l->sys_flag & BORN_V6 ? 16 : 4;
+    long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8);
+    PyObject *req = cls->tp_alloc(cls, DISPATCH_FIELDS);
+    if (req == NULL) {
+        Py_DECREF(keys);
+        return NULL;
+    }
+    PyObject *items[DISPATCH_FIELDS] = {
+        [D_TOPIC] = Py_NewRef(topic),
+        [D_QUEUE_ID] = PyLong_FromLongLong(read_be(at + REC_QUEUEID_POS, 4)),
+        [D_PHY_OFFSET] = PyLong_FromLongLong(l->phy_offset),
+        [D_SIZE] = PyLong_FromLongLong(total),
+        [D_TAGS_CODE] = PyLong_FromLongLong(code),
+        [D_STORE_TIMESTAMP] = PyLong_FromLongLong(store_ts),
+        [D_QUEUE_OFFSET] = PyLong_FromLongLong(read_be(at + REC_QUEUEOFFSET_POS, 8)),
+        [D_KEYS] = keys,
+        [D_UNIQ_KEY] = Py_NewRef(uniq != NULL ? uniq : Py_None),
+        [D_SYS_FLAG] = PyLong_FromLongLong(l->sys_flag),
+    };
+    int failed = 0;
+    for (int i = 0; i < DISPATCH_FIELDS; i++) {
+        failed |= items[i] == NULL;
+        PyTuple_SET_ITEM(req, i, items[i]);
+    }
+    if (failed) {
+        Py_DECREF(req);
+        return NULL;
+    }
+    return req;
+}
+
+/* dispatch_requests(cls, buffer, pos, limit, max_count, held_topic, out) -> (pos, stop): the catch-up's
+ * requests for the records of one commitlog file's mapping from `pos`: for each whole, well-formed
+ * record that ends by `limit` (the file's written bytes), `cls` (services.dispatch.DispatchRequest) made
+ * as request_from_message makes it, appended to `out`; at most `max_count` of them. It stops at `limit`
+ * or after max_count (REQUESTS_MORE), at a blank record (REQUESTS_BLANK), and before anything else: a
+ * record that is not whole or well formed, or one of `held_topic` (SCHEDULE_TOPIC_XXXX, whose delay
+ * the twin reads) (REQUESTS_CHECK). services.dispatch.dispatch_requests_py is its twin. */
+PyObject *
+speedups_dispatch_requests(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_requests takes seven arguments");
+        return NULL;
+    }
+    PyObject *cls = args[0], *held_topic = args[5], *out = args[6];
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) || !PyUnicode_Check(held_topic)
+        || !PyList_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_requests: a tuple class, a str and a list expected");
+        return NULL;
+    }
+    long long pos = PyLong_AsLongLong(args[2]);
+    long long limit = PyLong_AsLongLong(args[3]);
+    long long max_count = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (pos < 0 || limit < pos || limit > (long long)view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "dispatch_requests: positions outside the buffer");
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    struct topic_cache cache = {.len = -1, .text = NULL};
+    int stop = REQUESTS_MORE, failed = 0;
+    for (long long count = 0; pos < limit && count < max_count; count++) {
+        const unsigned char *at = buf + pos;
+        if ((long long)view.len - pos < 8) {
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        long long total = read_be(at + REC_TOTALSIZE_POS, 4);
+        unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+        if (magic == BLANK_MAGIC) { /* seen as decode_message sees it: in the whole buffer */
+            stop = REQUESTS_BLANK;
+            break;
+        }
+        struct layout l;
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > limit - pos) {
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        if (rs_layout_of(at, total, magic, &l) < 0) {
+            PyErr_Clear(); /* lengths that do not add up: the twin says so */
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        PyObject *topic = rs_topic_of((const char *)at + l.topic_start, l.topic_len, &cache);
+        if (topic == NULL) {
+            failed = 1;
+            break;
+        }
+        int held = PyUnicode_Compare(topic, held_topic);
+        if (held == -1 && PyErr_Occurred()) {
+            Py_DECREF(topic);
+            failed = 1;
+            break;
+        }
+        if (held == 0) {
+            Py_DECREF(topic);
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        PyObject *properties;
+        if (total > l.props_start) {
+            PyObject *text = PyUnicode_DecodeUTF8((const char *)at + l.props_start, total - l.props_start, "replace");
+            properties = text == NULL ? NULL : rs_parse_properties(text);
+            Py_XDECREF(text);
+        } else {
+            properties = PyDict_New();
+        }
+        PyObject *req = properties == NULL ? NULL
+                                           : dispatch_request((PyTypeObject *)cls, at, total, &l, topic, properties);
+        Py_XDECREF(properties);
+        Py_DECREF(topic);
+        if (req == NULL || PyList_Append(out, req) < 0) {
+            Py_XDECREF(req);
+            failed = 1;
+            break;
+        }
+        Py_DECREF(req);
+        pos += total;
+    }
+    Py_XDECREF(cache.text);
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("(Li)", pos, stop);
+}

@@ -1,0 +1,50 @@
+/*
+ * rocketstore._speedups, storage layer: the flush of a mapping that rocketstore.storage.fs.msync runs.
+ *
+ *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
+ */
+#include "common.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* msync(mapping, start, length): msync(MS_SYNC) of bytes [start, start + length) of a shared mapping,
+ * like mmap.flush(start, length) but without holding the interpreter lock while the disk works, so
+ * that other threads (the producers of a group commit) go on meanwhile. The mapping's buffer stays
+ * exported during the call, so the mapping cannot be closed under it. start must be page-aligned. */
+PyObject *
+speedups_msync(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "msync(mapping, start, length) takes three arguments");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t length = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    char *at = (char *)view.buf + (start > 0 ? start : 0);
+    if (start < 0 || length < 0 || start > view.len || length > view.len - start || page <= 0
+        || (uintptr_t)at % (uintptr_t)page != 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "msync: range outside the mapping or start not page-aligned");
+        return NULL;
+    }
+    int rc = 0;
+    if (length > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = msync(at, (size_t)length, MS_SYNC);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    if (rc != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}

@@ -1,0 +1,1132 @@
+/*
+ * rocketstore._speedups, store layer: compiled twins of the write path of rocketstore.store, from a
+ * message to the bytes of a run and the PutResults.
+ *
+ *   prepare_plain(message, ...)     rocketstore.store.prepare.Preparer.prepare_py (for the common message)
+ *   prepare_many(messages, ...)     prepare_plain per message (Preparer.prepare_many)
+ *   pack_run(prepared, ...)         rocketstore.store.append_run.pack_run_py
+ *   fill_slots(cls, descs, *values) rocketstore.store.write_path._put_result_factory's `make`
+ *   put_results(cls, descs, ...)    rocketstore.store.write_path.put_results_py
+ *
+ * The prepare takes BODYCRC from _crc32.c and splits the keys as format.c's rs_space_separated does for
+ * a read; pack_run hashes the index keys with hash_units (common.h). The Message field names and "size"
+ * it reads are interned by module.c.
+ */
+#include "common.h"
+
+#include <structmember.h>
+
+/* 0 when every item of `descriptors` is a slot (member descriptor) of `cls`, else -1 with a TypeError
+ * naming `caller`. */
+static int
+check_slots(PyTypeObject *cls, PyObject *descriptors, const char *caller)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(descriptors); i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
+        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            || !PyType_IsSubtype(cls, ((PyDescrObject *)descriptor)->d_type)) {
+            PyErr_Format(PyExc_TypeError, "%s: every descriptor must be a slot of the class", caller);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A new `cls` (object.__new__; `empty` is the empty tuple) with values[i] stored through slot
+ * descriptors[i], as `descriptor.__set__(obj, value)` does (also for a frozen dataclass, whose
+ * __setattr__ it passes by, like object.__setattr__). The descriptors were checked by check_slots. */
+static PyObject *
+new_with_slots(PyTypeObject *cls, PyObject *descriptors, PyObject *const *values, PyObject *empty)
+{
+    PyObject *obj = PyBaseObject_Type.tp_new(cls, empty, NULL);
+    for (Py_ssize_t i = 0; obj != NULL && i < PyTuple_GET_SIZE(descriptors); i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
+        if (Py_TYPE(descriptor)->tp_descr_set(descriptor, obj, values[i]) < 0) {
+            Py_CLEAR(obj);
+        }
+    }
+    return obj;
+}
+
+/* fill_slots(cls, descriptors, *values): new_with_slots for one object. */
+PyObject *
+speedups_fill_slots(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 2 || !PyType_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "fill_slots(cls, descriptors, *values): a class and a tuple first");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *descriptors = args[1];
+    Py_ssize_t count = PyTuple_GET_SIZE(descriptors);
+    if (nargs - 2 != count) {
+        PyErr_Format(PyExc_TypeError, "fill_slots: %zd descriptors but %zd values", count, nargs - 2);
+        return NULL;
+    }
+    if (check_slots(cls, descriptors, "fill_slots") < 0) {
+        return NULL;
+    }
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL) {
+        return NULL;
+    }
+    PyObject *obj = new_with_slots(cls, descriptors, args + 2, empty);
+    Py_DECREF(empty);
+    return obj;
+}
+
+/* Take a new tuple out of the cycle collector's tracking when nothing in it can be tracked (ints,
+ * strings, bytes, None, untracked tuples): such a tuple can be part of no cycle, and CPython untracks
+ * it anyway at the first collection that visits it. A batch makes several per message; left tracked,
+ * those alive while the batch runs are moved to the older generations by the collections the batch
+ * sets off, and a large batch then pays for full collections of the whole heap. */
+static void
+untrack_if_atomic(PyObject *tuple)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        if (PyType_IS_GC(Py_TYPE(item)) && (!PyTuple_CheckExact(item) || PyObject_GC_IsTracked(item))) {
+            return;
+        }
+    }
+    PyObject_GC_UnTrack(tuple); /* a no-op for a tuple not tracked */
+}
+
+/* An int field as int64 within [lo, hi]; 0 with *ok cleared when it is not an int or out of range. */
+static long long
+int_field(PyObject *value, long long lo, long long hi, int *ok)
+{
+    if (!PyLong_Check(value)) {
+        *ok = 0;
+        return 0;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred()) || v < lo || v > hi) {
+        PyErr_Clear();
+        *ok = 0;
+        return 0;
+    }
+    return v;
+}
+
+#define I32_MIN (-2147483647LL - 1)
+#define I32_MAX 2147483647LL
+
+static int
+has_separator(PyObject *text)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    return PyUnicode_FindChar(text, 0x01, 0, n, 1) != -1 || PyUnicode_FindChar(text, 0x02, 0, n, 1) != -1;
+}
+
+/* Where a message's fields sit: the slot offsets of the class (`type`) whose member descriptors were
+ * given, or no class (every field through getattr). */
+struct message_layout {
+    PyTypeObject *type;
+    Py_ssize_t offset[MESSAGE_FIELDS];
+};
+
+/* The last `slots` tuple checked and its layout (a put passes the same tuple every time). */
+static PyObject *checked_slots;
+static struct message_layout checked_layout;
+
+/* The layout of `slots`: None, or the member descriptors of one class for MESSAGE_FIELDS in order. */
+static int
+message_layout_of(PyObject *slots, struct message_layout *layout)
+{
+    layout->type = NULL;
+    if (slots == Py_None) {
+        return 0;
+    }
+    if (slots == checked_slots) {
+        *layout = checked_layout;
+        return 0;
+    }
+    if (!PyTuple_Check(slots) || PyTuple_GET_SIZE(slots) != MESSAGE_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "prepare: slots must be None or a tuple of the message's slots");
+        return -1;
+    }
+    PyTypeObject *type = NULL;
+    for (int i = 0; i < MESSAGE_FIELDS; i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(slots, i);
+        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type)
+            || ((PyMemberDescrObject *)descriptor)->d_member->type != T_OBJECT_EX
+            || PyUnicode_Compare(((PyDescrObject *)descriptor)->d_name, rs_message_field_names[i]) != 0
+            || (type != NULL && ((PyDescrObject *)descriptor)->d_type != type)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "prepare: slots must be one class's object slots, in "
+                                                 "the order of rocketstore.store.prepare.MESSAGE_FIELDS");
+            }
+            return -1;
+        }
+        type = ((PyDescrObject *)descriptor)->d_type;
+        layout->offset[i] = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+    }
+    layout->type = type;
+    Py_XSETREF(checked_slots, Py_NewRef(slots)); /* it keeps the descriptors, and they the class */
+    checked_layout = *layout;
+    return 0;
+}
+
+/* A new reference to field `field` of `message`: straight from its slot when the message is exactly
+ * of the layout's class (a subclass may override a field), else through getattr. */
+static PyObject *
+message_field(PyObject *message, const struct message_layout *layout, int field)
+{
+    if (Py_TYPE(message) == layout->type) {
+        PyObject *value = *(PyObject **)((char *)message + layout->offset[field]);
+        if (value != NULL) {
+            return Py_NewRef(value);
+        }
+    }
+    return PyObject_GetAttr(message, rs_message_field_names[field]);
+}
+
+/* The last shape prepare_one asked message_shape for, kept over the messages of one prepare_many
+ * call: message_shape is a pure function of its arguments, so the same sys flag and tags objects (and
+ * the call's one store host) give the same shape; and the tags object of that shape passed the tags
+ * checks. Also the last QUEUE_KEY_MEMO queue keys made, (topic, queue id) tuples that messages of the
+ * same topic object and queue id share. Strong references, or NULL. */
+#define QUEUE_KEY_MEMO 8
+
+struct shape_memo {
+    PyObject *sys_flag, *tags, *shape;
+    Py_ssize_t header;
+    PyObject *queue_keys[QUEUE_KEY_MEMO];
+    long long queue_ids[QUEUE_KEY_MEMO];
+    int next_queue_key, share_queue_keys; /* share_queue_keys: set by prepare_many, whose messages share */
+};
+
+static void
+shape_memo_clear(struct shape_memo *memo)
+{
+    Py_CLEAR(memo->sys_flag);
+    Py_CLEAR(memo->tags);
+    Py_CLEAR(memo->shape);
+    for (int i = 0; i < QUEUE_KEY_MEMO; i++) {
+        Py_CLEAR(memo->queue_keys[i]);
+    }
+}
+
+/* The (topic, queue_id) tuple of a message (a new reference), in prepare_many shared with an earlier
+ * message of the same topic object and queue id; NULL after an error. */
+static PyObject *
+queue_key_of(struct shape_memo *memo, PyObject *topic, PyObject *queue_id, long long qid)
+{
+    if (!memo->share_queue_keys) { /* one message: nothing to share it with */
+        PyObject *key = PyTuple_Pack(2, topic, queue_id);
+        if (key != NULL) {
+            untrack_if_atomic(key);
+        }
+        return key;
+    }
+    for (int i = 0; i < QUEUE_KEY_MEMO; i++) {
+        PyObject *key = memo->queue_keys[i];
+        if (key != NULL && PyTuple_GET_ITEM(key, 0) == topic && memo->queue_ids[i] == qid) {
+            return Py_NewRef(key);
+        }
+    }
+    PyObject *key = PyTuple_Pack(2, topic, queue_id);
+    if (key == NULL) {
+        return NULL;
+    }
+    untrack_if_atomic(key);
+    int slot = memo->next_queue_key;
+    memo->next_queue_key = (slot + 1) % QUEUE_KEY_MEMO;
+    Py_XSETREF(memo->queue_keys[slot], Py_NewRef(key));
+    memo->queue_ids[slot] = qid;
+    return key;
+}
+
+/* What prepare_plain and prepare_many take after the messages, checked once per call. */
+struct prepare_call {
+    PyObject *topic_parts, *store_ip, *shape_fn;
+    PyTypeObject *prepared_cls;
+    Py_ssize_t max_body, max_record;
+    struct message_layout layout;
+};
+
+/* `call` from args[1..7] (topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots). */
+static int
+prepare_call_of(PyObject *const *args, struct prepare_call *call)
+{
+    call->topic_parts = args[1];
+    call->store_ip = args[4];
+    call->shape_fn = args[5];
+    call->prepared_cls = (PyTypeObject *)args[6];
+    call->max_body = PyLong_AsSsize_t(args[2]);
+    call->max_record = PyLong_AsSsize_t(args[3]);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (!PyDict_Check(call->topic_parts) || !PyBytes_CheckExact(call->store_ip) || !PyType_Check(args[6])
+        || !PyType_IsSubtype(call->prepared_cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain: a dict, bytes and a tuple class expected");
+        return -1;
+    }
+    return message_layout_of(args[7], &call->layout);
+}
+
+static PyObject *prepare_one(PyObject *message, const struct prepare_call *call, struct shape_memo *memo);
+
+/* prepare_plain(message, topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots):
+ * rocketstore.store.prepare.Preparer.prepare for the common message (no properties mapping, no born host,
+ * bytes body, str tags, str keys, int queue id and sys flag, a topic found in topic_parts, the dict of
+ * topics that passed checked_topic). Anything else, and anything the Python path would refuse, gives
+ * None: Preparer.prepare_py then runs and raises its own error. `shape` is message_shape,
+ * `prepared_cls` Prepared, `slots` Message's slot descriptors for MESSAGE_FIELDS (read straight from a
+ * Message; a subclass goes through getattr) or None. */
+PyObject *
+speedups_prepare_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain takes eight arguments");
+        return NULL;
+    }
+    struct prepare_call call;
+    if (prepare_call_of(args, &call) < 0) {
+        return NULL;
+    }
+    struct shape_memo memo = {0};
+    PyObject *result = prepare_one(args[0], &call, &memo);
+    shape_memo_clear(&memo);
+    return result;
+}
+
+/* prepare_plain for `message`, with `memo` carried from the message before. */
+static PyObject *
+prepare_one(PyObject *message, const struct prepare_call *call, struct shape_memo *memo)
+{
+    PyObject *topic_parts = call->topic_parts, *store_ip = call->store_ip, *shape_fn = call->shape_fn;
+    PyTypeObject *prepared_cls = call->prepared_cls;
+    Py_ssize_t max_body = call->max_body, max_record = call->max_record;
+    const struct message_layout *layout = &call->layout;
+    PyObject *topic = NULL, *body = NULL, *queue_id = NULL, *tags = NULL, *keys = NULL, *other = NULL;
+    PyObject *sys_flag = NULL, *joined = NULL, *split = NULL, *tail = NULL, *shape = NULL;
+    PyObject *head_size = NULL, *crc = NULL, *queue_key = NULL, *born_port = NULL, *size = NULL;
+    PyObject *result = NULL;
+    PyObject *declined = Py_None;
+#define GET(var, field) \
+    if ((var = message_field(message, layout, field)) == NULL) { goto fail; }
+#define DECLINE_UNLESS(cond) \
+    if (!(cond)) { result = Py_NewRef(declined); goto done; }
+
+    GET(other, M_PROPERTIES);
+    DECLINE_UNLESS(other == Py_None);
+    Py_CLEAR(other);
+    GET(other, M_BORN_HOST);
+    DECLINE_UNLESS(other == Py_None);
+    Py_CLEAR(other);
+    GET(topic, M_TOPIC);
+    DECLINE_UNLESS(PyUnicode_CheckExact(topic));
+    PyObject *topic_part = PyDict_GetItemWithError(topic_parts, topic); /* borrowed */
+    if (topic_part == NULL && PyErr_Occurred()) {
+        goto fail;
+    }
+    DECLINE_UNLESS(topic_part != NULL && PyBytes_CheckExact(topic_part));
+    GET(body, M_BODY);
+    DECLINE_UNLESS(PyBytes_CheckExact(body) && PyBytes_GET_SIZE(body) <= max_body);
+    GET(queue_id, M_QUEUE_ID);
+    DECLINE_UNLESS(PyLong_CheckExact(queue_id));
+    long long qid = PyLong_AsLongLong(queue_id);
+    if (qid == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        qid = -1;
+    }
+    DECLINE_UNLESS(qid >= 0 && qid <= 0x7FFFFFFF);
+    GET(sys_flag, M_SYS_FLAG);
+    DECLINE_UNLESS(PyLong_CheckExact(sys_flag));
+    GET(tags, M_TAGS);
+    DECLINE_UNLESS(tags == Py_None || (memo->shape != NULL && tags == memo->tags)
+                   || (PyUnicode_CheckExact(tags) && PyUnicode_GET_LENGTH(tags) > 0 && !has_separator(tags)));
+    GET(keys, M_KEYS);
+    DECLINE_UNLESS(PyTuple_CheckExact(keys));
+    Py_ssize_t key_count = PyTuple_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < key_count; i++) {
+        DECLINE_UNLESS(PyUnicode_CheckExact(PyTuple_GET_ITEM(keys, i)));
+    }
+
+    /* the properties text: TAGS\x01tags [\x02] KEYS\x01joined, as UTF-8 */
+    Py_ssize_t text_length = 0;
+    const char *tags_utf8 = NULL, *keys_utf8 = NULL;
+    Py_ssize_t tags_bytes = 0, keys_bytes = 0;
+    if (tags != Py_None) {
+        tags_utf8 = PyUnicode_AsUTF8AndSize(tags, &tags_bytes);
+        if (tags_utf8 == NULL) { /* a lone surrogate: the Python path answers */
+            PyErr_Clear();
+            DECLINE_UNLESS(0);
+        }
+        text_length = 5 + PyUnicode_GET_LENGTH(tags);
+    }
+    if (key_count > 0) {
+        PyObject *space = PyUnicode_FromOrdinal(' ');
+        if (space == NULL) {
+            goto fail;
+        }
+        joined = PyUnicode_Join(space, keys);
+        Py_DECREF(space);
+        if (joined == NULL) {
+            goto fail;
+        }
+        Py_ssize_t joined_length = PyUnicode_GET_LENGTH(joined);
+        DECLINE_UNLESS(joined_length > 0 && !has_separator(joined));
+        keys_utf8 = PyUnicode_AsUTF8AndSize(joined, &keys_bytes);
+        if (keys_utf8 == NULL) {
+            PyErr_Clear();
+            DECLINE_UNLESS(0);
+        }
+        text_length += (tags != Py_None ? 1 : 0) + 5 + joined_length;
+        if (PyUnicode_FindChar(joined, ' ', 0, joined_length, 1) == -1) {
+            /* one key without a space: the message's own keys tuple is (joined,) already */
+            split = key_count == 1 ? Py_NewRef(keys) : PyTuple_Pack(1, joined);
+        } else {
+            PyObject *kept = rs_space_separated(joined);
+            if (kept == NULL) {
+                goto fail;
+            }
+            split = PyList_AsTuple(kept);
+            Py_DECREF(kept);
+        }
+        if (split == NULL) {
+            goto fail;
+        }
+    } else {
+        split = PyTuple_New(0);
+        if (split == NULL) {
+            goto fail;
+        }
+    }
+    Py_ssize_t props_bytes = (tags != Py_None ? 5 + tags_bytes : 0)
+                             + (key_count > 0 ? (tags != Py_None ? 1 : 0) + 5 + keys_bytes : 0);
+    DECLINE_UNLESS(text_length <= MAX_PROPERTIES_LENGTH && props_bytes <= MAX_PROPERTIES_LENGTH);
+
+    /* tail: TOPICLENGTH + TOPIC (cached), PROPERTIESLENGTH (int16), PROPERTIES */
+    Py_ssize_t topic_bytes = PyBytes_GET_SIZE(topic_part);
+    tail = PyBytes_FromStringAndSize(NULL, topic_bytes + 2 + props_bytes);
+    if (tail == NULL) {
+        goto fail;
+    }
+    char *out = PyBytes_AS_STRING(tail);
+    memcpy(out, PyBytes_AS_STRING(topic_part), (size_t)topic_bytes);
+    out += topic_bytes;
+    *out++ = (char)((props_bytes >> 8) & 0xFF);
+    *out++ = (char)(props_bytes & 0xFF);
+    if (tags != Py_None) {
+        memcpy(out, "TAGS\x01", 5);
+        memcpy(out + 5, tags_utf8, (size_t)tags_bytes);
+        out += 5 + tags_bytes;
+    }
+    if (key_count > 0) {
+        if (tags != Py_None) {
+            *out++ = '\x02';
+        }
+        memcpy(out, "KEYS\x01", 5);
+        memcpy(out + 5, keys_utf8, (size_t)keys_bytes);
+    }
+
+    Py_ssize_t header;
+    if (memo->shape != NULL && memo->sys_flag == sys_flag && memo->tags == tags) {
+        shape = Py_NewRef(memo->shape);
+        header = memo->header;
+    } else {
+        shape = PyObject_CallFunctionObjArgs(shape_fn, sys_flag, tags, store_ip, store_ip, NULL);
+        if (shape == NULL) {
+            goto fail;
+        }
+        if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 5) {
+            PyErr_SetString(PyExc_TypeError, "prepare_plain: shape must return a 5-tuple");
+            goto fail;
+        }
+        head_size = PyObject_GetAttr(PyTuple_GET_ITEM(shape, 0), rs_attribute_size);
+        if (head_size == NULL) {
+            goto fail;
+        }
+        header = PyLong_AsSsize_t(head_size);
+        if (header == -1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        shape_memo_clear(memo);
+        memo->sys_flag = Py_NewRef(sys_flag);
+        memo->tags = Py_NewRef(tags);
+        memo->shape = Py_NewRef(shape);
+        memo->header = header;
+    }
+    PyObject *head = PyTuple_GET_ITEM(shape, 0);
+    Py_ssize_t record = header + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(tail);
+    DECLINE_UNLESS(record <= max_record);
+    uint32_t body_crc;
+    if (PyBytes_GET_SIZE(body) >= CRC_RELEASE_GIL_BYTES) {  /* a bytes object cannot change meanwhile */
+        Py_BEGIN_ALLOW_THREADS
+        body_crc = rs_crc32(0, (const unsigned char *)PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        body_crc = rs_crc32(0, (const unsigned char *)PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+    }
+    crc = PyLong_FromUnsignedLong(body_crc & 0x7FFFFFFFUL);
+    queue_key = queue_key_of(memo, topic, queue_id, qid);
+    born_port = PyLong_FromLong(0);
+    size = PyLong_FromSsize_t(record);
+    if (crc == NULL || queue_key == NULL || born_port == NULL || size == NULL) {
+        goto fail;
+    }
+    untrack_if_atomic(split);
+    PyObject *flag = NULL, *born_timestamp = NULL, *reconsume = NULL, *prepared_offset = NULL;
+    GET(flag, M_FLAG);
+    if ((born_timestamp = message_field(message, layout, M_BORN_TIMESTAMP)) == NULL
+        || (reconsume = message_field(message, layout, M_RECONSUME_TIMES)) == NULL
+        || (prepared_offset = message_field(message, layout, M_PREPARED_TRANSACTION_OFFSET)) == NULL) {
+        Py_DECREF(flag);
+        Py_XDECREF(born_timestamp);
+        Py_XDECREF(reconsume);
+        goto fail;
+    }
+    int in_range = PyLong_CheckExact(flag) && PyLong_CheckExact(reconsume) && PyLong_CheckExact(prepared_offset)
+                   && (born_timestamp == Py_None || PyLong_CheckExact(born_timestamp));
+    if (in_range) { /* the header fields' ranges (prepare_py's messages say which is out) */
+        (void)int_field(flag, I32_MIN, I32_MAX, &in_range);
+        (void)int_field(reconsume, I32_MIN, I32_MAX, &in_range);
+        (void)int_field(prepared_offset, LLONG_MIN, LLONG_MAX, &in_range);
+        (void)int_field(sys_flag, I32_MIN, I32_MAX, &in_range);
+        if (born_timestamp != Py_None) {
+            (void)int_field(born_timestamp, LLONG_MIN, LLONG_MAX, &in_range);
+        }
+    }
+    if (!in_range) {
+        Py_DECREF(flag);
+        Py_DECREF(born_timestamp);
+        Py_DECREF(reconsume);
+        Py_DECREF(prepared_offset);
+        result = Py_NewRef(declined);
+        goto done;
+    }
+    PyObject *prepared = prepared_cls->tp_alloc(prepared_cls, PREPARED_FIELDS);
+    if (prepared == NULL) {
+        Py_DECREF(flag);
+        Py_DECREF(born_timestamp);
+        Py_DECREF(reconsume);
+        Py_DECREF(prepared_offset);
+        goto fail;
+    }
+    PyObject *fields[PREPARED_FIELDS] = {
+        [P_TOPIC] = Py_NewRef(topic), [P_QUEUE_ID] = Py_NewRef(queue_id), [P_QUEUE_KEY] = Py_NewRef(queue_key),
+        [P_BODY] = Py_NewRef(body), [P_BODY_CRC] = Py_NewRef(crc), [P_HEAD] = Py_NewRef(head),
+        [P_TAIL] = Py_NewRef(tail), [P_FLAG] = flag, [P_SYS_FLAG] = Py_NewRef(sys_flag),
+        [P_RECORD_SYS_FLAG] = Py_NewRef(PyTuple_GET_ITEM(shape, 1)), [P_BORN_TIMESTAMP] = born_timestamp,
+        [P_BORN_IP] = Py_NewRef(store_ip), [P_BORN_PORT] = Py_NewRef(born_port), [P_RECONSUME_TIMES] = reconsume,
+        [P_PREPARED_OFFSET] = prepared_offset, [P_SIZE] = Py_NewRef(size), [P_WAIT] = Py_NewRef(Py_True),
+        [P_IN_QUEUE] = Py_NewRef(PyTuple_GET_ITEM(shape, 2)), [P_INDEXED] = Py_NewRef(PyTuple_GET_ITEM(shape, 3)),
+        [P_DELAY_LEVEL] = PyLong_FromLong(0), [P_TAGS_CODE] = Py_NewRef(PyTuple_GET_ITEM(shape, 4)),
+        [P_KEYS] = Py_NewRef(split), [P_UNIQ_KEY] = Py_NewRef(Py_None),
+    };
+    for (int i = 0; i < PREPARED_FIELDS; i++) {
+        PyTuple_SET_ITEM(prepared, i, fields[i]);
+    }
+    if (PyTuple_GET_ITEM(prepared, P_DELAY_LEVEL) == NULL) {
+        Py_DECREF(prepared);
+        goto fail;
+    }
+    /* Its items are ints, strings, bytes, None, two untracked tuples and the header Struct shared
+     * through message_shape's cache: none can refer back to it, so it is part of no cycle (see
+     * untrack_if_atomic for why that matters to a batch). */
+    PyObject_GC_UnTrack(prepared);
+    result = prepared;
+    goto done;
+fail:
+    result = NULL;
+done:
+    Py_XDECREF(topic);
+    Py_XDECREF(body);
+    Py_XDECREF(queue_id);
+    Py_XDECREF(tags);
+    Py_XDECREF(keys);
+    Py_XDECREF(other);
+    Py_XDECREF(sys_flag);
+    Py_XDECREF(joined);
+    Py_XDECREF(split);
+    Py_XDECREF(tail);
+    Py_XDECREF(shape);
+    Py_XDECREF(head_size);
+    Py_XDECREF(crc);
+    Py_XDECREF(queue_key);
+    Py_XDECREF(born_port);
+    Py_XDECREF(size);
+    return result;
+#undef GET
+#undef DECLINE_UNLESS
+}
+
+/* pack_run reads the fields of rocketstore.store.prepare.Prepared by the generated enum prepared_field. */
+
+/* What pack_run checked of one prepared message (pass 1) and writes (pass 2). */
+struct packed {
+    PyObject *p; /* borrowed */
+    long long size, crc, queue_id, flag, record_flag, born_ts, born_port, reconsume, prepared_offset, code;
+    int in_queue, indexed, born_has_ts, queue; /* queue: its slot in the run's queues */
+    Py_ssize_t keys;                            /* its index keys: UNIQ_KEY and KEYS, the empty left out */
+};
+
+/* The queues of one pack_run call, so that each message costs no dictionary lookups: a queue's key
+ * (the first key object met for it, borrowed from its Prepared), the next queue offset (written back to
+ * queue_table at the end), how many of the call's messages it takes and, in pass 2, where the next of
+ * their 20-byte units goes in its per_queue bytearray. A run stops before a message of a queue beyond
+ * RUN_QUEUES: the next call takes it. */
+#define RUN_QUEUES 16
+
+struct run_queue {
+    PyObject *key;
+    long long next;
+    Py_ssize_t count;   /* this call's entries of the queue (pass 1) */
+    unsigned char *out; /* where the next of them goes in the queue's units (pass 2) */
+};
+
+/* 1 when two queue keys are equal, 0 when not, -1 after an error: the common keys, (str, int) tuples,
+ * compared item by item without a rich comparison; any other pair by ==. */
+static int
+same_queue_key(PyObject *a, PyObject *b)
+{
+    if (a == b) {
+        return 1;
+    }
+    if (PyTuple_CheckExact(a) && PyTuple_CheckExact(b) && PyTuple_GET_SIZE(a) == 2 && PyTuple_GET_SIZE(b) == 2) {
+        PyObject *topic_a = PyTuple_GET_ITEM(a, 0), *topic_b = PyTuple_GET_ITEM(b, 0);
+        PyObject *queue_a = PyTuple_GET_ITEM(a, 1), *queue_b = PyTuple_GET_ITEM(b, 1);
+        if (PyUnicode_CheckExact(topic_a) && PyUnicode_CheckExact(topic_b) && PyLong_CheckExact(queue_a)
+            && PyLong_CheckExact(queue_b)) {
+            int overflow_a = 0, overflow_b = 0;
+            long long id_a = PyLong_AsLongLongAndOverflow(queue_a, &overflow_a);
+            long long id_b = PyLong_AsLongLongAndOverflow(queue_b, &overflow_b);
+            if (!overflow_a && !overflow_b && !PyErr_Occurred()) {
+                if (id_a != id_b) {
+                    return 0;
+                }
+                return topic_a == topic_b || PyUnicode_Compare(topic_a, topic_b) == 0;
+            }
+            PyErr_Clear();
+        }
+    }
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* The slot of `key` (a (topic, queue id) tuple) among the run's `n` queues: -1 when it is not there,
+ * -2 after an error. Two keys match as the dict matches them, by equality. */
+static int
+run_queue_of(struct run_queue *queues, int n, PyObject *key)
+{
+    for (int q = 0; q < n; q++) {
+        int equal = same_queue_key(queues[q].key, key);
+        if (equal != 0) {
+            return equal < 0 ? -2 : q;
+        }
+    }
+    return -1;
+}
+
+/* Each queue's next queue offset into queue_table (under the key object met first). */
+static int
+write_back_queues(PyObject *queue_table, const struct run_queue *queues, int n)
+{
+    for (int q = 0; q < n; q++) {
+        PyObject *next = PyLong_FromLongLong(queues[q].next);
+        int failed = next == NULL || PyDict_SetItem(queue_table, queues[q].key, next) < 0;
+        Py_XDECREF(next);
+        if (failed) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* How many index keys a message of `topic` (a str) has: its UNIQ_KEY (None or a str) and each of its
+ * KEYS (a tuple of str), the empty left out; -1 for other types (pack_run leaves the message to its twin), -2 after an
+ * error. */
+static Py_ssize_t
+index_key_count(PyObject *topic, PyObject *keys, PyObject *uniq)
+{
+    if (!PyUnicode_Check(topic) || !PyTuple_Check(keys) || (uniq != Py_None && !PyUnicode_Check(uniq))) {
+        return -1;
+    }
+    if (ready(topic) < 0) {
+        return -2;
+    }
+    Py_ssize_t count = 0;
+    if (uniq != Py_None) {
+        if (ready(uniq) < 0) {
+            return -2;
+        }
+        count += PyUnicode_GET_LENGTH(uniq) > 0;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, k);
+        if (!PyUnicode_Check(key)) {
+            return -1;
+        }
+        if (ready(key) < 0) {
+            return -2;
+        }
+        count += PyUnicode_GET_LENGTH(key) > 0;
+    }
+    return count;
+}
+
+/* One index key as IndexFile.put_keys takes it: (index hash, phy) as native int64, the hash being
+ * Java's hash of "topic#key" (topic_hash: the hash of "topic#"), its absolute value, 0 for MIN. */
+static unsigned char *
+pack_index_key(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *key)
+{
+    int32_t h = (int32_t)hash_units(topic_hash, key);
+    int64_t index_hash = h == INT32_MIN ? 0 : (h < 0 ? -(int64_t)h : h);
+    int64_t at = phy;
+    memcpy(out, &index_hash, 8);
+    memcpy(out + 8, &at, 8);
+    return out + 16;
+}
+
+/* The keys that index_key_count counted, UNIQ_KEY first. */
+static unsigned char *
+pack_index_keys(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *keys, PyObject *uniq)
+{
+    if (uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0) {
+        out = pack_index_key(out, topic_hash, phy, uniq);
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+        PyObject *key = PyTuple_GET_ITEM(keys, k);
+        if (PyUnicode_GET_LENGTH(key) > 0) {
+            out = pack_index_key(out, topic_hash, phy, key);
+        }
+    }
+    return out;
+}
+
+/* The 20-byte units of the queue `key` in per_queue, (first queue offset, bytearray), grown by `count`
+ * units: where the first of them goes. A queue met for the first time in the batch gets
+ * (first_offset, bytearray()). NULL after an error (TypeError for a per_queue value of another shape). */
+static unsigned char *
+grow_queue_units(PyObject *per_queue, PyObject *key, long long first_offset, Py_ssize_t count)
+{
+    PyObject *run = PyDict_GetItemWithError(per_queue, key); /* borrowed */
+    if (run == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        PyObject *units = PyByteArray_FromStringAndSize(NULL, 0);
+        PyObject *first = units == NULL ? NULL : PyLong_FromLongLong(first_offset);
+        run = first == NULL ? NULL : PyTuple_Pack(2, first, units);
+        Py_XDECREF(units);
+        Py_XDECREF(first);
+        if (run == NULL || PyDict_SetItem(per_queue, key, run) < 0) {
+            Py_XDECREF(run);
+            return NULL;
+        }
+        Py_DECREF(run); /* the dict holds it */
+    }
+    if (!PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 2 || !PyByteArray_Check(PyTuple_GET_ITEM(run, 1))) {
+        PyErr_SetString(PyExc_TypeError, "pack_run: a per_queue value must be (first queue offset, bytearray)");
+        return NULL;
+    }
+    PyObject *units = PyTuple_GET_ITEM(run, 1);
+    Py_ssize_t had = PyByteArray_GET_SIZE(units);
+    if (PyByteArray_Resize(units, had + count * 20) < 0) {
+        return NULL;
+    }
+    unsigned char *at = (unsigned char *)PyByteArray_AS_STRING(units) + had;
+    memset(at, 0, (size_t)(count * 20)); /* written in pass 2; zeros if it stops on an error */
+    return at;
+}
+
+/* The per-message table of pack_run: freed unless it is the call's own small array. */
+static void
+release_runs(struct packed *runs, struct packed *few)
+{
+    if (runs != few) {
+        PyMem_Free(runs);
+    }
+}
+
+/* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
+ * index_keys, placed) -> (next, records): the write loop of MessageStore._append for the
+ * messages prepared[i:stop] that fit in `room` bytes of one commitlog file starting at `phy`, all with
+ * store timestamp `store_ts`; rocketstore.store.append_run.pack_run_py is its twin and documents the rules. It
+ * stops before a message it does not take (a delayed one, a value outside its header field): the twin
+ * then runs for that message. */
+PyObject *
+speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "pack_run takes twelve arguments");
+        return NULL;
+    }
+    PyObject *prepared = args[0], *queue_table = args[6], *store_ip = args[7], *per_queue = args[9];
+    PyObject *index_keys = args[10], *placed = args[11];
+    if (!PyList_Check(prepared) || !PyDict_Check(queue_table) || !PyBytes_Check(store_ip) || !PyDict_Check(per_queue)
+        || !PyByteArray_Check(index_keys) || !PyList_Check(placed)) {
+        PyErr_SetString(PyExc_TypeError, "pack_run: lists, dicts, bytes and a bytearray expected");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
+    long long phy = PyLong_AsLongLong(args[3]);
+    long long room = PyLong_AsLongLong(args[4]);
+    long long store_ts = PyLong_AsLongLong(args[5]);
+    long long store_port = PyLong_AsLongLong(args[8]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
+    if (i < 0 || stop > PyList_GET_SIZE(prepared) || phy < 0 || phy > LLONG_MAX / 2
+        || (store_ip_len != 4 && store_ip_len != 16) || store_port < I32_MIN || store_port > I32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "pack_run: index, offset or store host out of range");
+        return NULL;
+    }
+    /* pass 1: how many messages fit and are within their fields; nothing is changed yet */
+    Py_ssize_t count = stop > i ? stop - i : 0;
+    struct packed few[8]; /* a single put, a small batch: no allocation */
+    struct packed *runs = count <= 8 ? few : PyMem_Malloc(sizeof(struct packed) * (size_t)count);
+    if (runs == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t taken = 0, total_keys = 0;
+    long long total = 0;
+    struct run_queue queues[RUN_QUEUES];
+    int queue_count = 0;
+    for (Py_ssize_t j = i; j < stop; j++) {
+        PyObject *p = PyList_GET_ITEM(prepared, j);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != PREPARED_FIELDS) {
+            break;
+        }
+        struct packed *r = &runs[taken];
+        int ok = 1;
+        r->p = p;
+        r->size = int_field(PyTuple_GET_ITEM(p, P_SIZE), 0, I32_MAX, &ok);
+        r->crc = int_field(PyTuple_GET_ITEM(p, P_BODY_CRC), I32_MIN, I32_MAX, &ok);
+        r->queue_id = int_field(PyTuple_GET_ITEM(p, P_QUEUE_ID), I32_MIN, I32_MAX, &ok);
+        r->flag = int_field(PyTuple_GET_ITEM(p, P_FLAG), I32_MIN, I32_MAX, &ok);
+        r->record_flag = int_field(PyTuple_GET_ITEM(p, P_RECORD_SYS_FLAG), I32_MIN, I32_MAX, &ok);
+        PyObject *born_ts = PyTuple_GET_ITEM(p, P_BORN_TIMESTAMP);
+        r->born_has_ts = born_ts != Py_None;
+        r->born_ts = r->born_has_ts ? int_field(born_ts, LLONG_MIN, LLONG_MAX, &ok) : store_ts;
+        r->born_port = int_field(PyTuple_GET_ITEM(p, P_BORN_PORT), I32_MIN, I32_MAX, &ok);
+        r->reconsume = int_field(PyTuple_GET_ITEM(p, P_RECONSUME_TIMES), I32_MIN, I32_MAX, &ok);
+        r->prepared_offset = int_field(PyTuple_GET_ITEM(p, P_PREPARED_OFFSET), LLONG_MIN, LLONG_MAX, &ok);
+        r->code = int_field(PyTuple_GET_ITEM(p, P_TAGS_CODE), LLONG_MIN, LLONG_MAX, &ok);
+        long long delay = int_field(PyTuple_GET_ITEM(p, P_DELAY_LEVEL), 0, 0, &ok); /* delayed: the twin */
+        (void)delay;
+        PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
+        PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
+        if (!ok || !PyBytes_Check(body) || !PyBytes_Check(tail) || !PyBytes_Check(born_ip)
+            || (PyBytes_GET_SIZE(born_ip) != 4 && PyBytes_GET_SIZE(born_ip) != 16)
+            || PyBytes_GET_SIZE(body) > I32_MAX) {
+            break;
+        }
+        long long header = 80 + PyBytes_GET_SIZE(born_ip) + store_ip_len;
+        if (r->size != header + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(tail) || total + r->size > room) {
+            break;
+        }
+        int in_queue = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_IN_QUEUE));
+        int indexed = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_INDEXED));
+        if (in_queue < 0 || indexed < 0) {
+            release_runs(runs, few);
+            return NULL;
+        }
+        r->keys = 0;
+        if (indexed) {
+            r->keys = index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
+                                      PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+            if (r->keys == -2) {
+                release_runs(runs, few);
+                return NULL;
+            }
+            if (r->keys < 0) {
+                break;
+            }
+        }
+        if (in_queue) {
+            PyObject *key = PyTuple_GET_ITEM(p, P_QUEUE_KEY);
+            int q = run_queue_of(queues, queue_count, key);
+            if (q == -2) {
+                release_runs(runs, few);
+                return NULL;
+            }
+            if (q == -1) {
+                if (queue_count == RUN_QUEUES) {
+                    break;
+                }
+                PyObject *known = PyDict_GetItemWithError(queue_table, key);
+                if (known == NULL && PyErr_Occurred()) {
+                    release_runs(runs, few);
+                    return NULL;
+                }
+                int fits = 1;
+                long long next = 0;
+                if (known != NULL) {
+                    /* a queue offset must stay an int64 after this run's messages: leave the edge to the twin */
+                    next = int_field(known, 0, LLONG_MAX / 2, &fits);
+                }
+                if (!fits) {
+                    break;
+                }
+                q = queue_count++;
+                queues[q].key = key;
+                queues[q].next = next;
+                queues[q].count = 0;
+                queues[q].out = NULL;
+            }
+            queues[q].count++;
+            r->queue = q;
+        }
+        r->in_queue = in_queue;
+        r->indexed = indexed;
+        total += r->size;
+        total_keys += r->keys;
+        taken++;
+    }
+    PyObject *records = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    PyObject *stamp = PyLong_FromLongLong(store_ts);
+    if (records == NULL || stamp == NULL) {
+        goto error;
+    }
+    /* each queue's units grow once by its entries of this call */
+    for (int q = 0; q < queue_count; q++) {
+        queues[q].out = grow_queue_units(per_queue, queues[q].key, queues[q].next, queues[q].count);
+        if (queues[q].out == NULL) {
+            goto error;
+        }
+    }
+    Py_ssize_t keys_had = PyByteArray_GET_SIZE(index_keys);
+    if (PyByteArray_Resize(index_keys, keys_had + total_keys * 16) < 0) {
+        goto error;
+    }
+    unsigned char *key_out = (unsigned char *)PyByteArray_AS_STRING(index_keys) + keys_had;
+    PyObject *last_topic = NULL; /* borrowed: messages of one topic reuse its hash */
+    uint32_t topic_hash = 0;
+    /* pass 2: queue offsets, queue units, index keys, placements and the bytes */
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
+    for (Py_ssize_t k = 0; k < taken; k++) {
+        struct packed *r = &runs[k];
+        PyObject *p = r->p;
+        long long queue_offset = 0;
+        PyObject *phy_obj = PyLong_FromLongLong(phy);
+        PyObject *qo_obj = NULL;
+        if (phy_obj == NULL) {
+            goto error;
+        }
+        if (r->in_queue) {
+            struct run_queue *queue = &queues[r->queue];
+            queue_offset = queue->next++;
+            qo_obj = PyLong_FromLongLong(queue_offset);
+            if (qo_obj == NULL) {
+                Py_DECREF(phy_obj);
+                goto error;
+            }
+            write_be(queue->out + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
+            write_be(queue->out + CQ_MESSAGE_SIZE_POS, (uint64_t)r->size, 4);
+            write_be(queue->out + CQ_TAGS_HASH_CODE_POS, (uint64_t)r->code, 8);
+            queue->out += UNIT_SIZE;
+        } else {
+            qo_obj = PyLong_FromLong(0);
+        }
+        if (r->keys > 0) {
+            PyObject *topic = PyTuple_GET_ITEM(p, P_TOPIC);
+            if (topic != last_topic) {
+                topic_hash = 31u * hash_units(0, topic) + '#';
+                last_topic = topic;
+            }
+            key_out = pack_index_keys(key_out, topic_hash, phy, PyTuple_GET_ITEM(p, P_KEYS),
+                                      PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+        }
+        PyObject *place = qo_obj == NULL ? NULL : PyTuple_Pack(3, phy_obj, qo_obj, stamp);
+        if (place != NULL) {
+            untrack_if_atomic(place);
+        }
+        int failed = place == NULL || PyList_Append(placed, place) < 0;
+        Py_XDECREF(place);
+        Py_DECREF(phy_obj);
+        Py_XDECREF(qo_obj);
+        if (failed) {
+            goto error;
+        }
+        /* the header, then BODY and the tail */
+        PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
+        PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
+        write_be(out + REC_TOTALSIZE_POS, (uint64_t)r->size, 4);
+        write_be(out + REC_MAGICCODE_POS, MAGIC_V1, 4);
+        write_be(out + REC_BODYCRC_POS, (uint64_t)r->crc, 4);
+        write_be(out + REC_QUEUEID_POS, (uint64_t)r->queue_id, 4);
+        write_be(out + REC_FLAG_POS, (uint64_t)r->flag, 4);
+        write_be(out + REC_QUEUEOFFSET_POS, (uint64_t)queue_offset, 8);
+        write_be(out + REC_PHYSICALOFFSET_POS, (uint64_t)phy, 8);
+        write_be(out + REC_SYSFLAG_POS, (uint64_t)r->record_flag, 4);
+        write_be(out + REC_BORNTIMESTAMP_POS, (uint64_t)r->born_ts, 8);
+        unsigned char *at = out + FIXED_HEAD_SIZE;
+        memcpy(at, PyBytes_AS_STRING(born_ip), (size_t)PyBytes_GET_SIZE(born_ip));
+        at += PyBytes_GET_SIZE(born_ip);
+        write_be(at + REC_AFTER_BORN_IP_BORNHOST_PORT_POS, (uint64_t)r->born_port, 4);
+        write_be(at + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, (uint64_t)store_ts, 8);
+        at += REC_AFTER_BORN_IP_SIZE;
+        memcpy(at, PyBytes_AS_STRING(store_ip), (size_t)store_ip_len);
+        at += store_ip_len;
+        write_be(at + REC_AFTER_STORE_IP_STOREHOST_PORT_POS, (uint64_t)store_port, 4);
+        write_be(at + REC_AFTER_STORE_IP_RECONSUMETIMES_POS, (uint64_t)r->reconsume, 4);
+        write_be(at + REC_AFTER_STORE_IP_PREPAREDTRANSACTIONOFFSET_POS, (uint64_t)r->prepared_offset, 8);
+        write_be(at + REC_AFTER_STORE_IP_BODYLENGTH_POS, (uint64_t)PyBytes_GET_SIZE(body), 4);
+        at += REC_AFTER_STORE_IP_SIZE;
+        memcpy(at, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+        at += PyBytes_GET_SIZE(body);
+        memcpy(at, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
+        out += r->size;
+        phy += r->size;
+    }
+    if (write_back_queues(queue_table, queues, queue_count) < 0) {
+        goto error;
+    }
+    release_runs(runs, few);
+    Py_DECREF(stamp);
+    PyObject *next = PyLong_FromSsize_t(i + taken);
+    PyObject *answer = next == NULL ? NULL : PyTuple_Pack(2, next, records);
+    Py_XDECREF(next);
+    Py_DECREF(records);
+    return answer;
+error:
+    release_runs(runs, few);
+    Py_XDECREF(records);
+    Py_XDECREF(stamp);
+    return NULL;
+}
+
+/* put_results(cls, descriptors, status, prefix, prepared, placed): the PutResult of each prepared
+ * message and its (phy, queue offset, store timestamp), as fill_slots(cls, descriptors, status, phy,
+ * queue offset, size, prefix + "%016X" % phy, store timestamp, topic, queue id) makes them one by one
+ * (rocketstore.store.write_path.put_results_py). `prefix` is the store host's hex (ASCII). */
+PyObject *
+speedups_put_results(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || !PyUnicode_Check(args[3])
+        || !PyList_Check(args[4]) || !PyList_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "put_results(cls, descriptors, status, prefix, prepared, placed): a class, a tuple, "
+                        "a status, a str and two lists");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *descriptors = args[1], *status = args[2], *prefix = args[3], *prepared = args[4];
+    PyObject *placed = args[5];
+    if (PyTuple_GET_SIZE(descriptors) != 8) {
+        PyErr_SetString(PyExc_TypeError, "put_results: eight descriptors expected");
+        return NULL;
+    }
+    if (check_slots(cls, descriptors, "put_results") < 0) {
+        return NULL;
+    }
+    if (ready(prefix) < 0) {
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(prefix)) {
+        PyErr_SetString(PyExc_ValueError, "put_results: the message id prefix must be ASCII");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(prepared);
+    if (PyList_GET_SIZE(placed) != n) {
+        PyErr_SetString(PyExc_ValueError, "put_results: prepared and placed differ in length");
+        return NULL;
+    }
+    Py_ssize_t prefix_length = PyUnicode_GET_LENGTH(prefix);
+    const char *prefix_chars = (const char *)PyUnicode_DATA(prefix);
+    static const char hex[] = "0123456789ABCDEF";
+    PyObject *results = PyList_New(n);
+    PyObject *empty = PyTuple_New(0);
+    if (results == NULL || empty == NULL) {
+        Py_XDECREF(results);
+        Py_XDECREF(empty);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(prepared, i), *where = PyList_GET_ITEM(placed, i);
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) < PREPARED_FIELDS || !PyTuple_Check(where)
+            || PyTuple_GET_SIZE(where) != 3) {
+            PyErr_SetString(PyExc_TypeError, "put_results: a Prepared and a (phy, queue offset, store time) "
+                                             "tuple expected");
+            goto fail;
+        }
+        PyObject *phy = PyTuple_GET_ITEM(where, 0);
+        unsigned long long phy_value = PyLong_AsUnsignedLongLong(phy);
+        if (phy_value == (unsigned long long)-1 && PyErr_Occurred()) {
+            goto fail;
+        }
+        PyObject *msg_id = PyUnicode_New(prefix_length + 16, 127);
+        if (msg_id == NULL) {
+            goto fail;
+        }
+        char *id_chars = (char *)PyUnicode_DATA(msg_id);
+        memcpy(id_chars, prefix_chars, (size_t)prefix_length);
+        for (int k = 15; k >= 0; k--) {
+            id_chars[prefix_length + k] = hex[phy_value & 0xF];
+            phy_value >>= 4;
+        }
+        PyObject *values[8] = {
+            status, phy, PyTuple_GET_ITEM(where, 1), PyTuple_GET_ITEM(p, P_SIZE), msg_id,
+            PyTuple_GET_ITEM(where, 2), PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_QUEUE_ID),
+        };
+        PyObject *result = new_with_slots(cls, descriptors, values, empty);
+        Py_DECREF(msg_id);
+        if (result == NULL) {
+            goto fail;
+        }
+        /* Its fields are the status, one of PutStatus's members (module constants that refer to no
+         * result), ints and strings: unless the topic or queue id is of a type the collector tracks,
+         * it is part of no cycle (see untrack_if_atomic). */
+        if (!PyType_IS_GC(Py_TYPE(values[6])) && !PyType_IS_GC(Py_TYPE(values[7]))
+            && !PyType_IS_GC(Py_TYPE(values[1])) && !PyType_IS_GC(Py_TYPE(values[2]))
+            && !PyType_IS_GC(Py_TYPE(values[3])) && !PyType_IS_GC(Py_TYPE(values[5]))) {
+            PyObject_GC_UnTrack(result);
+        }
+        PyList_SET_ITEM(results, i, result);
+    }
+    Py_DECREF(empty);
+    return results;
+fail:
+    Py_DECREF(empty);
+    Py_DECREF(results);
+    return NULL;
+}
+
+/* prepare_many(messages, topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots) ->
+ * (prepared, declined): prepare_plain for each message of a list or tuple; `prepared` holds None for
+ * each message it declined, `declined` counts them (Preparer.prepare_py answers for those). */
+PyObject *
+speedups_prepare_many(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "prepare_many takes eight arguments");
+        return NULL;
+    }
+    if (!PyList_Check(args[0]) && !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "prepare_many: a list or tuple of messages expected");
+        return NULL;
+    }
+    PyObject *messages = args[0];
+    struct prepare_call call;
+    if (prepare_call_of(args, &call) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(messages);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    struct shape_memo memo = {0};
+    memo.share_queue_keys = 1;
+    Py_ssize_t declined = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *one = prepare_one(PySequence_Fast_GET_ITEM(messages, i), &call, &memo);
+        if (one == NULL) {
+            shape_memo_clear(&memo);
+            Py_DECREF(out);
+            return NULL;
+        }
+        declined += one == Py_None;
+        PyList_SET_ITEM(out, i, one);
+    }
+    shape_memo_clear(&memo);
+    return Py_BuildValue("(Nn)", out, declined);
+}
