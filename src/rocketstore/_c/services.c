@@ -9,6 +9,33 @@
 
 #include "common.h"
 
+/* What lies at `at`, with `room` bytes of the buffer from there and `within` of them before the limit
+ * (within <= room): RECORD_WHOLE with `total` and `l` filled for a whole, well-formed record that ends
+ * within the limit (the checks decode_message makes, with rs_layout_of's), RECORD_BLANK for a blank
+ * record, RECORD_OTHER for anything else (the twin's full decode says what). */
+enum record_here { RECORD_WHOLE, RECORD_BLANK, RECORD_OTHER };
+
+static enum record_here
+record_here(const unsigned char *at, long long room, long long within, long long *total, struct layout *l)
+{
+    if (room < 8) {
+        return RECORD_OTHER;
+    }
+    *total = read_be(at + REC_TOTALSIZE_POS, 4);
+    unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+    if (magic == BLANK_MAGIC) {
+        return RECORD_BLANK;
+    }
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || *total < MIN_RECORD_SIZE || *total > within) {
+        return RECORD_OTHER;
+    }
+    if (rs_layout_of(at, *total, magic, l) < 0) {
+        PyErr_Clear(); /* lengths that do not add up: the twin names them */
+        return RECORD_OTHER;
+    }
+    return RECORD_WHOLE;
+}
+
 /* walk_records(buffer, pos, file_start, check_crc) -> (pos, count, stop): the recovery walk over one
  * commitlog file's mapping from `pos`, passing every record that is whole and well formed (the checks
  * of layout_of), claims its own physical offset (file_start + its position), has a body CRC that
@@ -44,20 +71,13 @@ speedups_walk_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_ValueError, "walk_records: position outside the buffer");
         return NULL;
     }
-    while (size - pos >= 8) {
+    while (1) {
         const unsigned char *at = buf + pos;
-        long long total = read_be(at + REC_TOTALSIZE_POS, 4);
-        unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
-        if (magic == BLANK_MAGIC) {
-            stop = WALK_BLANK;
-            break;
-        }
-        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > size - pos) {
-            break;
-        }
+        long long total;
         struct layout l;
-        if (rs_layout_of(at, total, magic, &l) < 0) {
-            PyErr_Clear(); /* lengths that do not add up: the twin names them */
+        enum record_here here = record_here(at, size - pos, size - pos, &total, &l);
+        if (here != RECORD_WHOLE) {
+            stop = here == RECORD_BLANK ? WALK_BLANK : WALK_CHECK;
             break;
         }
         if (l.phy_offset != file_start + pos) {
@@ -184,24 +204,11 @@ speedups_dispatch_requests(PyObject *Py_UNUSED(module), PyObject *const *args, P
     int stop = REQUESTS_MORE, failed = 0;
     for (long long count = 0; pos < limit && count < max_count; count++) {
         const unsigned char *at = buf + pos;
-        if ((long long)view.len - pos < 8) {
-            stop = REQUESTS_CHECK;
-            break;
-        }
-        long long total = read_be(at + REC_TOTALSIZE_POS, 4);
-        unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
-        if (magic == BLANK_MAGIC) { /* seen as decode_message sees it: in the whole buffer */
-            stop = REQUESTS_BLANK;
-            break;
-        }
+        long long total;
         struct layout l;
-        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > limit - pos) {
-            stop = REQUESTS_CHECK;
-            break;
-        }
-        if (rs_layout_of(at, total, magic, &l) < 0) {
-            PyErr_Clear(); /* lengths that do not add up: the twin says so */
-            stop = REQUESTS_CHECK;
+        enum record_here here = record_here(at, (long long)view.len - pos, limit - pos, &total, &l);
+        if (here != RECORD_WHOLE) { /* a blank record is seen as decode_message sees it: in the whole buffer */
+            stop = here == RECORD_BLANK ? REQUESTS_BLANK : REQUESTS_CHECK;
             break;
         }
         PyObject *topic = rs_topic_of((const char *)at + l.topic_start, l.topic_len, &cache);
