@@ -30,7 +30,7 @@ from typing import Protocol
 
 from rocketstore._types import Clock
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
-from rocketstore.format.message import MAGIC_V1, MAGIC_V2, peek_prefix, store_timestamp_pos
+from rocketstore.format.message import MAGIC_V1, MAGIC_V2, peek_prefix, store_timestamp_in
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_service import IndexService
@@ -90,9 +90,7 @@ def newest_message_time(files: list[MappedFile], index: int) -> int:
     nxt = files[index + 1].mm
     prefix = peek_prefix(nxt, 0)
     if prefix is not None and prefix[1] in (MAGIC_V1, MAGIC_V2):
-        sys_flag = int.from_bytes(nxt[36:40], "big", signed=True)
-        pos = store_timestamp_pos(sys_flag)
-        store_ts = int.from_bytes(nxt[pos:pos + 8], "big", signed=True)
+        store_ts = store_timestamp_in(nxt)
         if store_ts > 0:
             return store_ts
     return int(os.stat(files[index].path).st_mtime * 1000)

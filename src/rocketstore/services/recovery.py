@@ -31,7 +31,7 @@ from rocketstore.format.message import (
     StoredMessage,
     decode_message,
     peek_prefix,
-    store_timestamp_pos,
+    store_timestamp_in,
 )
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, QUARANTINE_DIR
 from rocketstore.log.commitlog import CommitLog
@@ -265,10 +265,7 @@ def _abnormal_start_index(files: list[MappedFile], checkpoint: Checkpoint) -> in
         prefix = peek_prefix(files[index].mm, 0)
         if prefix is None or prefix[1] not in (MAGIC_V1, MAGIC_V2):
             continue
-        mm = files[index].mm
-        sys_flag = int.from_bytes(mm[36:40], "big", signed=True)
-        pos = store_timestamp_pos(sys_flag)
-        store_ts = int.from_bytes(mm[pos:pos + 8], "big", signed=True)
+        store_ts = store_timestamp_in(files[index].mm)
         if store_ts != 0 and store_ts <= safe:
             return index
     return 0
