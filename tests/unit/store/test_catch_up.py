@@ -1,0 +1,75 @@
+"""Recovery's catch-up rebuilds the consume queues and the index a store wrote, byte for byte, through the
+compiled request builder and through its Python twin alike: several topics and queues, delayed messages
+(SCHEDULE_TOPIC_XXXX, whose requests the twin builds), transactions, keys, UNIQ_KEY, text beyond ASCII,
+files rolled over."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.format.sysflag import SysFlag
+from rocketstore.native import speedups
+from rocketstore.services import dispatch
+
+CONFIG = StoreConfig(commitlog_file_size=64 * 1024, consume_queue_file_entries=64, index_hash_slots=13,
+                     index_max_entries=300, deliver_delayed_messages=False)
+
+
+def _files(root: Path, name: str) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / name).rglob("*")) if p.is_file()}
+
+
+def _index(root: Path) -> list[bytes]:
+    """The index files' bytes in name order (their names are the times they were created)."""
+    return [p.read_bytes() for p in sorted((root / INDEX_DIR).iterdir())]
+
+
+def _written(root: Path) -> None:
+    with MessageStore.open(root, CONFIG) as store:
+        for i in range(900):
+            kind = i % 6
+            if kind == 0:
+                message = Message("SCHEDULE_SOURCE", b"later %d" % i, properties={"DELAY": str(1 + i % 18)},
+                                  keys=(f"d{i}",))
+            elif kind == 1:
+                message = Message("Orders", b"o" * (i % 50), queue_id=i % 4, tags="TagA",
+                                  keys=(f"order-{i}", "", f"c{i % 7}"), properties={"UNIQ_KEY": f"U{i:08X}"})
+            elif kind == 2:
+                message = Message("Pay_ments", b"p", queue_id=i % 2, tags="é€😀", keys=("ü key",))
+            elif kind == 3:
+                message = Message("Orders", b"half", queue_id=1, keys=(f"t{i}",),
+                                  sys_flag=int(SysFlag.TRANSACTION_PREPARED))
+            elif kind == 4:
+                message = Message("Orders", b"", queue_id=2, properties={"KEYS": "  spaced   keys "})
+            else:
+                message = Message("Plain", b"x" * 200)
+            if i % 3:
+                store.put(message)
+            else:
+                store.put_batch([message, Message("Plain", b"batch %d" % i, tags="B")])
+
+
+@pytest.mark.parametrize("builder", ["compiled", "twin"])
+def test_the_catch_up_rebuilds_what_the_store_wrote(tmp_path, monkeypatch, builder):
+    if builder == "compiled" and (speedups is None or dispatch._dispatch_requests is dispatch.dispatch_requests_py):
+        pytest.skip("the compiled module is not built (or ROCKETSTORE_PURE_PYTHON is set)")
+    if builder == "twin":
+        monkeypatch.setattr(dispatch, "_dispatch_requests", dispatch.dispatch_requests_py)
+    original = tmp_path / "original"
+    _written(original)
+    queues, index = _files(original, CONSUME_QUEUE_DIR), _index(original)
+    assert len(list((original / "commitlog").iterdir())) > 2 and any("SCHEDULE_TOPIC_XXXX" in p for p in queues)
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    shutil.rmtree(copy / CONSUME_QUEUE_DIR)
+    shutil.rmtree(copy / INDEX_DIR)
+    with MessageStore.open(copy, CONFIG) as store:
+        report = store.recovery
+    assert report.queue_entries_dispatched > 0 and report.index_records_dispatched > 0
+    assert _files(copy, CONSUME_QUEUE_DIR) == queues
+    assert len(index) > 2 and _index(copy) == index
