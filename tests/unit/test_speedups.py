@@ -856,3 +856,51 @@ def test_dispatch_requests_refuses_positions_outside_the_buffer():
 
     with pytest.raises(ValueError, match="outside"):
         _speedups.dispatch_requests(dispatch.DispatchRequest, b"\0" * 8, 0, 9, 1, "S", [])
+
+
+@st.composite
+def request_lists(draw):
+    """Dispatch requests in log order over a few queues (queue offsets that follow one another or jump),
+    stores in a few milliseconds, every transaction type, keys and UNIQ_KEY or not; and the thresholds."""
+    from rocketstore.services.dispatch import DispatchRequest
+
+    reqs = []
+    phy = draw(st.integers(0, 1000))
+    next_offset: dict[tuple[str, int], int] = {}
+    store_ts = 1_700_000_000_000
+    for _ in range(draw(st.integers(0, 30))):
+        topic = draw(st.sampled_from(["A", "Bé", "C"]))
+        queue_id = draw(st.integers(0, 2))
+        offset = next_offset.get((topic, queue_id), draw(st.integers(0, 5)))
+        offset += draw(st.sampled_from([0, 0, 0, 1, -1]))
+        next_offset[(topic, queue_id)] = offset + 1
+        store_ts += draw(st.sampled_from([0, 0, 1, 7]))
+        size = draw(st.integers(91, 300))
+        keys = draw(st.sampled_from([(), ("k1",), ("k1", "k😀"), ("", "x")]))
+        uniq = draw(st.sampled_from([None, "", "U1"]))
+        sys_flag = draw(st.sampled_from([0, 4, 8, 12, 0x10]))
+        reqs.append(DispatchRequest(topic, queue_id, phy, size, draw(st.integers(-2**40, 2**40)), store_ts, offset,
+                                    keys, uniq, sys_flag))
+        phy += size
+    starts = [r.phy_offset for r in reqs] or [0]  # a threshold on a record start tells >= from >
+    queue_from = draw(st.one_of(st.sampled_from(starts), st.integers(0, phy + 1)))
+    index_from = draw(st.one_of(st.sampled_from(starts), st.integers(-1, phy + 1)))
+    return reqs, queue_from, index_from, draw(st.booleans())
+
+
+def _packed(runs, groups):
+    return ([(key, first, bytes(units), bytes(ends), newest) for key, first, units, ends, newest in runs],
+            [(ts, bytes(keys), keyless, count) for ts, keys, keyless, count in groups])
+
+
+@settings(deadline=None, max_examples=500)
+@given(request_lists())
+def test_pack_requests_twins(case):
+    from rocketstore.services import dispatch
+
+    assert _packed(*_speedups.pack_requests(*case)) == _packed(*dispatch.pack_requests_py(*case))
+
+
+def test_pack_requests_refuses_what_is_not_a_request():
+    with pytest.raises(TypeError, match="DispatchRequests"):
+        _speedups.pack_requests([("T", 0)], 0, 0, True)

@@ -156,9 +156,18 @@ PyObject *speedups_index_lookup(PyObject *module, PyObject *const *args, Py_ssiz
 PyObject *speedups_index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* How many index keys a message of `topic` (a str) has, its UNIQ_KEY (None or a str) and each KEYS
+ * token (a tuple of str), the empty left out; -1 for other types, -2 after an error. */
+Py_ssize_t rs_index_key_count(PyObject *topic, PyObject *keys, PyObject *uniq);
+/* Those keys as IndexFile.put_keys takes them, (index hash, phy) native int64 pairs, UNIQ_KEY first
+ * (topic_hash: Java's hash of "topic#"); returns the end of what it wrote. */
+unsigned char *rs_pack_index_keys(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *keys,
+                                  PyObject *uniq);
+
 /* services.c */
 PyObject *speedups_walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_pack_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* store.c */
 PyObject *speedups_prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -95,6 +95,8 @@ static PyMethodDef methods[] = {
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
     {"walk_records", (PyCFunction)(void (*)(void))speedups_walk_records, METH_FASTCALL,
      "The recovery walk over one commitlog file from a position: (stop position, records passed, why)."},
+    {"pack_requests", (PyCFunction)(void (*)(void))speedups_pack_requests, METH_FASTCALL,
+     "What Dispatcher.dispatch_many writes for a list of DispatchRequests: queue runs and index groups."},
     {"dispatch_requests", (PyCFunction)(void (*)(void))speedups_dispatch_requests, METH_FASTCALL,
      "The catch-up's dispatch requests of the records of one commitlog file from a position."},
     {"record_at", (PyCFunction)(void (*)(void))speedups_record_at, METH_FASTCALL,

@@ -4,6 +4,8 @@
  *                                     over one commitlog file, checking each record
  *   dispatch_requests(cls, buf, ...)  rocketstore.services.dispatch.dispatch_requests_py: the catch-up's
  *                                     dispatch requests of a run of records
+ *   pack_requests(reqs, ...)          rocketstore.services.dispatch.pack_requests_py: what dispatch_many
+ *                                     writes for them (queue runs, index groups)
  *
  * Both read records with format.c's checks (rs_layout_of) and stop where the twin must decide. */
 
@@ -253,4 +255,226 @@ speedups_dispatch_requests(PyObject *Py_UNUSED(module), PyObject *const *args, P
         return NULL;
     }
     return Py_BuildValue("(Li)", pos, stop);
+}
+
+/* The run of entries being filled for one queue: a list [first offset, units, ends, newest request,
+ * next offset] (pack_requests_py's shape), appended to `runs_of` when `queue_offset` does not follow
+ * its last run. A borrowed reference, NULL after an error. */
+static PyObject *
+queue_run_for(PyObject *runs_of, PyObject *req, long long queue_offset)
+{
+    Py_ssize_t n = PyList_GET_SIZE(runs_of);
+    if (n > 0) {
+        PyObject *last = PyList_GET_ITEM(runs_of, n - 1);
+        long long next = PyLong_AsLongLong(PyList_GET_ITEM(last, 4));
+        if (next == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (next == queue_offset) {
+            return last;
+        }
+    }
+    PyObject *offset = PyTuple_GET_ITEM(req, D_QUEUE_OFFSET);
+    PyObject *units = PyByteArray_FromStringAndSize(NULL, 0);
+    PyObject *ends = units == NULL ? NULL : PyByteArray_FromStringAndSize(NULL, 0);
+    PyObject *run = ends == NULL ? NULL : PyList_New(5);
+    if (run == NULL) {
+        Py_XDECREF(units);
+        Py_XDECREF(ends);
+        return NULL;
+    }
+    PyList_SET_ITEM(run, 0, Py_NewRef(offset));
+    PyList_SET_ITEM(run, 1, units);
+    PyList_SET_ITEM(run, 2, ends);
+    PyList_SET_ITEM(run, 3, Py_NewRef(req));
+    PyList_SET_ITEM(run, 4, Py_NewRef(offset));
+    int failed = PyList_Append(runs_of, run);
+    Py_DECREF(run);
+    return failed ? NULL : run;
+}
+
+/* `n` more bytes at the end of a bytearray: where they go, NULL after an error. */
+static unsigned char *
+grow(PyObject *bytes, Py_ssize_t n)
+{
+    Py_ssize_t had = PyByteArray_GET_SIZE(bytes);
+    if (PyByteArray_Resize(bytes, had + n) < 0) {
+        return NULL;
+    }
+    return (unsigned char *)PyByteArray_AS_STRING(bytes) + had;
+}
+
+/* One request's queue entry into its queue's run. 0, or -1 after an error. */
+static int
+add_queue_entry(PyObject *queues, PyObject *order, PyObject *req, long long phy, long long size, long long tags,
+                long long queue_offset)
+{
+    PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(req, D_TOPIC), PyTuple_GET_ITEM(req, D_QUEUE_ID));
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *runs_of = PyDict_GetItemWithError(queues, key); /* borrowed */
+    if (runs_of == NULL) {
+        runs_of = PyErr_Occurred() ? NULL : PyList_New(0);
+        int failed = runs_of == NULL || PyDict_SetItem(queues, key, runs_of) < 0 || PyList_Append(order, key) < 0;
+        Py_XDECREF(runs_of); /* the dict holds it */
+        if (failed) {
+            Py_DECREF(key);
+            return -1;
+        }
+    }
+    Py_DECREF(key);
+    PyObject *run = queue_run_for(runs_of, req, queue_offset);
+    unsigned char *unit = run == NULL ? NULL : grow(PyList_GET_ITEM(run, 1), UNIT_SIZE);
+    unsigned char *end = unit == NULL ? NULL : grow(PyList_GET_ITEM(run, 2), 8);
+    PyObject *next = end == NULL ? NULL : PyLong_FromLongLong(queue_offset + 1);
+    if (next == NULL) {
+        return -1;
+    }
+    write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
+    write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)size, 4);
+    write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)tags, 8);
+    int64_t record_end = phy + size;
+    memcpy(end, &record_end, 8);
+    Py_SETREF(PyList_GET_ITEM(run, 3), Py_NewRef(req)); /* the newest of the run */
+    Py_SETREF(PyList_GET_ITEM(run, 4), next);
+    return 0;
+}
+
+/* The index group being filled: the records of one store millisecond. */
+struct index_group {
+    long long store_ts;
+    PyObject *keys; /* bytearray, NULL while no group is open */
+    int last_keyless;
+    long long with_keys;
+};
+
+/* Close the open group into `groups` as (store timestamp, keys, ends keyless, with keys). */
+static int
+close_group(struct index_group *g, PyObject *groups)
+{
+    if (g->keys == NULL) {
+        return 0;
+    }
+    PyObject *group = Py_BuildValue("(LNOL)", g->store_ts, g->keys, g->last_keyless ? Py_True : Py_False,
+                                    g->with_keys);
+    g->keys = NULL;
+    int failed = group == NULL || PyList_Append(groups, group) < 0;
+    Py_XDECREF(group);
+    return failed ? -1 : 0;
+}
+
+/* pack_requests(reqs, queue_from, index_from, inclusive) -> (runs, groups): what Dispatcher.dispatch_many
+ * writes for the DispatchRequests `reqs` (log order): each queue's runs of entries with consecutive queue
+ * offsets (key, first offset, units, ends, newest request), queues in the order they first appear, and
+ * the index keys of each store millisecond (store timestamp, keys, ends keyless, with keys); which
+ * records get which is format.sysflag's rule, generated into _layout.h.
+ * services.dispatch.pack_requests_py is its twin. */
+PyObject *
+speedups_pack_requests(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "pack_requests(reqs, queue_from, index_from, inclusive) takes four arguments");
+        return NULL;
+    }
+    PyObject *reqs = args[0];
+    long long queue_from = PyLong_AsLongLong(args[1]);
+    long long index_from = PyLong_AsLongLong(args[2]);
+    int inclusive = PyObject_IsTrue(args[3]);
+    if (PyErr_Occurred() || inclusive < 0) {
+        return NULL;
+    }
+    if (!PyList_Check(reqs)) {
+        PyErr_SetString(PyExc_TypeError, "pack_requests: reqs must be a list");
+        return NULL;
+    }
+    PyObject *queues = PyDict_New(), *order = PyList_New(0), *groups = PyList_New(0), *result = NULL;
+    struct index_group g = {.keys = NULL};
+    PyObject *last_topic = NULL; /* borrowed: the records of one topic share its hash */
+    uint32_t topic_hash = 0;
+    if (queues == NULL || order == NULL || groups == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(reqs); i++) {
+        PyObject *req = PyList_GET_ITEM(reqs, i);
+        if (!PyTuple_Check(req) || PyTuple_GET_SIZE(req) != DISPATCH_FIELDS
+            || !PyUnicode_Check(PyTuple_GET_ITEM(req, D_TOPIC))) {
+            PyErr_SetString(PyExc_TypeError, "pack_requests: DispatchRequests expected");
+            goto done;
+        }
+        long long phy = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_PHY_OFFSET));
+        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_SIZE));
+        long long tags = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_TAGS_CODE));
+        long long store_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_STORE_TIMESTAMP));
+        long long queue_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_QUEUE_OFFSET));
+        long long sys_flag = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_SYS_FLAG));
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        int type = 1 << ((sys_flag & TRANSACTION_MASK) >> TRANSACTION_SHIFT);
+        if (phy >= queue_from && (QUEUED_TRANSACTION_TYPES & type)
+            && add_queue_entry(queues, order, req, phy, size, tags, queue_offset) < 0) {
+            goto done;
+        }
+        if (!(inclusive ? phy >= index_from : phy > index_from) || !(INDEXED_TRANSACTION_TYPES & type)) {
+            continue;
+        }
+        if (g.keys != NULL && g.store_ts != store_ts && close_group(&g, groups) < 0) {
+            goto done;
+        }
+        if (g.keys == NULL) {
+            g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
+            if (g.keys == NULL) {
+                goto done;
+            }
+        }
+        PyObject *topic = PyTuple_GET_ITEM(req, D_TOPIC), *keys = PyTuple_GET_ITEM(req, D_KEYS);
+        PyObject *uniq = PyTuple_GET_ITEM(req, D_UNIQ_KEY);
+        Py_ssize_t count = rs_index_key_count(topic, keys, uniq);
+        if (count < 0) {
+            if (count == -1) {
+                PyErr_SetString(PyExc_TypeError, "pack_requests: keys must be a tuple of str, uniq_key a str or None");
+            }
+            goto done;
+        }
+        g.last_keyless = count == 0;
+        if (count > 0) {
+            g.with_keys++;
+            if (topic != last_topic) {
+                topic_hash = 31u * hash_units(0, topic) + '#';
+                last_topic = topic;
+            }
+            unsigned char *out = grow(g.keys, count * 16);
+            if (out == NULL) {
+                goto done;
+            }
+            rs_pack_index_keys(out, topic_hash, phy, keys, uniq);
+        }
+    }
+    if (close_group(&g, groups) < 0) {
+        goto done;
+    }
+    PyObject *runs = PyList_New(0);
+    for (Py_ssize_t q = 0; runs != NULL && q < PyList_GET_SIZE(order); q++) {
+        PyObject *key = PyList_GET_ITEM(order, q);
+        PyObject *runs_of = PyDict_GetItem(queues, key); /* borrowed; there by construction */
+        for (Py_ssize_t r = 0; runs != NULL && r < PyList_GET_SIZE(runs_of); r++) {
+            PyObject *run = PyList_GET_ITEM(runs_of, r);
+            PyObject *item = Py_BuildValue("(OOOOO)", key, PyList_GET_ITEM(run, 0), PyList_GET_ITEM(run, 1),
+                                           PyList_GET_ITEM(run, 2), PyList_GET_ITEM(run, 3));
+            if (item == NULL || PyList_Append(runs, item) < 0) {
+                Py_CLEAR(runs);
+            }
+            Py_XDECREF(item);
+        }
+    }
+    if (runs != NULL) {
+        result = Py_BuildValue("(NO)", runs, groups);
+    }
+done:
+    Py_XDECREF(g.keys);
+    Py_XDECREF(queues);
+    Py_XDECREF(order);
+    Py_XDECREF(groups);
+    return result;
 }

@@ -641,8 +641,8 @@ write_back_queues(PyObject *queue_table, const struct run_queue *queues, int n)
 /* How many index keys a message of `topic` (a str) has: its UNIQ_KEY (None or a str) and each of its
  * KEYS (a tuple of str), the empty left out; -1 for other types (pack_run leaves the message to its twin), -2 after an
  * error. */
-static Py_ssize_t
-index_key_count(PyObject *topic, PyObject *keys, PyObject *uniq)
+Py_ssize_t
+rs_index_key_count(PyObject *topic, PyObject *keys, PyObject *uniq)
 {
     if (!PyUnicode_Check(topic) || !PyTuple_Check(keys) || (uniq != Py_None && !PyUnicode_Check(uniq))) {
         return -1;
@@ -684,8 +684,8 @@ pack_index_key(unsigned char *out, uint32_t topic_hash, long long phy, PyObject 
 }
 
 /* The keys that index_key_count counted, UNIQ_KEY first. */
-static unsigned char *
-pack_index_keys(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *keys, PyObject *uniq)
+unsigned char *
+rs_pack_index_keys(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *keys, PyObject *uniq)
 {
     if (uniq != Py_None && PyUnicode_GET_LENGTH(uniq) > 0) {
         out = pack_index_key(out, topic_hash, phy, uniq);
@@ -831,7 +831,7 @@ speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
         }
         r->keys = 0;
         if (indexed) {
-            r->keys = index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
+            r->keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
                                       PyTuple_GET_ITEM(p, P_UNIQ_KEY));
             if (r->keys == -2) {
                 release_runs(runs, few);
@@ -932,7 +932,7 @@ speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
                 topic_hash = 31u * hash_units(0, topic) + '#';
                 last_topic = topic;
             }
-            key_out = pack_index_keys(key_out, topic_hash, phy, PyTuple_GET_ITEM(p, P_KEYS),
+            key_out = rs_pack_index_keys(key_out, topic_hash, phy, PyTuple_GET_ITEM(p, P_KEYS),
                                       PyTuple_GET_ITEM(p, P_UNIQ_KEY));
         }
         PyObject *place = qo_obj == NULL ? NULL : PyTuple_Pack(3, phy_obj, qo_obj, stamp);

@@ -8,6 +8,8 @@ SCHEDULE_TOPIC_XXXX carrying DELAY gets its delivery time as tags code.
 from __future__ import annotations
 
 import enum
+import struct
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -201,59 +203,70 @@ class Dispatcher:
                 written; dispatching again writes each entry once).
             OSError: a file could not be created.
         """
-        runs: dict[tuple[str, int], list[_QueueRun]] = {}
-        for req in reqs:
-            if req.phy_offset >= queue_from and req.gets_queue_entry:
-                queue_runs = runs.setdefault((req.topic, req.queue_id), [])
-                if not queue_runs or queue_runs[-1].next_offset != req.queue_offset:
-                    queue_runs.append(_QueueRun(req.queue_offset))
-                queue_runs[-1].add(req)
+        runs, groups = _pack_requests(reqs, queue_from, index_from, index_inclusive)
         queued = 0
-        for (topic, queue_id), queue_runs in runs.items():
-            cq = self._queue_for(topic, queue_id)
-            for run in queue_runs:
-                present_below = cq.max_physic_offset
-                if cq.put_units(run.first_offset, run.units) >= 0:
-                    queued += sum(1 for r in run.reqs if r.phy_offset + r.size > present_below)
-                    if self._on_queue_entry:
-                        self._on_queue_entry(run.reqs[-1])
-        return queued, self._index_many(reqs, index_from, index_inclusive)
-
-    def _index_many(self, reqs: list[DispatchRequest], index_from: int, inclusive: bool) -> int:
+        for key, first_offset, units, ends, newest in runs:
+            cq = self._queue_for(*key)
+            present_below = cq.max_physic_offset
+            if cq.put_units(first_offset, units) >= 0:
+                record_ends = memoryview(ends).cast("q")  # ascending: the records follow one another
+                queued += len(record_ends) - bisect_right(record_ends, present_below)
+                if self._on_queue_entry:
+                    self._on_queue_entry(newest)
         indexed = 0
-        group: list[DispatchRequest] = []
-        for req in reqs:
-            if (req.phy_offset >= index_from if inclusive else req.phy_offset > index_from) and req.gets_index_entry:
-                if group and group[-1].store_timestamp != req.store_timestamp:
-                    indexed += self._index_group(group)
-                    group = []
-                group.append(req)
-        if group:
-            indexed += self._index_group(group)
-        return indexed
-
-    def _index_group(self, group: list[DispatchRequest]) -> int:
-        """`build` of records stored in one millisecond; how many had keys."""
-        keys = index_keys_of((r.topic, r.phy_offset, r.keys, r.uniq_key) for r in group)
-        if not keys:
-            self.index.current()  # as `build` of a keyless record: a full file rolls
-            return 0
-        self.index.build_keys(keys, group[0].store_timestamp, not group[-1].index_keys)
-        return sum(1 for r in group if r.index_keys)
+        for store_timestamp, keys, ends_keyless, with_keys in groups:
+            if not keys:
+                self.index.current()  # as `build` of a keyless record: a full file rolls
+                continue
+            self.index.build_keys(keys, store_timestamp, ends_keyless)
+            indexed += with_keys
+        return queued, indexed
 
 
-class _QueueRun:
-    """Entries of one queue with consecutive queue offsets, packed as `ConsumeQueue.put_units` takes them."""
+QueueRun = tuple[tuple[str, int], int, bytearray, bytearray, DispatchRequest]
+"""Entries of one queue with consecutive queue offsets: (topic, queue id), the first queue offset, their
+20-byte units (as `ConsumeQueue.put_units` takes them), the records' end offsets (native int64, ascending)
+and the newest request."""
+IndexGroup = tuple[int, bytearray, bool, int]
+"""Records stored in one millisecond, in log order: their store timestamp, their index keys (as
+`IndexService.build_keys` takes them), whether the last has no key, how many have keys."""
 
-    __slots__ = ("first_offset", "next_offset", "reqs", "units")
 
-    def __init__(self, first_offset: int) -> None:
-        self.first_offset = first_offset
-        self.next_offset = first_offset
-        self.units = bytearray()
-        self.reqs: list[DispatchRequest] = []
+def pack_requests_py(reqs: list[DispatchRequest], queue_from: int, index_from: int, inclusive: bool
+                     ) -> tuple[list[QueueRun], list[IndexGroup]]:
+    """What `Dispatcher.dispatch_many` writes for `reqs` (in log order): each queue's runs of entries with
+    consecutive queue offsets, queues in the order they first appear (a record gets its entry from
+    `queue_from` on), and the index keys grouped by store millisecond (from `index_from` on, or after it
+    unless `inclusive`). The compiled `pack_requests` makes the same from the same requests."""
+    queues: dict[tuple[str, int], list[list]] = {}  # [first offset, units, ends, newest, next offset]
+    groups: list[IndexGroup] = []
+    group: list[DispatchRequest] = []
+    for req in reqs:
+        if req.phy_offset >= queue_from and req.gets_queue_entry:
+            queue_runs = queues.setdefault((req.topic, req.queue_id), [])
+            if not queue_runs or queue_runs[-1][4] != req.queue_offset:
+                queue_runs.append([req.queue_offset, bytearray(), bytearray(), req, req.queue_offset])
+            run = queue_runs[-1]
+            run[1] += pack_unit(req.phy_offset, req.size, req.tags_code)
+            run[2] += _END.pack(req.phy_offset + req.size)
+            run[3] = req
+            run[4] += 1
+        if (req.phy_offset >= index_from if inclusive else req.phy_offset > index_from) and req.gets_index_entry:
+            if group and group[-1].store_timestamp != req.store_timestamp:
+                groups.append(_index_group(group))
+                group = []
+            group.append(req)
+    if group:
+        groups.append(_index_group(group))
+    runs = [(key, run[0], run[1], run[2], run[3]) for key, queue_runs in queues.items() for run in queue_runs]
+    return runs, groups
 
-    def add(self, req: DispatchRequest) -> None:
-        self.units += pack_unit(req.phy_offset, req.size, req.tags_code)
-        self.reqs.append(req)
-        self.next_offset += 1
+
+def _index_group(group: list[DispatchRequest]) -> IndexGroup:
+    keys = bytearray(index_keys_of((r.topic, r.phy_offset, r.keys, r.uniq_key) for r in group))
+    return group[0].store_timestamp, keys, not group[-1].index_keys, sum(1 for r in group if r.index_keys)
+
+
+_END = struct.Struct("=q")
+_pack_requests: Callable[[list[DispatchRequest], int, int, bool], tuple[list[QueueRun], list[IndexGroup]]] = (
+    pack_requests_py if speedups is None or not hasattr(speedups, "pack_requests") else speedups.pack_requests)

@@ -19,7 +19,7 @@ import struct
 import sys
 from types import ModuleType
 
-from rocketstore.format import consume_queue, index, message, properties
+from rocketstore.format import consume_queue, index, message, properties, sysflag
 from rocketstore.format.sysflag import SysFlag
 
 _FIELD_LINE = re.compile(r'^\s*(?:[A-Z_]+\s*=\s*(?:struct\.Struct\()?\(?)?\s*(?:\+\s*)?f?"([^"]+)"\s*#\s*(.+?)\s*$')
@@ -73,6 +73,16 @@ def _record_positions() -> dict[str, int]:
     return out
 
 
+def _transaction_rules() -> dict[str, int]:
+    """format.sysflag's dispatch rule as bit sets over the transaction types (type >> shift)."""
+    mask = sysflag.TRANSACTION_MASK
+    shift = (mask & -mask).bit_length() - 1
+    types = range(0, mask + 1, 1 << shift)
+    return {"TRANSACTION_MASK": mask, "TRANSACTION_SHIFT": shift,
+            "QUEUED_TRANSACTION_TYPES": sum(1 << (t >> shift) for t in types if sysflag.gets_queue_entry(t)),
+            "INDEXED_TRANSACTION_TYPES": sum(1 << (t >> shift) for t in types if sysflag.gets_index_entry(t))}
+
+
 def _layout() -> dict[str, int]:
     return {
         "MAGIC_V1": message.MAGIC_V1 & 0xFFFFFFFF,
@@ -89,6 +99,7 @@ def _layout() -> dict[str, int]:
         "INDEX_SLOT_SIZE": index.SLOT_SIZE,
         "INDEX_ENTRY_SIZE": index.ENTRY_SIZE,
         "MAX_PROPERTIES_LENGTH": properties.MAX_PROPERTIES_LENGTH,
+        **_transaction_rules(),
         **_record_positions(),
         **positions("CQ", struct_fields(consume_queue, "UNIT = struct.Struct(")),
         **positions("INDEX_HEADER", struct_fields(index, "HEADER = struct.Struct(")),
