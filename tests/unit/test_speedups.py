@@ -817,7 +817,9 @@ def dispatch_files(draw):
         sys_flag = draw(st.sampled_from([0, 0x10, 0x20, 0x30, 0x4, 0x8, 0xC]))
         properties = draw(st.sampled_from([
             b"", b"TAGS\x01A", b"TAGS\x01", b"KEYS\x01k1 k2  k3\x02UNIQ_KEY\x01u", b"KEYS\x01 \x02TAGS\x01\xff\xfe",
-            b"TAGS\x01\xf0\x9f\x98\x80\x02KEYS\x01single", b"DELAY\x013\x02TAGS\x01B", b"UNIQ_KEY\x01\x02KEYS\x01a"]))
+            b"TAGS\x01\xf0\x9f\x98\x80\x02KEYS\x01single", b"DELAY\x013\x02TAGS\x01B", b"UNIQ_KEY\x01\x02KEYS\x01a",
+            b"TAGS\x01A\x02KEYS\x01k\x02TAGS\x01B\x02TAGS\x01", b"KEYS\x01a b\x02KEYS\x01c",
+            b"\x01v\x02TAGS\x02KEYS\x01\xe2\x82\x02UNIQ_KEY\x01u\x01w"]))
         buf += fm.encode_message(
             topic=draw(st.sampled_from([b"T", b"TopicB", b"SCHEDULE_TOPIC_XXXX", b"\xff\xfeT"])),
             body=draw(st.binary(max_size=20)), properties=properties, queue_id=draw(st.integers(0, 3)), flag=0,

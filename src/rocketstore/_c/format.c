@@ -373,9 +373,9 @@ message_keys(MessageBase *self, void *Py_UNUSED(closure))
 /* The last well-formed segment named `name` of the UTF-8 properties text in [p, end): its value's
  * bytes in [*value, *value_end); 0 when there is none. RocketMQ's rule (parse_properties) read on the
  * bytes: U+0001, U+0002 and the ASCII of a name are never part of a multi-byte or replaced sequence. */
-static int
-last_property(const char *p, const char *end, const char *name, size_t name_len, const char **value,
-              const char **value_end)
+int
+rs_last_property(const char *p, const char *end, const char *name, size_t name_len, const char **value,
+                 const char **value_end)
 {
     int found = 0;
     while (p <= end) {
@@ -439,7 +439,7 @@ message_carries_key(MessageBase *self, PyObject *key)
     Py_ssize_t size = PyBytes_GET_SIZE(raw);
     const char *props = text + (start < size ? start : size), *end = text + size;
     const char *value, *value_end;
-    if (props < end && key_len > 0 && last_property(props, end, "KEYS", 4, &value, &value_end)) {
+    if (props < end && key_len > 0 && rs_last_property(props, end, "KEYS", 4, &value, &value_end)) {
         for (const char *token = value; token < value_end;) {
             const char *space = memchr(token, ' ', (size_t)(value_end - token));
             const char *token_end = space == NULL ? value_end : space;
@@ -449,7 +449,7 @@ message_carries_key(MessageBase *self, PyObject *key)
             token = token_end + 1;
         }
     }
-    if (props < end && last_property(props, end, "UNIQ_KEY", 8, &value, &value_end)
+    if (props < end && rs_last_property(props, end, "UNIQ_KEY", 8, &value, &value_end)
         && value_end - value == key_len && memcmp(value, key_bytes, (size_t)key_len) == 0) {
         Py_RETURN_TRUE;
     }

@@ -102,21 +102,23 @@ speedups_walk_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return Py_BuildValue("(LLi)", pos, count, stop);
 }
 
-/* The DispatchRequest of the record at `at` (`total` bytes, checked by layout_of into `l`) whose
- * properties parse into `properties`: a new reference, NULL after an error. */
+/* The value of property `name` of the record's properties text [p, end) as a str (UTF-8, bad bytes
+ * replaced, as the properties dict would hold it), or NULL with no error when there is none. */
 static PyObject *
-dispatch_request(PyTypeObject *cls, const unsigned char *at, long long total, const struct layout *l,
-                 PyObject *topic, PyObject *properties)
+property_value(const char *p, const char *end, const char *name)
 {
-    PyObject *found[3]; /* borrowed: TAGS, KEYS, UNIQ_KEY or NULL */
-    PyObject *names[3] = {rs_property_tags, rs_property_keys, rs_property_uniq_key};
-    for (int i = 0; i < 3; i++) {
-        found[i] = PyDict_GetItemWithError(properties, names[i]);
-        if (found[i] == NULL && PyErr_Occurred()) {
-            return NULL;
-        }
+    const char *value, *value_end;
+    if (p >= end || !rs_last_property(p, end, name, strlen(name), &value, &value_end)) {
+        return NULL;
     }
-    PyObject *tags = found[0], *keys_text = found[1], *uniq = found[2];
+    return PyUnicode_DecodeUTF8(value, value_end - value, "replace");
+}
+
+/* dispatch_request's tuple from the record's TAGS, KEYS and UNIQ_KEY values (each borrowed, or NULL). */
+static PyObject *
+dispatch_request_of(PyTypeObject *cls, const unsigned char *at, const struct layout *l, long long total,
+                    PyObject *topic, PyObject *tags, PyObject *keys_text, PyObject *uniq)
+{
     long long code = 0; /* format.javahash.tags_code */
     if (tags != NULL && PyUnicode_GET_LENGTH(tags) > 0) {
         if (ready(tags) < 0) {
@@ -162,6 +164,31 @@ dispatch_request(PyTypeObject *cls, const unsigned char *at, long long total, co
     if (failed) {
         Py_DECREF(req);
         return NULL;
+    }
+    return req;
+}
+
+/* The DispatchRequest of the record at `at` (`total` bytes, checked by layout_of into `l`): a new
+ * reference, NULL after an error. Only TAGS, KEYS and UNIQ_KEY of its properties are decoded. */
+static PyObject *
+dispatch_request(PyTypeObject *cls, const unsigned char *at, long long total, const struct layout *l,
+                 PyObject *topic)
+{
+    const char *props = (const char *)at + l->props_start, *props_end = (const char *)at + total;
+    PyObject *found[3]; /* new references: TAGS, KEYS, UNIQ_KEY or NULL */
+    const char *names[3] = {"TAGS", "KEYS", "UNIQ_KEY"};
+    for (int i = 0; i < 3; i++) {
+        found[i] = property_value(props, props_end, names[i]);
+        if (found[i] == NULL && PyErr_Occurred()) {
+            for (int j = 0; j < i; j++) {
+                Py_XDECREF(found[j]);
+            }
+            return NULL;
+        }
+    }
+    PyObject *req = dispatch_request_of(cls, at, l, total, topic, found[0], found[1], found[2]);
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(found[i]);
     }
     return req;
 }
@@ -229,17 +256,7 @@ speedups_dispatch_requests(PyObject *Py_UNUSED(module), PyObject *const *args, P
             stop = REQUESTS_CHECK;
             break;
         }
-        PyObject *properties;
-        if (total > l.props_start) {
-            PyObject *text = PyUnicode_DecodeUTF8((const char *)at + l.props_start, total - l.props_start, "replace");
-            properties = text == NULL ? NULL : rs_parse_properties(text);
-            Py_XDECREF(text);
-        } else {
-            properties = PyDict_New();
-        }
-        PyObject *req = properties == NULL ? NULL
-                                           : dispatch_request((PyTypeObject *)cls, at, total, &l, topic, properties);
-        Py_XDECREF(properties);
+        PyObject *req = dispatch_request((PyTypeObject *)cls, at, total, &l, topic);
         Py_DECREF(topic);
         if (req == NULL || PyList_Append(out, req) < 0) {
             Py_XDECREF(req);
