@@ -130,23 +130,38 @@ class WalkStop(enum.IntEnum):
 
 
 def walk_records_py(buf: Buffer, pos: int, file_start: int, check_crc: bool) -> tuple[int, int, WalkStop]:
-    """The recovery walk over one commitlog file's mapping from `pos`: every record that is whole and
-    well formed (`decode_message`, with its body CRC when `check_crc`), claims its own physical offset
-    (`file_start + pos`) and is not torn (`_torn`). Returns the position it stopped at, how many records
-    it passed, and why it stopped. The compiled `walk_records` runs the same loop over the bytes, with
-    the checks of `build_message`."""
+    """The recovery walk over one commitlog file's mapping from `pos`: every record that passes
+    `_record_check` (whole and well formed by `decode_message`, with its body CRC when `check_crc`, at
+    its own physical offset `file_start + pos`, not torn). Returns the position it stopped at, how many
+    records it passed, and why it stopped. The compiled `walk_records` runs the same loop over the
+    bytes, with the checks of `build_message`."""
     count = 0
     while True:
-        try:
-            result = decode_message(buf, pos, check_crc=check_crc)
-        except CorruptRecordError:
+        size, reason = _record_check(buf, pos, file_start, check_crc, "")
+        if reason is not None:
             return pos, count, WalkStop.CHECK
-        if result is END_OF_FILE:
+        if size < 0:
             return pos, count, WalkStop.BLANK
-        if result is NEED_DATA or result.phy_offset != file_start + pos or _torn(buf, pos, result):
-            return pos, count, WalkStop.CHECK
-        pos += result.size
+        pos += size
         count += 1
+
+
+def _record_check(buf: Buffer, pos: int, file_start: int, check_crc: bool, name: str) -> tuple[int, str | None]:
+    """The walk's checks of the record at `pos` of the commitlog file `name`: (its size, None) when the
+    walk passes it, (-1, None) for a blank record (the file's end), (0, why) when the walk stops there."""
+    try:
+        result = decode_message(buf, pos, check_crc=check_crc)
+    except CorruptRecordError as exc:
+        return 0, f"{exc.reason} at {name}+{pos}"
+    if result is END_OF_FILE:
+        return -1, None
+    if result is NEED_DATA:
+        return 0, f"record cut by the end of {name} at +{pos}"
+    if result.phy_offset != file_start + pos:
+        return 0, f"record at {name}+{pos} claims physical offset {result.phy_offset}"
+    if _torn(buf, pos, result):
+        return 0, f"torn record at {name}+{pos} (its last byte is zero)"
+    return result.size, None
 
 
 walk_records: Callable[[Buffer, int, int, bool], tuple[int, int, int]] = (
@@ -179,34 +194,18 @@ class _Walk:
                 if stop == WalkStop.BLANK:
                     self.end = mf.end_offset
                     break
-                reason, size = self._stop_at(mf, pos)
+                # the full decode says why the fast loop stopped (or takes a record it left)
+                size, reason = _record_check(mf.mm, pos, mf.file_from_offset, self.check_crc, mf.path.name)
                 if reason is not None:
                     self.reason = reason
                     return
                 if size < 0:
                     self.end = mf.end_offset
                     break
-                pos += size  # the full decode took a record the fast loop left to it
+                pos += size
                 self.scanned += 1
                 self.end = mf.file_from_offset + pos
         self.reason = "end of data"
-
-    def _stop_at(self, mf: MappedFile, pos: int) -> tuple[str | None, int]:
-        """Why the walk stops at the record at `pos`; else None and the record's size (-1: a blank
-        record, the file's end)."""
-        try:
-            result = decode_message(mf.mm, pos, check_crc=self.check_crc)
-        except CorruptRecordError as exc:
-            return f"{exc.reason} at {mf.path.name}+{pos}", 0
-        if result is END_OF_FILE:
-            return None, -1  # a blank record (both walks stop at one themselves)
-        if result is NEED_DATA:
-            return f"record cut by the end of {mf.path.name} at +{pos}", 0
-        if result.phy_offset != mf.file_from_offset + pos:
-            return f"record at {mf.path.name}+{pos} claims physical offset {result.phy_offset}", 0
-        if _torn(mf.mm, pos, result):
-            return f"torn record at {mf.path.name}+{pos} (its last byte is zero)", 0
-        return None, result.size
 
 
 def _torn(buf: Buffer, pos: int, msg: StoredMessage) -> bool:
