@@ -137,8 +137,6 @@ PyObject *rs_space_separated(PyObject *text);
 int rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out);
 /* A record's topic (UTF-8, bad bytes replaced) as a new reference; `cache` (or NULL) keeps the last one. */
 PyObject *rs_topic_of(const char *bytes, long long len, struct topic_cache *cache);
-/* RocketMQ's properties text parsed into a dict (format.properties.decode_properties_py). */
-PyObject *rs_parse_properties(PyObject *text);
 /* The last well-formed property `name` of the UTF-8 properties text in [p, end): 1 with its value's
  * bytes in [*value, *value_end), 0 when there is none (parse_properties's rule, read on the bytes). */
 int rs_last_property(const char *p, const char *end, const char *name, size_t name_len, const char **value,

@@ -44,8 +44,8 @@ speedups_java_hash_concat(PyObject *Py_UNUSED(module), PyObject *const *args, Py
 
 /* RocketMQ's properties rule: split on U+0002; keep a segment whose first U+0001 is at index >= 1
  * and <= len - 2; name before it, value after it; a later name wins and takes the later place. */
-PyObject *
-rs_parse_properties(PyObject *text)
+static PyObject *
+parse_properties(PyObject *text)
 {
     PyObject *result = PyDict_New();
     if (result == NULL) {
@@ -98,7 +98,7 @@ speedups_decode_properties(PyObject *Py_UNUSED(module), PyObject *text)
     if (ready(text) < 0) {
         return NULL;
     }
-    return rs_parse_properties(text);
+    return parse_properties(text);
 }
 
 /* properties_at(raw, start): the properties of a record whose properties text (UTF-8, bad bytes
@@ -123,7 +123,7 @@ speedups_properties_at(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         result = PyDict_New();
     } else {
         PyObject *text = PyUnicode_DecodeUTF8((const char *)view.buf + start, view.len - start, "replace");
-        result = text == NULL ? NULL : rs_parse_properties(text);
+        result = text == NULL ? NULL : parse_properties(text);
         Py_XDECREF(text);
     }
     PyBuffer_Release(&view);
