@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Self
 
 from rocketstore.errors import InvalidMessageError
+from rocketstore.native import speedups
 from rocketstore.results import PutStatus
 
 
@@ -13,7 +15,35 @@ def _illegal(reason: str) -> InvalidMessageError:
     return InvalidMessageError(reason, PutStatus.MESSAGE_ILLEGAL)
 
 
-@dataclass(frozen=True, slots=True)
+def _body_bytes(body: object) -> bytes | bytearray | memoryview:
+    """A body as Message keeps it: bytes-like as given, a str as UTF-8.
+
+    Raises:
+        InvalidMessageError: not bytes-like or a str, or a str UTF-8 cannot encode.
+    """
+    if isinstance(body, str):
+        try:
+            return body.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _illegal(f"body: a str with a character UTF-8 cannot encode at {exc.start} (a lone "
+                           "surrogate)") from None
+    if not isinstance(body, (bytes, bytearray, memoryview)):
+        raise _illegal(f"body must be bytes (or a str), not {type(body).__name__}")
+    return body
+
+
+def _new_with_slots_py(cls: type, descriptors: tuple[Any, ...], *values: object) -> Any:
+    """A new `cls` with each value stored through its slot descriptor (the compiled fill_slots' twin)."""
+    obj: Any = object.__new__(cls)
+    for descriptor, value in zip(descriptors, values, strict=True):
+        descriptor.__set__(obj, value)
+    return obj
+
+
+_new_with_slots: Callable[..., Any] = _new_with_slots_py if speedups is None else speedups.fill_slots
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Message:
     """A message to store (slotted: the compiled prepare reads its fields straight from the slots).
 
@@ -46,19 +76,24 @@ class Message:
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
 
-    def __post_init__(self) -> None:
+    def __new__(cls, topic: str, body: bytes | bytearray | memoryview | str, queue_id: int = 0,
+                tags: str | None = None, keys: Iterable[str] | str = (), properties: Mapping[str, str] | None = None,
+                flag: int = 0, born_timestamp: int | None = None, born_host: str | None = None, sys_flag: int = 0,
+                reconsume_times: int = 0, prepared_transaction_offset: int = 0) -> Self:
         """Raises:
             InvalidMessageError: a body that is not bytes-like or a str, or a str UTF-8 cannot encode.
         """
-        if isinstance(self.body, str):
-            try:
-                object.__setattr__(self, "body", self.body.encode("utf-8"))
-            except UnicodeEncodeError as exc:
-                raise _illegal(f"body: a str with a character UTF-8 cannot encode at {exc.start} (a lone "
-                               "surrogate)") from None
-        elif not isinstance(self.body, (bytes, bytearray, memoryview)):
-            raise _illegal(f"body must be bytes (or a str), not {type(self.body).__name__}")
-        if isinstance(self.keys, str):
-            object.__setattr__(self, "keys", (self.keys,))
-        else:
-            object.__setattr__(self, "keys", tuple(self.keys))
+        if type(body) is not bytes:
+            body = _body_bytes(body)
+        if type(keys) is not tuple:
+            keys = (keys,) if isinstance(keys, str) else tuple(keys)
+        # one call fills the frozen slots (a generated __init__ sets each through object.__setattr__)
+        return _new_with_slots(cls, _SLOTS, topic, body, queue_id, tags, keys, properties, flag,
+                               born_timestamp, born_host, sys_flag, reconsume_times, prepared_transaction_offset)
+
+    def __reduce__(self) -> tuple[type[Message], tuple[object, ...]]:
+        return type(self), tuple(getattr(self, f.name) for f in fields(self))
+
+
+_SLOTS = tuple(getattr(Message, f.name) for f in fields(Message))
+"""Message's slot descriptors in field order (the order of __new__'s arguments)."""

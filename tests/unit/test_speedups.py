@@ -479,13 +479,13 @@ messages = st.builds(
     tags=st.one_of(st.none(), plain_texts),
     keys=st.lists(plain_texts, max_size=3).map(tuple),
     properties=st.sampled_from([None, None, None, {}, {"A": "b"}]),
-    born_host=st.sampled_from([None, None, "10.0.0.2:9", ""]),
+    born_host=st.sampled_from([None, None, "10.0.0.2:9", "[::1]:7", "", "10.0.0.2:99999", "no-port"]),
     sys_flag=st.sampled_from([0, 0, 4, 8, 12]),
     flag=st.integers(-2, 2),
     born_timestamp=st.sampled_from([None, 1, 1_700_000_000_000]),
 )
-PREPARE_ARGS = (prepare_module._CHECKED_TOPICS, MAX_BODY, PREPARER._max_record_size, PREPARER._store_ip,
-                prepare_module.message_shape, Prepared, prepare_module.message_slots())
+PREPARE_ARGS = (prepare_module._CHECKED_TOPICS, prepare_module._PARSED_HOSTS, MAX_BODY, PREPARER._max_record_size,
+                PREPARER._store_ip, prepare_module.message_shape, Prepared, prepare_module.message_slots())
 """What the compiled prepare takes after the message (the Preparer's own arguments)."""
 
 
@@ -501,6 +501,8 @@ def _prepared_or_error(message: Message):
 def test_prepare_plain_twins(message):
     for topic in ("T", "TopicTest", "%RETRY%g"):
         checked_topic(topic)  # what the store has seen and checked (checked_topic fills the table)
+    for host in ("10.0.0.2:9", "[::1]:7"):
+        prepare_module.parsed_host(host)  # born hosts parsed before (parsed_host fills that table)
     expected = _prepared_or_error(message)
     native = _speedups.prepare_plain(message, *PREPARE_ARGS)
     if native is not None:  # it took the message: exactly what the Python path gives

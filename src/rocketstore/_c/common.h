@@ -125,6 +125,25 @@ extern PyObject *rs_attribute_size;                                            /
 /* The Message fields prepare_one (store.c) reads, in the order of the `slots` argument of prepare_plain
  * and prepare_many (rocketstore.store.prepare.MESSAGE_FIELDS). */
 extern PyObject *rs_message_field_names[MESSAGE_FIELDS];
+/* The attributes put_one (store.c) reads and writes on the objects of the storage and log layers. */
+enum put_attribute {
+    A_MAPPING,          /* MappedFile._mm: its mapping, None while unmapped */
+    A_WROTE_POSITION,   /* MappedFile.wrote_position */
+    A_FILE_SIZE,        /* MappedFile.file_size */
+    A_FILE_FROM_OFFSET, /* MappedFile.file_from_offset */
+    A_TOUCHED,          /* MappedFile.touched: the mapping budget's clock bit */
+    A_MAX_PHYSIC,       /* ConsumeQueue.max_physic_offset */
+    A_QUEUE,            /* ConsumeQueue.queue: its MappedFileQueue */
+    A_FILES,            /* MappedFileQueue.files */
+    A_HEADER,           /* IndexFile.header: an IndexHeader */
+    A_MM,               /* IndexFile.mm */
+    A_SLOTS,            /* IndexFile.slots */
+    A_MAX_ENTRIES,      /* IndexFile.max_entries */
+    PUT_ATTRIBUTES
+};
+#define PUT_ATTRIBUTE_NAMES "_mm", "wrote_position", "file_size", "file_from_offset", "touched", \
+    "max_physic_offset", "queue", "files", "header", "mm", "slots", "max_entries"
+extern PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
 
 /* format.c */
 extern PyTypeObject rs_MessageBaseType;
@@ -156,6 +175,13 @@ PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nar
 /* log.c */
 PyObject *speedups_index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* Whether rs_index_put can write the `count` keys at `pairs` into an index file of `len` bytes with
+ * `slots` hash slots and that `header`: 1 when it can, 0 when a value or position is out of range. */
+int rs_index_fits(Py_ssize_t len, long long slots, const long long header[6], const unsigned char *pairs,
+                  Py_ssize_t count);
+/* The writes of index_put_keys: 0, or 1 with nothing written when rs_index_fits says 0. */
+int rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long header[6], const unsigned char *pairs,
+                 Py_ssize_t count, long long ts);
 PyObject *speedups_decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* How many index keys a message of `topic` (a str) has, its UNIQ_KEY (None or a str) and each KEYS
@@ -177,6 +203,7 @@ PyObject *speedups_prepare_many(PyObject *module, PyObject *const *args, Py_ssiz
 PyObject *speedups_pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_put_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -111,76 +111,42 @@ done:
 
 #define MAX_TIME_DIFF 0x7FFFFFFFLL
 
-/* index_put_keys(buffer, slots, header, keys, store_timestamp, start, stop) writes entries
- * header.indexCount, +1, ... for keys [start, stop) of `keys`, a buffer of (index hash, phy offset)
- * pairs of native int64 (rocketstore.log.index_file.KEY), all stored at `store_timestamp`, points their
- * slots at them and writes the 40-byte header, as IndexFile._put_keys_py does; the caller checked there
- * is room. `header` and the result are the header's six fields in file order (beginTimestamp,
- * endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount). Returns the header after the
- * puts, or None without writing anything when a value or position is out of range (the Python twin then
- * runs). */
-PyObject *
-speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+/* Writes entries header[5] (indexCount), +1, ... for the `count` (index hash, phy offset) pairs of
+ * native int64 at `pairs`, all stored at `ts`, points their slots at them and writes the 40-byte header
+ * of the index file mapped at `buf` (`len` bytes, `slots` hash slots), as IndexFile._put_keys_py does;
+ * `header` holds its six fields in file order (beginTimestamp, endTimestamp, beginPhyOffset,
+ * endPhyOffset, hashSlotCount, indexCount) and is updated. Returns 0, or 1 without writing anything when a
+ * value or position is out of range (the caller's Python twin then runs). */
+int
+rs_index_fits(Py_ssize_t len, long long slots, const long long header[6], const unsigned char *pairs,
+              Py_ssize_t count)
 {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "index_put_keys takes seven arguments");
-        return NULL;
-    }
-    long long header[6];
-    long long slots = PyLong_AsLongLong(args[1]);
-    long long ts = PyLong_AsLongLong(args[4]);
-    Py_ssize_t start = PyLong_AsSsize_t(args[5]);
-    Py_ssize_t stop = PyLong_AsSsize_t(args[6]);
-    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "index_put_keys: header must be a tuple of six ints");
-        }
-        return NULL;
-    }
-    for (int i = 0; i < 6; i++) {
-        header[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[2], i));
-    }
-    if (PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            return NULL;
-        }
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
-    long long begin_ts = header[0], end_ts = header[1], begin_phy = header[2], end_phy = header[3];
     long long slot_count = header[4], n = header[5];
-    Py_buffer keys = {0}, view = {0};
-    if (PyObject_GetBuffer(args[3], &keys, PyBUF_SIMPLE) < 0) {
-        return NULL;
+    if (slots <= 0 || slots > MAX_SLOTS || n < 1) {
+        return 0;
     }
-    PyObject *result = NULL;
-    int have_view = 0;
-    Py_ssize_t held = keys.len / 16;
-    if (keys.len % 16 != 0 || start < 0 || stop < start || stop > held || slots <= 0 || slots > MAX_SLOTS || n < 1) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    Py_ssize_t count = stop - start;
-    const unsigned char *pairs = (const unsigned char *)keys.buf + start * 16;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t h;
         memcpy(&h, pairs + 16 * i, 8);
         if (h < 0 || h > 0x7FFFFFFFLL) {
-            result = Py_NewRef(Py_None);
-            goto done;
+            return 0;
         }
     }
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
-        goto done;
-    }
-    have_view = 1;
     long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
-    if (n + count > 0x7FFFFFFFLL || slot_count + count > 0x7FFFFFFFLL || slot_count < INT32_MIN
-        || entries_at + (n + count) * INDEX_ENTRY_SIZE > view.len) {
-        result = Py_NewRef(Py_None);
-        goto done;
+    return n + count <= 0x7FFFFFFFLL && slot_count + count <= 0x7FFFFFFFLL && slot_count >= INT32_MIN
+           && entries_at + (n + count) * INDEX_ENTRY_SIZE <= len;
+}
+
+int
+rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long header[6], const unsigned char *pairs,
+             Py_ssize_t count, long long ts)
+{
+    if (!rs_index_fits(len, slots, header, pairs, count)) {
+        return 1;
     }
-    unsigned char *buf = (unsigned char *)view.buf;
+    long long begin_ts = header[0], end_ts = header[1], begin_phy = header[2], end_phy = header[3];
+    long long slot_count = header[4], n = header[5];
+    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t h, phy;
         memcpy(&h, pairs + 16 * i, 8);
@@ -218,11 +184,69 @@ speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
     write_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, (uint64_t)end_phy, 8);
     write_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, (uint64_t)slot_count, 4);
     write_be(buf + INDEX_HEADER_INDEXCOUNT_POS, (uint64_t)n, 4);
-    result = Py_BuildValue("(LLLLLL)", begin_ts, end_ts, begin_phy, end_phy, slot_count, n);
-done:
-    if (have_view) {
-        PyBuffer_Release(&view);
+    header[0] = begin_ts;
+    header[1] = end_ts;
+    header[2] = begin_phy;
+    header[3] = end_phy;
+    header[4] = slot_count;
+    header[5] = n;
+    return 0;
+}
+
+/* index_put_keys(buffer, slots, header, keys, store_timestamp, start, stop): rs_index_put for keys
+ * [start, stop) of `keys`, a buffer of (index hash, phy offset) pairs of native int64
+ * (rocketstore.log.index_file.KEY); the caller checked there is room. `header` and the result are the
+ * header's six fields in file order. Returns the header after the puts, or None without writing
+ * anything when a value or position is out of range (IndexFile._put_keys_py then runs). */
+PyObject *
+speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "index_put_keys takes seven arguments");
+        return NULL;
     }
+    long long header[6];
+    long long slots = PyLong_AsLongLong(args[1]);
+    long long ts = PyLong_AsLongLong(args[4]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t stop = PyLong_AsSsize_t(args[6]);
+    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "index_put_keys: header must be a tuple of six ints");
+        }
+        return NULL;
+    }
+    for (int i = 0; i < 6; i++) {
+        header[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[2], i));
+    }
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_buffer keys = {0}, view = {0};
+    if (PyObject_GetBuffer(args[3], &keys, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t held = keys.len / 16;
+    if (keys.len % 16 != 0 || start < 0 || stop < start || stop > held) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        goto done;
+    }
+    if (rs_index_put((unsigned char *)view.buf, view.len, slots, header, (const unsigned char *)keys.buf + start * 16,
+                     stop - start, ts) != 0) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = Py_BuildValue("(LLLLLL)", header[0], header[1], header[2], header[3], header[4], header[5]);
+    }
+    PyBuffer_Release(&view);
+done:
     PyBuffer_Release(&keys);
     return result;
 }

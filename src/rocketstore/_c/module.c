@@ -8,7 +8,7 @@
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
  *   storage.c   msync
  *   log.c       index_lookup, index_put_keys, decode_run
- *   store.c     prepare_plain, prepare_many, pack_run, fill_slots, put_results
+ *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, put_results
  *
  * Each one has a pure-Python twin that is the reference (the tests hold the two equal on generated
  * inputs) and that runs wherever this module could not be built. common.h holds what the files share;
@@ -20,6 +20,7 @@
 PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key;
 PyObject *rs_attribute_size;
 PyObject *rs_message_field_names[MESSAGE_FIELDS];
+PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
 
 /* layout(): the values this module was compiled with (_layout.h), for the test that holds them to the
  * Python declarations (rocketstore.store.c_layout.compiled_with). */
@@ -101,6 +102,8 @@ static PyMethodDef methods[] = {
      "The catch-up's dispatch requests of the records of one commitlog file from a position."},
     {"record_at", (PyCFunction)(void (*)(void))speedups_record_at, METH_FASTCALL,
      "The whole, well-formed record at a position of a buffer, as a message; None for anything else."},
+    {"put_one", (PyCFunction)(void (*)(void))speedups_put_one, METH_FASTCALL,
+     "The writes of a single put in one call when they are the plain case; None (nothing written) otherwise."},
     {"put_results", (PyCFunction)(void (*)(void))speedups_put_results, METH_FASTCALL,
      "The PutResults of a batch, made as fill_slots makes one."},
     {"prepare_many", (PyCFunction)(void (*)(void))speedups_prepare_many, METH_FASTCALL,
@@ -136,6 +139,12 @@ PyInit__speedups(void)
     static const char *const field_names[MESSAGE_FIELDS] = {MESSAGE_FIELD_NAMES};
     for (int i = 0; i < MESSAGE_FIELDS; i++) {
         if ((rs_message_field_names[i] = PyUnicode_InternFromString(field_names[i])) == NULL) {
+            return NULL;
+        }
+    }
+    static const char *const attribute_names[PUT_ATTRIBUTES] = {PUT_ATTRIBUTE_NAMES};
+    for (int i = 0; i < PUT_ATTRIBUTES; i++) {
+        if ((rs_put_attribute_names[i] = PyUnicode_InternFromString(attribute_names[i])) == NULL) {
             return NULL;
         }
     }

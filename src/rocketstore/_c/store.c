@@ -5,6 +5,7 @@
  *   prepare_plain(message, ...)     rocketstore.store.prepare.Preparer.prepare_py (for the common message)
  *   prepare_many(messages, ...)     prepare_plain per message (Preparer.prepare_many)
  *   pack_run(prepared, ...)         rocketstore.store.append_run.pack_run_py
+ *   put_one(cls, descs, ...)        rocketstore.store.write_path.StoreWritePath._append_one_py
  *   fill_slots(cls, descs, *values) rocketstore.store.write_path._put_result_factory's `make`
  *   put_results(cls, descs, ...)    rocketstore.store.write_path.put_results_py
  *
@@ -191,7 +192,7 @@ message_field(PyObject *message, const struct message_layout *layout, int field)
 #define QUEUE_KEY_MEMO 8
 
 struct shape_memo {
-    PyObject *sys_flag, *tags, *shape;
+    PyObject *sys_flag, *tags, *born_ip, *shape;
     Py_ssize_t header;
     PyObject *queue_keys[QUEUE_KEY_MEMO];
     long long queue_ids[QUEUE_KEY_MEMO];
@@ -203,6 +204,7 @@ shape_memo_clear(struct shape_memo *memo)
 {
     Py_CLEAR(memo->sys_flag);
     Py_CLEAR(memo->tags);
+    Py_CLEAR(memo->born_ip);
     Py_CLEAR(memo->shape);
     for (int i = 0; i < QUEUE_KEY_MEMO; i++) {
         Py_CLEAR(memo->queue_keys[i]);
@@ -241,47 +243,49 @@ queue_key_of(struct shape_memo *memo, PyObject *topic, PyObject *queue_id, long 
 
 /* What prepare_plain and prepare_many take after the messages, checked once per call. */
 struct prepare_call {
-    PyObject *topic_parts, *store_ip, *shape_fn;
+    PyObject *topic_parts, *hosts, *store_ip, *shape_fn;
     PyTypeObject *prepared_cls;
     Py_ssize_t max_body, max_record;
     struct message_layout layout;
 };
 
-/* `call` from args[1..7] (topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots). */
+/* `call` from args[1..8] (topic_parts, hosts, max_body, max_record, store_ip, shape, prepared_cls, slots). */
 static int
 prepare_call_of(PyObject *const *args, struct prepare_call *call)
 {
     call->topic_parts = args[1];
-    call->store_ip = args[4];
-    call->shape_fn = args[5];
-    call->prepared_cls = (PyTypeObject *)args[6];
-    call->max_body = PyLong_AsSsize_t(args[2]);
-    call->max_record = PyLong_AsSsize_t(args[3]);
+    call->hosts = args[2];
+    call->store_ip = args[5];
+    call->shape_fn = args[6];
+    call->prepared_cls = (PyTypeObject *)args[7];
+    call->max_body = PyLong_AsSsize_t(args[3]);
+    call->max_record = PyLong_AsSsize_t(args[4]);
     if (PyErr_Occurred()) {
         return -1;
     }
-    if (!PyDict_Check(call->topic_parts) || !PyBytes_CheckExact(call->store_ip) || !PyType_Check(args[6])
-        || !PyType_IsSubtype(call->prepared_cls, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "prepare_plain: a dict, bytes and a tuple class expected");
+    if (!PyDict_Check(call->topic_parts) || !PyDict_Check(call->hosts) || !PyBytes_CheckExact(call->store_ip)
+        || !PyType_Check(args[7]) || !PyType_IsSubtype(call->prepared_cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain: two dicts, bytes and a tuple class expected");
         return -1;
     }
-    return message_layout_of(args[7], &call->layout);
+    return message_layout_of(args[8], &call->layout);
 }
 
 static PyObject *prepare_one(PyObject *message, const struct prepare_call *call, struct shape_memo *memo);
 
-/* prepare_plain(message, topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots):
- * rocketstore.store.prepare.Preparer.prepare for the common message (no properties mapping, no born host,
- * bytes body, str tags, str keys, int queue id and sys flag, a topic found in topic_parts, the dict of
- * topics that passed checked_topic). Anything else, and anything the Python path would refuse, gives
+/* prepare_plain(message, topic_parts, hosts, max_body, max_record, store_ip, shape, prepared_cls, slots):
+ * rocketstore.store.prepare.Preparer.prepare for the common message (no properties mapping, no born host
+ * or one found in hosts, the dict of born hosts parse_host parsed, as (IP bytes, port), bytes body, str
+ * tags, str keys, int queue id and sys flag, a topic found in topic_parts, the dict of topics that passed
+ * checked_topic). Anything else, and anything the Python path would refuse, gives
  * None: Preparer.prepare_py then runs and raises its own error. `shape` is message_shape,
  * `prepared_cls` Prepared, `slots` Message's slot descriptors for MESSAGE_FIELDS (read straight from a
  * Message; a subclass goes through getattr) or None. */
 PyObject *
 speedups_prepare_plain(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "prepare_plain takes eight arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain takes nine arguments");
         return NULL;
     }
     struct prepare_call call;
@@ -299,6 +303,8 @@ static PyObject *
 prepare_one(PyObject *message, const struct prepare_call *call, struct shape_memo *memo)
 {
     PyObject *topic_parts = call->topic_parts, *store_ip = call->store_ip, *shape_fn = call->shape_fn;
+    PyObject *born_ip = store_ip, *born_port_given = NULL; /* borrowed from store_ip or host */
+    PyObject *host = NULL;
     PyTypeObject *prepared_cls = call->prepared_cls;
     Py_ssize_t max_body = call->max_body, max_record = call->max_record;
     const struct message_layout *layout = &call->layout;
@@ -316,7 +322,20 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
     DECLINE_UNLESS(other == Py_None);
     Py_CLEAR(other);
     GET(other, M_BORN_HOST);
-    DECLINE_UNLESS(other == Py_None);
+    if (other != Py_None) { /* a born host parsed before: (IP, port) */
+        DECLINE_UNLESS(PyUnicode_CheckExact(other));
+        PyObject *parsed = PyDict_GetItemWithError(call->hosts, other); /* borrowed */
+        if (parsed == NULL && PyErr_Occurred()) {
+            goto fail;
+        }
+        DECLINE_UNLESS(parsed != NULL && PyTuple_CheckExact(parsed) && PyTuple_GET_SIZE(parsed) == 2
+                       && PyBytes_CheckExact(PyTuple_GET_ITEM(parsed, 0))
+                       && PyLong_CheckExact(PyTuple_GET_ITEM(parsed, 1)));
+        host = Py_NewRef(parsed); /* the dict may change while message_shape runs */
+        born_ip = PyTuple_GET_ITEM(host, 0);
+        born_port_given = PyTuple_GET_ITEM(host, 1);
+        DECLINE_UNLESS(PyBytes_GET_SIZE(born_ip) == 4 || PyBytes_GET_SIZE(born_ip) == 16);
+    }
     Py_CLEAR(other);
     GET(topic, M_TOPIC);
     DECLINE_UNLESS(PyUnicode_CheckExact(topic));
@@ -426,11 +445,11 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
     }
 
     Py_ssize_t header;
-    if (memo->shape != NULL && memo->sys_flag == sys_flag && memo->tags == tags) {
+    if (memo->shape != NULL && memo->sys_flag == sys_flag && memo->tags == tags && memo->born_ip == born_ip) {
         shape = Py_NewRef(memo->shape);
         header = memo->header;
     } else {
-        shape = PyObject_CallFunctionObjArgs(shape_fn, sys_flag, tags, store_ip, store_ip, NULL);
+        shape = PyObject_CallFunctionObjArgs(shape_fn, sys_flag, tags, born_ip, store_ip, NULL);
         if (shape == NULL) {
             goto fail;
         }
@@ -449,6 +468,7 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
         shape_memo_clear(memo);
         memo->sys_flag = Py_NewRef(sys_flag);
         memo->tags = Py_NewRef(tags);
+        memo->born_ip = Py_NewRef(born_ip);
         memo->shape = Py_NewRef(shape);
         memo->header = header;
     }
@@ -466,7 +486,7 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
     }
     crc = PyLong_FromUnsignedLong(body_crc & 0x7FFFFFFFUL);
     queue_key = queue_key_of(memo, topic, queue_id, qid);
-    born_port = PyLong_FromLong(0);
+    born_port = born_port_given != NULL ? Py_NewRef(born_port_given) : PyLong_FromLong(0);
     size = PyLong_FromSsize_t(record);
     if (crc == NULL || queue_key == NULL || born_port == NULL || size == NULL) {
         goto fail;
@@ -514,7 +534,7 @@ prepare_one(PyObject *message, const struct prepare_call *call, struct shape_mem
         [P_BODY] = Py_NewRef(body), [P_BODY_CRC] = Py_NewRef(crc), [P_HEAD] = Py_NewRef(head),
         [P_TAIL] = Py_NewRef(tail), [P_FLAG] = flag, [P_SYS_FLAG] = Py_NewRef(sys_flag),
         [P_RECORD_SYS_FLAG] = Py_NewRef(PyTuple_GET_ITEM(shape, 1)), [P_BORN_TIMESTAMP] = born_timestamp,
-        [P_BORN_IP] = Py_NewRef(store_ip), [P_BORN_PORT] = Py_NewRef(born_port), [P_RECONSUME_TIMES] = reconsume,
+        [P_BORN_IP] = Py_NewRef(born_ip), [P_BORN_PORT] = Py_NewRef(born_port), [P_RECONSUME_TIMES] = reconsume,
         [P_PREPARED_OFFSET] = prepared_offset, [P_SIZE] = Py_NewRef(size), [P_WAIT] = Py_NewRef(Py_True),
         [P_IN_QUEUE] = Py_NewRef(PyTuple_GET_ITEM(shape, 2)), [P_INDEXED] = Py_NewRef(PyTuple_GET_ITEM(shape, 3)),
         [P_DELAY_LEVEL] = PyLong_FromLong(0), [P_TAGS_CODE] = Py_NewRef(PyTuple_GET_ITEM(shape, 4)),
@@ -542,6 +562,7 @@ done:
     Py_XDECREF(tags);
     Py_XDECREF(keys);
     Py_XDECREF(other);
+    Py_XDECREF(host);
     Py_XDECREF(sys_flag);
     Py_XDECREF(joined);
     Py_XDECREF(split);
@@ -566,6 +587,76 @@ struct packed {
     int in_queue, indexed, born_has_ts, queue; /* queue: its slot in the run's queues */
     Py_ssize_t keys;                            /* its index keys: UNIQ_KEY and KEYS, the empty left out */
 };
+
+/* Reads the fields of the Prepared tuple `p` into `r` (its record being stored at `store_ts` next to a
+ * store host of `store_ip_len` bytes): 1 when each is within its header field and the parts add up to
+ * its size, 0 when not (the Python twin then encodes it, and raises for a value out of range). The queue
+ * and index parts are the caller's. */
+static int
+packed_of(PyObject *p, long long store_ts, Py_ssize_t store_ip_len, struct packed *r)
+{
+    if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != PREPARED_FIELDS) {
+        return 0;
+    }
+    int ok = 1;
+    r->p = p;
+    r->size = int_field(PyTuple_GET_ITEM(p, P_SIZE), 0, I32_MAX, &ok);
+    r->crc = int_field(PyTuple_GET_ITEM(p, P_BODY_CRC), I32_MIN, I32_MAX, &ok);
+    r->queue_id = int_field(PyTuple_GET_ITEM(p, P_QUEUE_ID), I32_MIN, I32_MAX, &ok);
+    r->flag = int_field(PyTuple_GET_ITEM(p, P_FLAG), I32_MIN, I32_MAX, &ok);
+    r->record_flag = int_field(PyTuple_GET_ITEM(p, P_RECORD_SYS_FLAG), I32_MIN, I32_MAX, &ok);
+    PyObject *born_ts = PyTuple_GET_ITEM(p, P_BORN_TIMESTAMP);
+    r->born_has_ts = born_ts != Py_None;
+    r->born_ts = r->born_has_ts ? int_field(born_ts, LLONG_MIN, LLONG_MAX, &ok) : store_ts;
+    r->born_port = int_field(PyTuple_GET_ITEM(p, P_BORN_PORT), I32_MIN, I32_MAX, &ok);
+    r->reconsume = int_field(PyTuple_GET_ITEM(p, P_RECONSUME_TIMES), I32_MIN, I32_MAX, &ok);
+    r->prepared_offset = int_field(PyTuple_GET_ITEM(p, P_PREPARED_OFFSET), LLONG_MIN, LLONG_MAX, &ok);
+    r->code = int_field(PyTuple_GET_ITEM(p, P_TAGS_CODE), LLONG_MIN, LLONG_MAX, &ok);
+    PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
+    PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
+    if (!ok || !PyBytes_Check(body) || !PyBytes_Check(tail) || !PyBytes_Check(born_ip)
+        || (PyBytes_GET_SIZE(born_ip) != 4 && PyBytes_GET_SIZE(born_ip) != 16) || PyBytes_GET_SIZE(body) > I32_MAX) {
+        return 0;
+    }
+    long long header = 80 + PyBytes_GET_SIZE(born_ip) + store_ip_len;
+    return r->size == header + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(tail);
+}
+
+/* The record of `r` at `out` (r->size bytes), as append_run.encode_record encodes it: the header
+ * (MAGIC_V1, the born timestamp or else the store timestamp, the store host), BODY and the tail. */
+static void
+write_record(unsigned char *out, const struct packed *r, long long phy, long long queue_offset, long long store_ts,
+             PyObject *store_ip, long long store_port)
+{
+    PyObject *p = r->p;
+    PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
+    PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
+    write_be(out + REC_TOTALSIZE_POS, (uint64_t)r->size, 4);
+    write_be(out + REC_MAGICCODE_POS, MAGIC_V1, 4);
+    write_be(out + REC_BODYCRC_POS, (uint64_t)r->crc, 4);
+    write_be(out + REC_QUEUEID_POS, (uint64_t)r->queue_id, 4);
+    write_be(out + REC_FLAG_POS, (uint64_t)r->flag, 4);
+    write_be(out + REC_QUEUEOFFSET_POS, (uint64_t)queue_offset, 8);
+    write_be(out + REC_PHYSICALOFFSET_POS, (uint64_t)phy, 8);
+    write_be(out + REC_SYSFLAG_POS, (uint64_t)r->record_flag, 4);
+    write_be(out + REC_BORNTIMESTAMP_POS, (uint64_t)r->born_ts, 8);
+    unsigned char *at = out + FIXED_HEAD_SIZE;
+    memcpy(at, PyBytes_AS_STRING(born_ip), (size_t)PyBytes_GET_SIZE(born_ip));
+    at += PyBytes_GET_SIZE(born_ip);
+    write_be(at + REC_AFTER_BORN_IP_BORNHOST_PORT_POS, (uint64_t)r->born_port, 4);
+    write_be(at + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, (uint64_t)store_ts, 8);
+    at += REC_AFTER_BORN_IP_SIZE;
+    memcpy(at, PyBytes_AS_STRING(store_ip), (size_t)PyBytes_GET_SIZE(store_ip));
+    at += PyBytes_GET_SIZE(store_ip);
+    write_be(at + REC_AFTER_STORE_IP_STOREHOST_PORT_POS, (uint64_t)store_port, 4);
+    write_be(at + REC_AFTER_STORE_IP_RECONSUMETIMES_POS, (uint64_t)r->reconsume, 4);
+    write_be(at + REC_AFTER_STORE_IP_PREPAREDTRANSACTIONOFFSET_POS, (uint64_t)r->prepared_offset, 8);
+    write_be(at + REC_AFTER_STORE_IP_BODYLENGTH_POS, (uint64_t)PyBytes_GET_SIZE(body), 4);
+    at += REC_AFTER_STORE_IP_SIZE;
+    memcpy(at, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+    at += PyBytes_GET_SIZE(body);
+    memcpy(at, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
+}
 
 /* The queues of one pack_run call, so that each message costs no dictionary lookups: a queue's key
  * (the first key object met for it, borrowed from its Prepared), the next queue offset (written back to
@@ -792,35 +883,12 @@ speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     int queue_count = 0;
     for (Py_ssize_t j = i; j < stop; j++) {
         PyObject *p = PyList_GET_ITEM(prepared, j);
-        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != PREPARED_FIELDS) {
-            break;
-        }
         struct packed *r = &runs[taken];
-        int ok = 1;
-        r->p = p;
-        r->size = int_field(PyTuple_GET_ITEM(p, P_SIZE), 0, I32_MAX, &ok);
-        r->crc = int_field(PyTuple_GET_ITEM(p, P_BODY_CRC), I32_MIN, I32_MAX, &ok);
-        r->queue_id = int_field(PyTuple_GET_ITEM(p, P_QUEUE_ID), I32_MIN, I32_MAX, &ok);
-        r->flag = int_field(PyTuple_GET_ITEM(p, P_FLAG), I32_MIN, I32_MAX, &ok);
-        r->record_flag = int_field(PyTuple_GET_ITEM(p, P_RECORD_SYS_FLAG), I32_MIN, I32_MAX, &ok);
-        PyObject *born_ts = PyTuple_GET_ITEM(p, P_BORN_TIMESTAMP);
-        r->born_has_ts = born_ts != Py_None;
-        r->born_ts = r->born_has_ts ? int_field(born_ts, LLONG_MIN, LLONG_MAX, &ok) : store_ts;
-        r->born_port = int_field(PyTuple_GET_ITEM(p, P_BORN_PORT), I32_MIN, I32_MAX, &ok);
-        r->reconsume = int_field(PyTuple_GET_ITEM(p, P_RECONSUME_TIMES), I32_MIN, I32_MAX, &ok);
-        r->prepared_offset = int_field(PyTuple_GET_ITEM(p, P_PREPARED_OFFSET), LLONG_MIN, LLONG_MAX, &ok);
-        r->code = int_field(PyTuple_GET_ITEM(p, P_TAGS_CODE), LLONG_MIN, LLONG_MAX, &ok);
-        long long delay = int_field(PyTuple_GET_ITEM(p, P_DELAY_LEVEL), 0, 0, &ok); /* delayed: the twin */
-        (void)delay;
-        PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
-        PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
-        if (!ok || !PyBytes_Check(body) || !PyBytes_Check(tail) || !PyBytes_Check(born_ip)
-            || (PyBytes_GET_SIZE(born_ip) != 4 && PyBytes_GET_SIZE(born_ip) != 16)
-            || PyBytes_GET_SIZE(body) > I32_MAX) {
-            break;
+        int ok = packed_of(p, store_ts, store_ip_len, r);
+        if (ok) {
+            (void)int_field(PyTuple_GET_ITEM(p, P_DELAY_LEVEL), 0, 0, &ok); /* delayed: the twin */
         }
-        long long header = 80 + PyBytes_GET_SIZE(born_ip) + store_ip_len;
-        if (r->size != header + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(tail) || total + r->size > room) {
+        if (!ok || total + r->size > room) {
             break;
         }
         int in_queue = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_IN_QUEUE));
@@ -946,34 +1014,7 @@ speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
         if (failed) {
             goto error;
         }
-        /* the header, then BODY and the tail */
-        PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
-        PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
-        write_be(out + REC_TOTALSIZE_POS, (uint64_t)r->size, 4);
-        write_be(out + REC_MAGICCODE_POS, MAGIC_V1, 4);
-        write_be(out + REC_BODYCRC_POS, (uint64_t)r->crc, 4);
-        write_be(out + REC_QUEUEID_POS, (uint64_t)r->queue_id, 4);
-        write_be(out + REC_FLAG_POS, (uint64_t)r->flag, 4);
-        write_be(out + REC_QUEUEOFFSET_POS, (uint64_t)queue_offset, 8);
-        write_be(out + REC_PHYSICALOFFSET_POS, (uint64_t)phy, 8);
-        write_be(out + REC_SYSFLAG_POS, (uint64_t)r->record_flag, 4);
-        write_be(out + REC_BORNTIMESTAMP_POS, (uint64_t)r->born_ts, 8);
-        unsigned char *at = out + FIXED_HEAD_SIZE;
-        memcpy(at, PyBytes_AS_STRING(born_ip), (size_t)PyBytes_GET_SIZE(born_ip));
-        at += PyBytes_GET_SIZE(born_ip);
-        write_be(at + REC_AFTER_BORN_IP_BORNHOST_PORT_POS, (uint64_t)r->born_port, 4);
-        write_be(at + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, (uint64_t)store_ts, 8);
-        at += REC_AFTER_BORN_IP_SIZE;
-        memcpy(at, PyBytes_AS_STRING(store_ip), (size_t)store_ip_len);
-        at += store_ip_len;
-        write_be(at + REC_AFTER_STORE_IP_STOREHOST_PORT_POS, (uint64_t)store_port, 4);
-        write_be(at + REC_AFTER_STORE_IP_RECONSUMETIMES_POS, (uint64_t)r->reconsume, 4);
-        write_be(at + REC_AFTER_STORE_IP_PREPAREDTRANSACTIONOFFSET_POS, (uint64_t)r->prepared_offset, 8);
-        write_be(at + REC_AFTER_STORE_IP_BODYLENGTH_POS, (uint64_t)PyBytes_GET_SIZE(body), 4);
-        at += REC_AFTER_STORE_IP_SIZE;
-        memcpy(at, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
-        at += PyBytes_GET_SIZE(body);
-        memcpy(at, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
+        write_record(out, r, phy, queue_offset, store_ts, store_ip, store_port);
         out += r->size;
         phy += r->size;
     }
@@ -1090,14 +1131,14 @@ fail:
     return NULL;
 }
 
-/* prepare_many(messages, topic_parts, max_body, max_record, store_ip, shape, prepared_cls, slots) ->
+/* prepare_many(messages, topic_parts, hosts, max_body, max_record, store_ip, shape, prepared_cls, slots) ->
  * (prepared, declined): prepare_plain for each message of a list or tuple; `prepared` holds None for
  * each message it declined, `declined` counts them (Preparer.prepare_py answers for those). */
 PyObject *
 speedups_prepare_many(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "prepare_many takes eight arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "prepare_many takes nine arguments");
         return NULL;
     }
     if (!PyList_Check(args[0]) && !PyTuple_Check(args[0])) {
@@ -1129,4 +1170,302 @@ speedups_prepare_many(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     }
     shape_memo_clear(&memo);
     return Py_BuildValue("(Nn)", out, declined);
+}
+
+/* An int attribute of `obj` as int64 in [0, LLONG_MAX / 4]: 1 with *out set, 0 for another value, -1
+ * after an error (a missing attribute: the names above no longer match the classes). */
+static int
+attribute_int(PyObject *obj, enum put_attribute name, long long *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, rs_put_attribute_names[name]);
+    if (value == NULL) {
+        return -1;
+    }
+    int ok = 1;
+    *out = int_field(value, 0, LLONG_MAX / 4, &ok);
+    Py_DECREF(value);
+    return ok;
+}
+
+static int
+set_attribute_int(PyObject *obj, enum put_attribute name, long long value)
+{
+    PyObject *number = PyLong_FromLongLong(value);
+    int failed = number == NULL || PyObject_SetAttr(obj, rs_put_attribute_names[name], number) < 0;
+    Py_XDECREF(number);
+    return failed ? -1 : 0;
+}
+
+/* A MappedFile being appended to: its mapping as a writable buffer, write position, size and start. */
+struct appended {
+    PyObject *file; /* borrowed */
+    Py_buffer view;
+    long long pos, size, from;
+    int mapped; /* the view is held */
+};
+
+/* 1 with `a` filled (a view held) when `file` is mapped and its fields are plain; 0 when not (the caller
+ * declines); -1 after an error. */
+static int
+appended_of(PyObject *file, struct appended *a)
+{
+    a->file = file;
+    a->mapped = 0;
+    int ok = attribute_int(file, A_WROTE_POSITION, &a->pos);
+    if (ok == 1) {
+        ok = attribute_int(file, A_FILE_SIZE, &a->size);
+    }
+    if (ok == 1) {
+        ok = attribute_int(file, A_FILE_FROM_OFFSET, &a->from);
+    }
+    if (ok != 1) {
+        return ok;
+    }
+    PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MAPPING]);
+    if (mm == NULL) {
+        return -1;
+    }
+    if (mm == Py_None) {
+        Py_DECREF(mm);
+        return 0;
+    }
+    int got = PyObject_GetBuffer(mm, &a->view, PyBUF_WRITABLE);
+    Py_DECREF(mm);
+    if (got < 0) {
+        return -1;
+    }
+    a->mapped = 1;
+    return a->view.len >= a->size && a->pos <= a->size;
+}
+
+static void
+release_appended(struct appended *a)
+{
+    if (a->mapped) {
+        PyBuffer_Release(&a->view);
+        a->mapped = 0;
+    }
+}
+
+/* `file`'s write position moved to `pos`, and its mapping marked touched for the mapping budget. */
+static int
+appended_to(const struct appended *a, long long pos)
+{
+    if (set_attribute_int(a->file, A_WROTE_POSITION, pos) < 0) {
+        return -1;
+    }
+    PyObject *touched = PyObject_GetAttr(a->file, rs_put_attribute_names[A_TOUCHED]);
+    if (touched == NULL) {
+        return -1;
+    }
+    Py_DECREF(touched);
+    return touched == Py_True ? 0 : PyObject_SetAttr(a->file, rs_put_attribute_names[A_TOUCHED], Py_True);
+}
+
+#define PUT_ONE_KEYS 8 /* a message with more index keys goes the Python way */
+
+/* put_one(cls, descriptors, status, header_descriptors, store_ip, store_port, prefix, p, log_file,
+ * store_ts, queue_offset, tags_code, queue, index_file) -> PutResult or None: the writes of
+ * StoreWritePath._append_one_py for the prepared message `p` in one call, when they are the plain case:
+ * its record at the write position of the commitlog file `log_file` (a mapped MappedFile with room for
+ * it and more), its entry `queue_offset` with `tags_code` at the end of the last file of `queue` (a
+ * ConsumeQueue, or None for a message without queue entry) when that is where the entry goes next and
+ * the file keeps room after it, and its keys in `index_file` (the last IndexFile, or None for a message
+ * that is not indexed) when they fit and the file holds nothing at or after its offset. Then the
+ * PutResult, made as put_results makes one (cls, descriptors, status, prefix: see there).
+ * `header_descriptors` are IndexHeader's six slots in file order. In any other case it writes nothing
+ * and returns None: _append_one_py then does the same for that message. */
+PyObject *
+speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 14 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 8
+        || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 6 || !PyBytes_Check(args[4])
+        || !PyUnicode_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "put_one(cls, descriptors, status, header_descriptors, store_ip, store_port, "
+                                         "prefix, p, log_file, store_ts, queue_offset, tags_code, queue, index_file)");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *descriptors = args[1], *status = args[2], *header_descriptors = args[3], *store_ip = args[4];
+    PyObject *prefix = args[6], *p = args[7], *queue = args[12], *index_file = args[13];
+    if (check_slots(cls, descriptors, "put_one") < 0 || ready(prefix) < 0) {
+        return NULL;
+    }
+    int ok = 1;
+    long long store_port = int_field(args[5], I32_MIN, I32_MAX, &ok);
+    long long store_ts = int_field(args[9], LLONG_MIN, LLONG_MAX, &ok);
+    long long queue_offset = int_field(args[10], 0, LLONG_MAX / 32, &ok);
+    long long tags_code = int_field(args[11], LLONG_MIN, LLONG_MAX, &ok);
+    Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
+    struct packed r;
+    if (!ok || (store_ip_len != 4 && store_ip_len != 16) || !PyUnicode_IS_ASCII(prefix)
+        || !packed_of(p, store_ts, store_ip_len, &r)) {
+        Py_RETURN_NONE;
+    }
+    r.code = tags_code;
+    struct appended log = {0}, entry = {0};
+    Py_buffer index_view = {0};
+    int index_mapped = 0;
+    PyObject *header = NULL, *answer = NULL;
+    /* what would be written, all checked before anything is */
+    int got = appended_of(args[8], &log);
+    if (got != 1) {
+        goto decline;
+    }
+    long long phy = log.from + log.pos;
+    if (log.pos + r.size >= log.size || phy > LLONG_MAX / 4) {
+        goto decline;
+    }
+    if (queue != Py_None) {
+        long long max_physic = 0;
+        PyObject *files = NULL;
+        PyObject *files_of = PyObject_GetAttr(queue, rs_put_attribute_names[A_QUEUE]);
+        if (files_of != NULL) {
+            files = PyObject_GetAttr(files_of, rs_put_attribute_names[A_FILES]);
+            Py_DECREF(files_of);
+        }
+        if (files == NULL) {
+            got = -1;
+            goto decline;
+        }
+        PyObject *last = PyList_Check(files) && PyList_GET_SIZE(files) > 0
+                             ? PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1) : NULL;
+        Py_XINCREF(last);
+        Py_DECREF(files);
+        if (last == NULL) {
+            goto decline; /* the queue's first file: the Python way creates it */
+        }
+        PyObject *max_physic_of = PyObject_GetAttr(queue, rs_put_attribute_names[A_MAX_PHYSIC]);
+        got = max_physic_of == NULL ? -1 : 1;
+        if (max_physic_of != NULL) {
+            int fits = 1;
+            max_physic = PyLong_Check(max_physic_of) ? int_field(max_physic_of, -1, LLONG_MAX / 4, &fits) : 0;
+            got = PyLong_Check(max_physic_of) && fits;
+            Py_DECREF(max_physic_of);
+        }
+        if (got == 1) {
+            got = appended_of(last, &entry);
+        }
+        Py_DECREF(last); /* the queue's list keeps it */
+        if (got != 1 || phy + r.size <= max_physic || entry.pos + UNIT_SIZE >= entry.size
+            || entry.from + entry.pos != queue_offset * UNIT_SIZE) {
+            goto decline; /* already there, a gap, or the file's last entry: the Python way's rules */
+        }
+    }
+    unsigned char pairs[16 * PUT_ONE_KEYS];
+    long long fields[6] = {0}, slots = 0;
+    Py_ssize_t keys = 0;
+    if (index_file != Py_None) {
+        keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
+                                  PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+        if (keys == -2) {
+            got = -1;
+            goto decline;
+        }
+        long long max_entries = 0;
+        header = PyObject_GetAttr(index_file, rs_put_attribute_names[A_HEADER]);
+        got = header == NULL || check_slots(Py_TYPE(header), header_descriptors, "put_one") < 0 ? -1 : 1;
+        for (int i = 0; got == 1 && i < 6; i++) {
+            PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
+            PyObject *value = Py_TYPE(descriptor)->tp_descr_get(descriptor, header, (PyObject *)Py_TYPE(header));
+            if (value == NULL) {
+                got = -1;
+                break;
+            }
+            int fits = 1;
+            fields[i] = int_field(value, i == 4 ? INT32_MIN : 0, LLONG_MAX / 4, &fits);
+            Py_DECREF(value);
+            got = fits;
+        }
+        if (got == 1) {
+            got = attribute_int(index_file, A_MAX_ENTRIES, &max_entries);
+        }
+        if (got == 1) {
+            got = attribute_int(index_file, A_SLOTS, &slots);
+        }
+        if (got != 1 || keys < 0 || keys > PUT_ONE_KEYS || fields[5] + keys > max_entries
+            || fields[5] >= max_entries || phy < fields[3]) {
+            goto decline; /* a full file rolls, keys the message had already: the Python way */
+        }
+        PyObject *topic = PyTuple_GET_ITEM(p, P_TOPIC);
+        rs_pack_index_keys(pairs, 31u * hash_units(0, topic) + '#', phy, PyTuple_GET_ITEM(p, P_KEYS),
+                           PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+        if (keys > 0) {
+            PyObject *mm = PyObject_GetAttr(index_file, rs_put_attribute_names[A_MM]);
+            if (mm == NULL || PyObject_GetBuffer(mm, &index_view, PyBUF_WRITABLE) < 0) {
+                Py_XDECREF(mm);
+                got = -1;
+                goto decline;
+            }
+            Py_DECREF(mm);
+            index_mapped = 1;
+            if (!rs_index_fits(index_view.len, slots, fields, pairs, keys)) {
+                goto decline;
+            }
+        }
+    }
+    /* the writes, in the Python way's order: the record, the queue entry, the index keys */
+    PyObject *phy_obj = PyLong_FromLongLong(phy);
+    if (phy_obj == NULL) {
+        got = -1;
+        goto decline;
+    }
+    write_record((unsigned char *)log.view.buf + log.pos, &r, phy, queue_offset, store_ts, store_ip, store_port);
+    int failed = appended_to(&log, log.pos + r.size) < 0;
+    if (!failed && queue != Py_None) {
+        unsigned char *unit = (unsigned char *)entry.view.buf + entry.pos;
+        write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
+        write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)r.size, 4);
+        write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)tags_code, 8);
+        failed = appended_to(&entry, entry.pos + UNIT_SIZE) < 0
+                 || set_attribute_int(queue, A_MAX_PHYSIC, phy + r.size) < 0;
+    }
+    if (!failed && keys > 0) {
+        rs_index_put((unsigned char *)index_view.buf, index_view.len, slots, fields, pairs, keys, store_ts);
+        for (int i = 0; !failed && i < 6; i++) {
+            PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
+            PyObject *value = PyLong_FromLongLong(fields[i]);
+            failed = value == NULL || Py_TYPE(descriptor)->tp_descr_set(descriptor, header, value) < 0;
+            Py_XDECREF(value);
+        }
+    }
+    if (!failed) {
+        Py_ssize_t prefix_length = PyUnicode_GET_LENGTH(prefix);
+        PyObject *msg_id = PyUnicode_New(prefix_length + 16, 127);
+        PyObject *empty = PyTuple_New(0);
+        if (msg_id != NULL && empty != NULL) {
+            static const char hex[] = "0123456789ABCDEF";
+            char *id_chars = (char *)PyUnicode_DATA(msg_id);
+            memcpy(id_chars, PyUnicode_DATA(prefix), (size_t)prefix_length);
+            unsigned long long digits = (unsigned long long)phy;
+            for (int k = 15; k >= 0; k--) {
+                id_chars[prefix_length + k] = hex[digits & 0xF];
+                digits >>= 4;
+            }
+            PyObject *values[8] = {
+                status, phy_obj, args[10], PyTuple_GET_ITEM(p, P_SIZE), msg_id, args[9],
+                PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_QUEUE_ID),
+            };
+            answer = new_with_slots(cls, descriptors, values, empty);
+        }
+        Py_XDECREF(msg_id);
+        Py_XDECREF(empty);
+    }
+    Py_DECREF(phy_obj);
+    got = answer == NULL ? -1 : 1;
+decline:
+    release_appended(&log);
+    release_appended(&entry);
+    if (index_mapped) {
+        PyBuffer_Release(&index_view);
+    }
+    Py_XDECREF(header);
+    if (got < 0) {
+        Py_XDECREF(answer);
+        return NULL;
+    }
+    if (answer == NULL) {
+        Py_RETURN_NONE;
+    }
+    return answer;
 }

@@ -140,6 +140,26 @@ _CHECKED_TOPICS: dict[str, bytes] = {}
 """Topics that passed `checked_topic`, with their TOPICLENGTH + TOPIC (what the compiled prepare trusts)."""
 MAX_CHECKED_TOPICS = 4096
 
+_PARSED_HOSTS: dict[str, tuple[bytes, int]] = {}
+"""Born hosts `parse_host` parsed, with their (IP, port): what the compiled prepare trusts (at most
+MAX_PARSED_HOSTS; a message of any other born host goes through `prepare_py`)."""
+MAX_PARSED_HOSTS = 4096
+
+
+def parsed_host(host: str) -> tuple[bytes, int]:
+    """`parse_host(host)`, remembered for the compiled prepare.
+
+    Raises:
+        InvalidMessageError: not an address with a port.
+    """
+    try:
+        parsed = parse_host(host)
+    except ValueError as exc:
+        raise illegal(str(exc)) from None
+    if type(host) is str and len(_PARSED_HOSTS) < MAX_PARSED_HOSTS:
+        _PARSED_HOSTS.setdefault(host, parsed)
+    return parsed
+
 
 @lru_cache(maxsize=4096)
 def message_shape(sys_flag: int, tags: str | None, born_ip: bytes, store_ip: bytes
@@ -237,8 +257,9 @@ class Preparer:
         """
         if _native_prepare is not None:  # the common message in one compiled call; None: any other
             try:
-                prepared = _native_prepare(message, _CHECKED_TOPICS, self._max_message_size, self._max_record_size,
-                                           self._store_ip, message_shape, Prepared, _MESSAGE_SLOTS)
+                prepared = _native_prepare(message, _CHECKED_TOPICS, _PARSED_HOSTS, self._max_message_size,
+                                           self._max_record_size, self._store_ip, message_shape, Prepared,
+                                           _MESSAGE_SLOTS)
             except UnicodeEncodeError:
                 prepared = None  # a lone surrogate: the twin names the field
             if prepared is not None:
@@ -256,9 +277,9 @@ class Preparer:
         if _native_prepare_many is None:
             return [self.prepare(m) for m in messages]
         try:
-            prepared, declined = _native_prepare_many(messages, _CHECKED_TOPICS, self._max_message_size,
-                                                      self._max_record_size, self._store_ip, message_shape,
-                                                      Prepared, _MESSAGE_SLOTS)
+            prepared, declined = _native_prepare_many(messages, _CHECKED_TOPICS, _PARSED_HOSTS,
+                                                      self._max_message_size, self._max_record_size, self._store_ip,
+                                                      message_shape, Prepared, _MESSAGE_SLOTS)
         except UnicodeEncodeError:  # a lone surrogate in one of them: the twin names the message and field
             return [self.prepare_py(m) for m in messages]
         if declined:
@@ -312,10 +333,7 @@ class Preparer:
         if len(props_bytes) > props.MAX_PROPERTIES_LENGTH:
             raise InvalidMessageError(f"properties of {len(props_bytes)} bytes exceed "
                                       f"{props.MAX_PROPERTIES_LENGTH}", PutStatus.PROPERTIES_SIZE_EXCEEDED)
-        try:
-            born_ip, born_port = parse_host(message.born_host) if message.born_host else (self._store_ip, 0)
-        except ValueError as exc:
-            raise illegal(str(exc)) from None
+        born_ip, born_port = parsed_host(message.born_host) if message.born_host else (self._store_ip, 0)
         sys_flag = message.sys_flag
         head, record_sys_flag, in_queue, indexed, code = message_shape(sys_flag, tags, born_ip, self._store_ip)
         tail = topic_part + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes

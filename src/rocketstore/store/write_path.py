@@ -9,11 +9,16 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from functools import partial
 from operator import itemgetter
+from pathlib import Path
 
+from rocketstore._types import Clock
+from rocketstore.config import StoreConfig
 from rocketstore.errors import (
     StoreReadOnlyError,
 )
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
+from rocketstore.format.index import IndexHeader
+from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.message import Message
 from rocketstore.native import speedups
 from rocketstore.results import PutResult, PutStatus
@@ -21,6 +26,8 @@ from rocketstore.services.dispatch import (
     delivery_tags_code,
 )
 from rocketstore.services.flush import GroupCommitService
+from rocketstore.storage import fs
+from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.store.append_run import BatchRun, encode_record
 from rocketstore.store.core import StoreCore
 from rocketstore.store.pending_put import PendingPut, with_status
@@ -81,6 +88,21 @@ def _put_results_factory() -> Callable[[PutStatus, str, list[Prepared], list[tup
 
 
 _put_results = _put_results_factory()
+_WRITE_MAPPED = fs.write_mapped
+"""The fs seam's copy into a mapping: the compiled `put_one` writes into the mappings itself, so a single
+put goes through `_append_one_py` (and the seam) while a test has replaced it."""
+
+
+def put_one_for(store_ip: bytes, store_port: int, msg_id_prefix: str) -> Callable[..., PutResult | None] | None:
+    """The compiled `put_one` bound to PutResult's and IndexHeader's slots and the store's host, called
+    as put_one(p, log_file, store_ts, queue_offset, tags_code, queue, index_file); None without the
+    compiled module or when PutResult's fields changed."""
+    if speedups is None or _put_result is PutResult:
+        return None
+    descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
+    header = tuple(getattr(IndexHeader, f.name) for f in dataclasses.fields(IndexHeader))
+    return partial(speedups.put_one, PutResult, descriptors, PutStatus.PUT_OK, header, store_ip, store_port,
+                   msg_id_prefix)
 def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
     """Whether the last of the messages that get index entries has no key to index; None when none of
     them gets index entries."""
@@ -95,6 +117,10 @@ def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
 class StoreWritePath(StoreCore):
     """The write path (a part of `MessageStore`)."""
 
+    def __init__(self, root: Path, config: StoreConfig, *, read_only: bool, clock: Clock) -> None:
+        super().__init__(root, config, read_only=read_only, clock=clock)
+        self._put_one = put_one_for(self._store_ip, self._store_port, self._msg_id_prefix)
+
     def put(self, message: Message) -> PutResult:
         """Append one message and dispatch it to its consume queue and the index.
 
@@ -108,7 +134,16 @@ class StoreWritePath(StoreCore):
             StoreClosedError: the store was closed.
         """
         self._check_writable()
-        return self._write([self._preparer.prepare(message)])[0]
+        prepared = self._preparer.prepare(message)
+        if self._combiner.used or isinstance(self._flush_service, GroupCommitService):
+            return self._write([prepared])[0]
+        with self._lock:  # the usual ASYNC put: `_write`'s steps for one message, without its lists
+            if self._read_only_reason is not None:
+                raise StoreReadOnlyError(self._read_only_reason)
+            try:
+                return self._append_one(prepared)
+            except OSError as exc:
+                raise self._write_failed(exc) from exc
 
     def put_nowait(self, message: Message) -> PendingPut:
         """Put one message without waiting for it to be written and, in SYNC mode, flushed:
@@ -178,8 +213,12 @@ class StoreWritePath(StoreCore):
             try:
                 return [self._append_one(prepared[0])] if len(prepared) == 1 else self._append(prepared)
             except OSError as exc:
-                self._turn_read_only(f"write failed: {exc}")
-                raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
+                raise self._write_failed(exc) from exc
+
+    def _write_failed(self, exc: OSError) -> StoreReadOnlyError:
+        """Turn the store read-only after a failed write; the error to raise."""
+        self._turn_read_only(f"write failed: {exc}")
+        return StoreReadOnlyError(self._read_only_reason or str(exc))
 
     def _await_flush(self, prepared: list[Prepared], results: list[PutResult]) -> list[PutResult]:
         service = self._flush_service
@@ -218,26 +257,45 @@ class StoreWritePath(StoreCore):
 
     def _append_one(self, p: Prepared) -> PutResult:
         """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
-        record, queue entry, queue callback, index keys. Called under the lock."""
+        record, queue entry, queue callback, index keys, in one compiled call (`put_one`) when they are
+        the plain case, else through `_append_one_py`. Called under the lock."""
         (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
-         tags_code, keys, uniq_key) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
+         tags_code, _, _) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
         commitlog = self.commitlog
         mf = commitlog.queue.last
         if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
             mf = commitlog.file_for_append(size)
-        phy = mf.file_from_offset + mf.wrote_position
         store_ts = self.clock()
         queue_offset = 0
+        cq = None
         if in_queue:
             queue_offset = self._queue_table.get(queue_key, 0)
             self._queue_table[queue_key] = queue_offset + 1
-        mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
-        self._last_store_timestamp = store_ts
-        if in_queue:
             if delay_level:
                 tags_code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
-            if self._queue_for(topic, queue_id).put(phy, size, tags_code, queue_offset):
-                self._queue_advanced(topic, queue_id, queue_offset, store_ts)
+            cq = self._queue_for(topic, queue_id)
+        self._last_store_timestamp = store_ts
+        put_one = self._put_one
+        if put_one is not None and size < fs.PWRITE_MIN and fs.write_mapped is _WRITE_MAPPED:
+            index_files = self.index.files
+            if not indexed or index_files:
+                result = put_one(p, mf, store_ts, queue_offset, tags_code, cq, index_files[-1] if indexed else None)
+                if result is not None:
+                    if cq is not None:
+                        self._queue_advanced(topic, queue_id, queue_offset, store_ts)
+                    return result
+        return self._append_one_py(p, mf, store_ts, queue_offset, tags_code, cq)
+
+    def _append_one_py(self, p: Prepared, mf: MappedFile, store_ts: int, queue_offset: int, tags_code: int,
+                       cq: ConsumeQueue | None) -> PutResult:
+        """The writes of `_append_one` in Python, the twin of the compiled `put_one`: the record at the
+        write position of the commitlog file `mf`, the entry `queue_offset` with `tags_code` in `cq`
+        (None: the message gets no queue entry), the index keys, the result."""
+        (topic, queue_id, _, _, _, _, _, _, _, _, _, _, _, _, _, size, _, _, indexed, _, _, keys, uniq_key) = p
+        phy = mf.file_from_offset + mf.wrote_position
+        mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
+        if cq is not None and cq.put(phy, size, tags_code, queue_offset):
+            self._queue_advanced(topic, queue_id, queue_offset, store_ts)
         if indexed:
             self.index.build(topic, phy, store_ts, keys, uniq_key)
         return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,

@@ -1,0 +1,114 @@
+"""A single put writes the same bytes through the compiled `put_one` as through its twin
+`StoreWritePath._append_one_py`: records, consume queues, index files and results, over several topics
+and queues, keys and UNIQ_KEY beyond ASCII, delayed and transactional messages, IPv6 hosts, bodies past
+the size the compiled call takes, and files of all three kinds rolled over (where the compiled call
+declines and the twin writes)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.format.store_dirs import COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.format.sysflag import SysFlag
+from rocketstore.results import PutResult
+from rocketstore.storage import fs
+from rocketstore.store import write_path
+
+CONFIG = StoreConfig(commitlog_file_size=64 * 1024, consume_queue_file_entries=64, index_hash_slots=13,
+                     index_max_entries=300, deliver_delayed_messages=False)
+START_MS = 1_700_000_000_000
+
+pytestmark = pytest.mark.skipif(write_path.put_one_for(b"\0" * 4, 0, "") is None,
+                                reason="the compiled module is not built (or ROCKETSTORE_PURE_PYTHON is set)")
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file of the commitlog, the consume queues and the index, by path."""
+    return {str(p.relative_to(root)): p.read_bytes() for name in (COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR)
+            for p in sorted((root / name).rglob("*")) if p.is_file()}
+
+
+def _put_each(root: Path, messages: list[Message], compiled: bool) -> tuple[list[PutResult], dict[str, bytes], int]:
+    """Each message by `put`, the clock moving 7 ms a put; the results, the files and how many puts the
+    twin wrote."""
+    now = [START_MS]
+    twin_puts = [0]
+    with MessageStore.open(root, CONFIG, clock=lambda: now[0]) as store:
+        twin = store._append_one_py
+
+        def counted(*args: object) -> PutResult:
+            twin_puts[0] += 1
+            return twin(*args)  # type: ignore[arg-type]
+
+        store._append_one_py = counted  # type: ignore[method-assign]
+        if not compiled:
+            store._put_one = None
+        results = []
+        for message in messages:
+            now[0] += 7
+            results.append(store.put(message))
+    return results, _files(root), twin_puts[0]
+
+
+def _both(messages: list[Message], base: Path) -> tuple[int, int]:
+    compiled = _put_each(base / "compiled", messages, compiled=True)
+    twin = _put_each(base / "twin", messages, compiled=False)
+    assert compiled[0] == twin[0]
+    assert compiled[1].keys() == twin[1].keys()
+    for name, data in compiled[1].items():
+        assert data == twin[1][name], name
+    assert twin[2] == len(messages)
+    return compiled[2], len(compiled[1])
+
+
+def _message(i: int) -> Message:
+    kind = i % 7
+    if kind == 0:
+        return Message("SCHEDULE_SOURCE", b"later %d" % i, properties={"DELAY": str(1 + i % 18)}, keys=(f"d{i}",))
+    if kind == 1:
+        return Message("Orders", b"o" * (i % 50), queue_id=i % 4, tags="TagA", keys=(f"order-{i}", "", f"c{i % 7}"),
+                       properties={"UNIQ_KEY": f"U{i:08X}"})
+    if kind == 2:
+        return Message("Pay_ments", b"p", queue_id=i % 2, tags="é€😀", keys=("ü key",), born_host="[::1]:2")
+    if kind == 3:
+        return Message("Orders", b"half", queue_id=1, keys=(f"t{i}",), sys_flag=int(SysFlag.TRANSACTION_PREPARED))
+    if kind == 4:
+        return Message("Orders", b"", queue_id=2, properties={"KEYS": " ".join(f"k{j}" for j in range(1 + i % 12))})
+    if kind == 5 and i % 5 == 0:
+        return Message("Big", b"B" * (fs.PWRITE_MIN + i % 3))  # through pwrite: the twin's
+    return Message("Plain", b"x" * 200, born_host="10.0.0.9:1")
+
+
+def test_a_store_written_by_single_puts_is_the_same_through_either_path(tmp_path):
+    messages = [_message(i) for i in range(2500)]
+    twin_puts, files = _both(messages, tmp_path)
+    assert twin_puts < len(messages) // 5, "the compiled call took too few of the puts to be tested"
+    assert twin_puts > 0, "no put went the twin's way: no file rolled, no large record"
+    names = list(_files(tmp_path / "compiled"))
+    for kind in (COMMITLOG_DIR, CONSUME_QUEUE_DIR + "/Orders/1", INDEX_DIR):
+        assert sum(name.startswith(kind + "/") for name in names) >= 2, f"{kind}: no file rolled over"
+    assert files == len(names)
+
+
+keys = st.lists(st.sampled_from(["", "k", "键", "😀", "a b", "order-1"]), max_size=10).map(tuple).filter(
+    lambda k: not k or any(k))  # KEYS of empty keys only is refused
+messages = st.builds(
+    Message, topic=st.sampled_from(["T", "U_1"]),
+    body=st.one_of(st.binary(max_size=300), st.just(b"L" * (fs.PWRITE_MIN - 200))), queue_id=st.integers(0, 3),
+    tags=st.sampled_from([None, "TagA", "ü"]), keys=keys,
+    properties=st.sampled_from([None, {"DELAY": "2"}, {"UNIQ_KEY": "u1"}]),
+    born_host=st.sampled_from([None, "10.0.0.9:1", "[::1]:2"]), sys_flag=st.sampled_from([0, 4, 8, 12]),
+    born_timestamp=st.sampled_from([None, 5]))
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(messages, min_size=1, max_size=80))
+def test_any_single_puts_write_the_same_through_either_path(batch):
+    with tempfile.TemporaryDirectory() as base:
+        _both(batch, Path(base))
