@@ -8,7 +8,12 @@ Measured in the same run, on the same files:
 * `one process`         - the same work without Spark: one Python process opens the store read-only and
                           turns `scan()` into the same Arrow record batches;
 * `binaryFile ceiling`  - `spark.read.format("binaryFile")` over the commitlog files (raw I/O through
-                          Spark, no decoding): the most any Spark reader of these files can do.
+                          Spark, no decoding): the most any Spark reader of these files can do;
+* `Arrow intake ceiling`- a Python data source (defined here) that decodes nothing: it replays record
+                          batches the rocketstore reader made of the store's first 256 MiB, saved in an
+                          Arrow IPC file, until as many record bytes went by as the store holds: the most
+                          a Python data source yielding this schema's batches can do, whatever its decoding
+                          costs (its time is scaled to the store's bytes).
 
 Throughput is commitlog bytes (max - min physical offset) and messages per second. For each Spark case
 the report also gives the driver's peak resident memory during it (Linux: the peak is reset through
@@ -150,6 +155,68 @@ def binary_file_ceiling(spark: Any, root: Path) -> None:
     spark.read.format("binaryFile").load(str(root / "commitlog")).write.format("noop").mode("overwrite").save()
 
 
+REPLAY_MIB = 256
+REPLAY_PARTITIONS = 8
+
+
+def replay_file(root: Path, path: Path) -> int:
+    """The rocketstore reader's record batches of the store's first REPLAY_MIB MiB, written to the Arrow
+    IPC file `path`; the record bytes they hold."""
+    import pyarrow as pa
+
+    from rocketstore.spark.columnar import batches
+
+    held = 0
+    with MessageStore.open(root, read_only=True) as store, pa.OSFile(str(path), "wb") as sink:
+        writer = None
+        for batch in batches(store.scan(), str(root)):
+            writer = writer or pa.ipc.new_file(sink, batch.schema)
+            writer.write_batch(batch)
+            held += int(pa.compute.sum(batch.column("storeSize")).as_py())
+            if held >= REPLAY_MIB * 2**20:
+                break
+        if writer is not None:
+            writer.close()
+    return held
+
+
+def replay_source() -> type:
+    """The `rocketstore_replay` data source: options `path` (an Arrow IPC file), `times` (how often each
+    of the REPLAY_PARTITIONS partitions yields all of its batches)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from rocketstore.spark.schema import MESSAGE_SCHEMA
+
+    class Replay(DataSourceReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.path, self.times = options["path"], int(options["times"])
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(REPLAY_PARTITIONS)]
+
+        def read(self, partition: InputPartition) -> Any:
+            import pyarrow as pa
+
+            with pa.memory_map(self.path) as source:
+                reader = pa.ipc.open_file(source)
+                kept = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+                for _ in range(self.times):
+                    yield from kept
+
+    class ReplaySource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rocketstore_replay"
+
+        def schema(self) -> Any:
+            return MESSAGE_SCHEMA
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Replay(self.options)
+
+    return ReplaySource
+
+
 def report(title: str, rows: list[tuple[str, list[float]]], nbytes: int, messages: int, notes: list[str]) -> str:
     lines = [title, f"store: {nbytes / 2**20:.0f} MiB of commitlog, {messages:,} messages", *notes,
              f"{'case':<26}{'seconds':>10}{'MB/s':>10}{'msgs/s':>14}"]
@@ -195,6 +262,13 @@ def main() -> None:
         open_seconds = timed(lambda: MessageStore.open(root, read_only=True).close())
         notes = [*notes, f"one read-only MessageStore.open (done once by every read's planning): {open_seconds:.2f} s"]
         spark = spark_session(args.master)
+        spark.dataSource.register(replay_source())
+        replay = Path(tempfile.mkdtemp(prefix="rsbench-replay-", dir=args.dir)) / "batches.arrow"
+        held = replay_file(root, replay)
+        times = max(1, round(nbytes / (held * REPLAY_PARTITIONS)))
+        replay_scale = nbytes / (held * REPLAY_PARTITIONS * times)  # its seconds, as if it had moved nbytes
+        notes = [*notes, f"Arrow intake ceiling: {REPLAY_PARTITIONS} partitions x {times} x {held / 2**20:.0f} MiB "
+                         f"of record bytes in batches, time scaled by {replay_scale:.3f}"]
         noop = {"format": "noop", "mode": "overwrite"}
         cases: dict[str, Callable[[], Any]] = {
             "spark scan=queues": lambda: spark.read.format("rocketstore").load(str(root)).write.save(**noop),
@@ -202,6 +276,8 @@ def main() -> None:
             .load(str(root)).write.save(**noop),
             "one process (no Spark)": lambda: one_process_read(root),
             "binaryFile ceiling": lambda: binary_file_ceiling(spark, root),
+            "Arrow intake ceiling": lambda: spark.read.format("rocketstore_replay").option("path", str(replay))
+            .option("times", str(times)).load().write.save(**noop),
         }
         warm_up(spark, root)
         results: dict[str, list[float]] = {name: [] for name in cases}
@@ -213,9 +289,12 @@ def main() -> None:
                     old = peaks.get(name, (0.0, 0.0))
                     peaks[name] = (max(old[0], python_mib), max(old[1], jvm_mib))
                     results[name].append(seconds)
+                elif name == "Arrow intake ceiling":
+                    results[name].append(timed(work) * replay_scale)
                 else:
                     results[name].append(timed(work))
         spark.stop()
+        shutil.rmtree(replay.parent, ignore_errors=True)
         partitions = f"{args.master}, default options (bytesPerPartition 64 MiB, messagesPerPartition 200000)"
         memory = [f"driver during {name}: Python peak RSS {py:.0f} MiB, JVM heap kept after GC {jvm:.0f} MiB"
                   for name, (py, jvm) in peaks.items()]

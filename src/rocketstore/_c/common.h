@@ -125,7 +125,8 @@ extern PyObject *rs_attribute_size;                                            /
 /* The Message fields prepare_one (store.c) reads, in the order of the `slots` argument of prepare_plain
  * and prepare_many (rocketstore.store.prepare.MESSAGE_FIELDS). */
 extern PyObject *rs_message_field_names[MESSAGE_FIELDS];
-/* The attributes put_one (store.c) reads and writes on the objects of the storage and log layers. */
+/* The attributes put_one (store.c) and query_records (log.c) read and write on the objects of the
+ * storage and log layers, interned by module.c. */
 enum put_attribute {
     A_MAPPING,          /* MappedFile._mm: its mapping, None while unmapped */
     A_WROTE_POSITION,   /* MappedFile.wrote_position */
@@ -139,11 +140,20 @@ enum put_attribute {
     A_MM,               /* IndexFile.mm */
     A_SLOTS,            /* IndexFile.slots */
     A_MAX_ENTRIES,      /* IndexFile.max_entries */
+    A_BEGIN_TIMESTAMP,  /* IndexHeader.begin_timestamp (query_records, log.c) */
+    A_END_TIMESTAMP,    /* IndexHeader.end_timestamp */
+    A_INDEX_COUNT,      /* IndexHeader.index_count */
+    A_TOPIC,            /* StoredMessage.topic */
+    A_RAW,              /* StoredMessage.raw: the record's bytes */
     PUT_ATTRIBUTES
 };
 #define PUT_ATTRIBUTE_NAMES "_mm", "wrote_position", "file_size", "file_from_offset", "touched", \
-    "max_physic_offset", "queue", "files", "header", "mm", "slots", "max_entries"
+    "max_physic_offset", "queue", "files", "header", "mm", "slots", "max_entries", "begin_timestamp", \
+    "end_timestamp", "index_count", "topic", "raw"
 extern PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
+/* An int attribute of `obj` as int64 in [0, LLONG_MAX / 4] (log.c): 1 with *out set, 0 for another
+ * value, -1 after an error (a missing attribute: the names above no longer match the classes). */
+int rs_attribute_int(PyObject *obj, enum put_attribute name, long long *out);
 
 /* format.c */
 extern PyTypeObject rs_MessageBaseType;
@@ -151,6 +161,8 @@ int rs_check_message_class(PyObject *cls);
 PyObject *rs_record_in(PyTypeObject *cls, const unsigned char *at, long long room, long long phy_offset,
                        struct topic_cache *cache);
 PyObject *rs_space_separated(PyObject *text);
+/* message.carries_key(key) for a message that rs_record_in made (a MessageBase subclass). */
+PyObject *rs_message_carries_key(PyObject *message, PyObject *key);
 /* The checks of format.message.record_layout on `total` bytes holding one record of magic v1 or v2:
  * 0 with `out` filled, -1 with ValueError set when the lengths do not add up. */
 int rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out);
@@ -183,6 +195,7 @@ int rs_index_fits(Py_ssize_t len, long long slots, const long long header[6], co
 int rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long header[6], const unsigned char *pairs,
                  Py_ssize_t count, long long ts);
 PyObject *speedups_decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_query_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* How many index keys a message of `topic` (a str) has, its UNIQ_KEY (None or a str) and each KEYS
  * token (a tuple of str), the empty left out; -1 for other types, -2 after an error. */

@@ -456,6 +456,13 @@ message_carries_key(MessageBase *self, PyObject *key)
     Py_RETURN_FALSE;
 }
 
+/* carries_key for a message of a MessageBase subclass (log.c's query_records). */
+PyObject *
+rs_message_carries_key(PyObject *message, PyObject *key)
+{
+    return message_carries_key((MessageBase *)message, key);
+}
+
 static PyMethodDef message_methods[] = {
     {"carries_key", (PyCFunction)message_carries_key, METH_O,
      "Whether `key` is a token of the KEYS property or the UNIQ_KEY property."},

@@ -13,10 +13,104 @@
 #define MAX_SLOTS (1LL << 40)               /* far above any index file (RocketMQ's default: 5 million) */
 #define MAX_DIFF_MS (0x80000000LL * 1000)   /* a timeDiff (int32 seconds) in milliseconds, bounding it */
 
+/* Physical offsets a walk found, in a growing C array. */
+struct offsets {
+    long long *items;
+    Py_ssize_t count, capacity;
+    long long few[64]; /* a query's usual handful: no allocation */
+};
+
+static void
+offsets_init(struct offsets *o)
+{
+    o->items = o->few;
+    o->count = 0;
+    o->capacity = 64;
+}
+
+static void
+offsets_release(struct offsets *o)
+{
+    if (o->items != o->few) {
+        PyMem_Free(o->items);
+    }
+    offsets_init(o);
+}
+
+static int
+offsets_add(struct offsets *o, long long value)
+{
+    if (o->count == o->capacity) {
+        Py_ssize_t capacity = o->capacity * 2;
+        long long *grown = o->items == o->few ? PyMem_Malloc(sizeof(long long) * (size_t)capacity)
+                                              : PyMem_Realloc(o->items, sizeof(long long) * (size_t)capacity);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (o->items == o->few) {
+            memcpy(grown, o->few, sizeof(o->few));
+        }
+        o->items = grown;
+        o->capacity = capacity;
+    }
+    o->items[o->count++] = value;
+    return 0;
+}
+
+/* The slot chain walk of IndexFile.lookup_py over the index file in `buf` (`size` bytes): appends to
+ * `out` the physical offsets of the entries carrying `key_hash` whose time lies in [begin, end], newest
+ * first, while `out` holds fewer than `max_count`. 1 when done, 0 when a position falls outside the
+ * buffer or a value outside what the arithmetic takes (the caller lets the Python twin answer), -1 after
+ * an error. */
+static int
+index_walk(const unsigned char *buf, Py_ssize_t size, long long slots, long long key_hash, long long n_max,
+           long long begin_ts, long long begin, long long end, Py_ssize_t max_count, struct offsets *out)
+{
+    /* beyond these the position and time arithmetic could overflow int64 */
+    if (slots <= 0 || slots > MAX_SLOTS || key_hash < 0 || begin_ts > LLONG_MAX - MAX_DIFF_MS
+        || begin_ts < LLONG_MIN + MAX_DIFF_MS) {
+        return 0;
+    }
+    long long slot_at = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE;
+    if (slot_at + INDEX_SLOT_SIZE > size) {
+        return 0;
+    }
+    long long n = read_be(buf + slot_at, 4);
+    if (n <= 0 || n > n_max || n_max <= 1) {
+        return 1;
+    }
+    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
+    while (out->count < max_count) {
+        long long at = entries_at + n * INDEX_ENTRY_SIZE;
+        if (at < 0 || at + INDEX_ENTRY_SIZE > size) {
+            return 0;
+        }
+        const unsigned char *entry = buf + at;
+        long long entry_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, 4);
+        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, 8);
+        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, 4);
+        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, 4);
+        if (diff < 0) {
+            break;
+        }
+        long long time_read = begin_ts + diff * 1000;
+        if (entry_hash == key_hash && begin <= time_read && time_read <= end && offsets_add(out, phy) < 0) {
+            return -1;
+        }
+        if (prev <= 0 || prev > n_max || prev >= n || time_read < begin) {
+            break;
+        }
+        n = prev;
+    }
+    return 1;
+}
+
 /* index_lookup(buffer, slots, key_hash, index_count, begin_timestamp, begin, end, max_count, out)
- * walks the slot chain of key_hash and appends matching physical offsets to `out`, newest first.
- * Returns True, or False without appending anything when a position falls outside the buffer or an
- * argument outside int64 (the Python twin then runs: it raises its own error or handles the int). */
+ * walks the slot chain of key_hash (index_walk) and appends matching physical offsets to `out`, newest
+ * first, while `out` holds fewer than max_count. Returns True, or False without appending anything when
+ * a position falls outside the buffer or an argument outside int64 (the Python twin then runs: it raises
+ * its own error or handles the int). */
 PyObject *
 speedups_index_lookup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -43,70 +137,28 @@ speedups_index_lookup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_TypeError, "index_lookup: out must be a list");
         return NULL;
     }
-    /* beyond these the position and time arithmetic could overflow int64: the Python twin decides */
-    if (slots <= 0 || slots > MAX_SLOTS || key_hash < 0 || begin_ts > LLONG_MAX - MAX_DIFF_MS
-        || begin_ts < LLONG_MIN + MAX_DIFF_MS) {
-        Py_RETURN_FALSE;
-    }
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    const unsigned char *buf = (const unsigned char *)view.buf;
-    Py_ssize_t size = view.len;
-    Py_ssize_t appended_from = PyList_GET_SIZE(out);
-    PyObject *answer = Py_True;
-    long long slot_at = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE;
-    if (slot_at + INDEX_SLOT_SIZE > size) {
-        answer = Py_False;
-        goto done;
-    }
-    long long n = read_be(buf + slot_at, 4);
-    if (n <= 0 || n > n_max || n_max <= 1) {
-        goto done;
-    }
-    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
-    while (PyList_GET_SIZE(out) < max_count) {
-        long long at = entries_at + n * INDEX_ENTRY_SIZE;
-        if (at < 0 || at + INDEX_ENTRY_SIZE > size) {
-            answer = Py_False;
-            break;
-        }
-        const unsigned char *entry = buf + at;
-        long long entry_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, 4);
-        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, 8);
-        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, 4);
-        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, 4);
-        if (diff < 0) {
-            break;
-        }
-        long long time_read = begin_ts + diff * 1000;
-        if (entry_hash == key_hash && begin <= time_read && time_read <= end) {
-            PyObject *offset = PyLong_FromLongLong(phy);
-            if (offset == NULL || PyList_Append(out, offset) < 0) {
-                Py_XDECREF(offset);
-                answer = NULL;
-                break;
-            }
-            Py_DECREF(offset);
-        }
-        if (prev <= 0 || prev > n_max || prev >= n || time_read < begin) {
-            break;
-        }
-        n = prev;
-    }
-done:
+    struct offsets found;
+    offsets_init(&found);
+    Py_ssize_t had = PyList_GET_SIZE(out);
+    int walked = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, n_max, begin_ts, begin, end,
+                            max_count > had ? max_count - had : 0, &found);
     PyBuffer_Release(&view);
-    if (answer == Py_False && PyList_GET_SIZE(out) > appended_from) {
-        /* undo what was appended: the caller runs the Python twin or sees the error */
-        if (PyList_SetSlice(out, appended_from, PyList_GET_SIZE(out), NULL) < 0) {
-            return NULL;
+    for (Py_ssize_t i = 0; walked == 1 && i < found.count; i++) {
+        PyObject *offset = PyLong_FromLongLong(found.items[i]);
+        if (offset == NULL || PyList_Append(out, offset) < 0) {
+            walked = -1;
         }
+        Py_XDECREF(offset);
     }
-    if (answer == NULL) {
+    offsets_release(&found);
+    if (walked < 0) {
         return NULL;
     }
-    return Py_NewRef(answer);
+    return Py_NewRef(walked ? Py_True : Py_False);
 }
 
 #define MAX_TIME_DIFF 0x7FFFFFFFLL
@@ -363,4 +415,241 @@ speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
         return NULL;
     }
     return Py_BuildValue("(nLi)", i, total_bytes, (int)state);
+}
+
+int
+rs_attribute_int(PyObject *obj, enum put_attribute name, long long *out)
+{
+    PyObject *value = PyObject_GetAttr(obj, rs_put_attribute_names[name]);
+    if (value == NULL) {
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
+    Py_DECREF(value);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow || v < 0 || v > LLONG_MAX / 4) {
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The index walk of IndexService.query: the physical offsets of `key_hash` in [begin, end] over the
+ * index files (a list of IndexFile), newest file first, until `limit` are found or a file begins
+ * before `begin`. 1 when done, 0 when a file is out of what the walk takes (the caller declines), -1
+ * after an error. */
+static int
+query_index(PyObject *index_files, long long key_hash, long long begin, long long end, Py_ssize_t limit,
+            struct offsets *out)
+{
+    for (Py_ssize_t i = PyList_GET_SIZE(index_files) - 1; i >= 0; i--) {
+        PyObject *file = PyList_GET_ITEM(index_files, i);
+        PyObject *header = PyObject_GetAttr(file, rs_put_attribute_names[A_HEADER]);
+        if (header == NULL) {
+            return -1;
+        }
+        long long fb = 0, fe = 0, n_max = 0, slots = 0;
+        int ok = rs_attribute_int(header, A_BEGIN_TIMESTAMP, &fb);
+        if (ok == 1) {
+            ok = rs_attribute_int(header, A_END_TIMESTAMP, &fe);
+        }
+        if (ok == 1) {
+            ok = rs_attribute_int(header, A_INDEX_COUNT, &n_max);
+        }
+        Py_DECREF(header);
+        if (ok == 1) {
+            ok = rs_attribute_int(file, A_SLOTS, &slots);
+        }
+        if (ok != 1) {
+            return ok;
+        }
+        if ((begin < fb && end > fe) || (fb <= begin && begin <= fe) || (fb <= end && end <= fe)) { /* time_matches */
+            PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MM]);
+            Py_buffer view;
+            if (mm == NULL || PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
+                Py_XDECREF(mm);
+                return -1;
+            }
+            Py_DECREF(mm);
+            ok = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, n_max, fb, begin, end, limit,
+                            out);
+            PyBuffer_Release(&view);
+            if (ok != 1) {
+                return ok;
+            }
+        }
+        if (out->count >= limit || fb < begin) {
+            break;
+        }
+    }
+    return 1;
+}
+
+/* The record at `phy` of the commitlog files `log_files` (a list of MappedFile of `file_size` bytes), as
+ * a `cls` (a new reference): NULL without an error when no whole record starts there, NULL with one
+ * after an error. Maps the file as MappedFile.mm does. */
+static PyObject *
+log_record(PyTypeObject *cls, PyObject *log_files, long long file_size, long long phy)
+{
+    Py_ssize_t count = PyList_GET_SIZE(log_files);
+    long long first = 0;
+    if (count == 0 || rs_attribute_int(PyList_GET_ITEM(log_files, 0), A_FILE_FROM_OFFSET, &first) != 1
+        || phy < first || (phy - first) / file_size >= count) {
+        return NULL; /* out of the log (or an error, which stays set) */
+    }
+    PyObject *file = PyList_GET_ITEM(log_files, (phy - first) / file_size);
+    long long from = 0, wrote = 0;
+    if (rs_attribute_int(file, A_FILE_FROM_OFFSET, &from) != 1 || rs_attribute_int(file, A_WROTE_POSITION, &wrote) != 1
+        || phy - from < 0 || phy - from > wrote - 8) {
+        return NULL;
+    }
+    PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MAPPING]);
+    if (mm == Py_None) { /* not mapped now: the property maps it */
+        Py_DECREF(mm);
+        mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MM]);
+    } else if (mm != NULL && PyObject_SetAttr(file, rs_put_attribute_names[A_TOUCHED], Py_True) < 0) {
+        Py_CLEAR(mm);
+    }
+    if (mm == NULL) {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
+        Py_DECREF(mm);
+        return NULL;
+    }
+    Py_DECREF(mm);
+    PyObject *message = NULL;
+    if (wrote <= view.len) {
+        message = rs_record_in(cls, (const unsigned char *)view.buf + (phy - from), wrote - (phy - from), phy, NULL);
+    }
+    PyBuffer_Release(&view);
+    return message;
+}
+
+/* query_records(cls, index_files, log_files, log_file_size, topic, key, max_count, begin, end, any_time) ->
+ * {phy: message} or None: the loop of MessageStore.query_py over the index files (IndexService.files)
+ * and the commitlog files (MappedFileQueue.files, each `log_file_size` bytes): the offsets the index
+ * gives for `key` in [begin - 1 s, end], each record read as a `cls` (a StoredMessage) and kept when
+ * its topic is `topic`, its store time in [begin, end] (unless `any_time` is true) and it carries
+ * `key`; more offsets asked for until `max_count` are kept or the index has no more.
+ * None, having read nothing that matters, when an index file or a text is beyond what it takes:
+ * query_py answers then. */
+PyObject *
+speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 10 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
+        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "query_records(cls, index_files, log_files, log_file_size, topic, key, "
+                                         "max_count, begin, end, any_time): a class, two lists, an int and two str");
+        return NULL;
+    }
+    if (rs_check_message_class(args[0]) < 0) {
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *index_files = args[1], *log_files = args[2], *topic = args[4], *key = args[5];
+    if (!PyLong_Check(args[3]) || !PyLong_Check(args[6]) || !PyLong_Check(args[7]) || !PyLong_Check(args[8])) {
+        Py_RETURN_NONE; /* a bound of another type: query_py compares it as Python does */
+    }
+    int overflow = 0;
+    long long file_size = PyLong_AsLongLong(args[3]);
+    long long max_count = PyLong_AsLongLongAndOverflow(args[6], &overflow);
+    int begin_over = 0, end_over = 0;
+    long long begin = PyLong_AsLongLongAndOverflow(args[7], &begin_over);
+    long long end = PyLong_AsLongLongAndOverflow(args[8], &end_over);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow || begin_over || end_over || file_size <= 0 || max_count < 1 || max_count > PY_SSIZE_T_MAX / 8
+        || ready(topic) < 0 || ready(key) < 0) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    int any_time = PyObject_IsTrue(args[9]);
+    if (any_time < 0) {
+        return NULL;
+    }
+    long long widened = begin <= 1000 ? 0 : begin - 1000; /* index times: whole seconds after the file's begin */
+    int32_t h = (int32_t)hash_units(31u * hash_units(0, topic) + '#', key);
+    long long key_hash = h == INT32_MIN ? 0 : (h < 0 ? -(long long)h : h);
+    struct offsets offsets;
+    offsets_init(&offsets);
+    PyObject *found = NULL;
+    Py_ssize_t limit = (Py_ssize_t)max_count;
+    for (;;) {
+        offsets.count = 0;
+        int walked = query_index(index_files, key_hash, widened, end, limit, &offsets);
+        if (walked != 1) {
+            offsets_release(&offsets);
+            if (walked < 0) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        Py_XSETREF(found, PyDict_New());
+        if (found == NULL) {
+            break;
+        }
+        for (Py_ssize_t i = 0; found != NULL && i < offsets.count; i++) {
+            PyObject *phy = PyLong_FromLongLong(offsets.items[i]);
+            int seen = phy == NULL ? -1 : PyDict_Contains(found, phy);
+            PyObject *message = seen == 0 ? log_record(cls, log_files, file_size, offsets.items[i]) : NULL;
+            int keep = message != NULL;
+            if (keep) { /* its topic and store time, then the key (the index holds hashes) */
+                PyObject *its_topic = PyObject_GetAttr(message, rs_put_attribute_names[A_TOPIC]);
+                keep = its_topic == NULL ? -1 : PyUnicode_Check(its_topic) && PyUnicode_Compare(its_topic, topic) == 0;
+                Py_XDECREF(its_topic);
+            }
+            if (keep == 1 && !any_time) {
+                PyObject *raw = PyObject_GetAttr(message, rs_put_attribute_names[A_RAW]);
+                keep = raw == NULL ? -1 : 0;
+                if (raw != NULL && PyBytes_Check(raw) && PyBytes_GET_SIZE(raw) >= MIN_RECORD_SIZE) {
+                    const unsigned char *at = (const unsigned char *)PyBytes_AS_STRING(raw);
+                    long long stored_at = FIXED_HEAD_SIZE + REC_AFTER_BORN_IP_STORETIMESTAMP_POS
+                                          + ((read_be(at + REC_SYSFLAG_POS, 4) & BORN_V6) ? 16 : 4);
+                    if (stored_at + 8 <= PyBytes_GET_SIZE(raw)) { /* rs_record_in checked the layout */
+                        long long stored = read_be(at + stored_at, 8);
+                        keep = begin <= stored && stored <= end;
+                    } else {
+                        keep = -2;
+                    }
+                } else if (raw != NULL) {
+                    keep = -2; /* not a record's bytes: the Python way */
+                }
+                Py_XDECREF(raw);
+            }
+            if (keep == 1) {
+                PyObject *carries = rs_message_carries_key(message, key);
+                keep = carries == NULL ? -1 : carries == Py_True;
+                Py_XDECREF(carries);
+            }
+            if (keep == 1 && PyDict_SetItem(found, phy, message) < 0) {
+                keep = -1;
+            }
+            if (seen < 0 || keep == -1 || (message == NULL && PyErr_Occurred())) {
+                Py_CLEAR(found);
+            } else if (keep == -2) {
+                Py_CLEAR(found);
+                offsets_release(&offsets);
+                Py_XDECREF(phy);
+                Py_XDECREF(message);
+                Py_RETURN_NONE;
+            }
+            Py_XDECREF(phy);
+            Py_XDECREF(message);
+        }
+        if (found == NULL || PyDict_GET_SIZE(found) >= max_count || offsets.count < limit
+            || limit > PY_SSIZE_T_MAX / 8) {
+            break;
+        }
+        limit *= 4;
+    }
+    offsets_release(&offsets);
+    return found;
 }

@@ -1172,21 +1172,6 @@ speedups_prepare_many(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return Py_BuildValue("(Nn)", out, declined);
 }
 
-/* An int attribute of `obj` as int64 in [0, LLONG_MAX / 4]: 1 with *out set, 0 for another value, -1
- * after an error (a missing attribute: the names above no longer match the classes). */
-static int
-attribute_int(PyObject *obj, enum put_attribute name, long long *out)
-{
-    PyObject *value = PyObject_GetAttr(obj, rs_put_attribute_names[name]);
-    if (value == NULL) {
-        return -1;
-    }
-    int ok = 1;
-    *out = int_field(value, 0, LLONG_MAX / 4, &ok);
-    Py_DECREF(value);
-    return ok;
-}
-
 static int
 set_attribute_int(PyObject *obj, enum put_attribute name, long long value)
 {
@@ -1211,12 +1196,12 @@ appended_of(PyObject *file, struct appended *a)
 {
     a->file = file;
     a->mapped = 0;
-    int ok = attribute_int(file, A_WROTE_POSITION, &a->pos);
+    int ok = rs_attribute_int(file, A_WROTE_POSITION, &a->pos);
     if (ok == 1) {
-        ok = attribute_int(file, A_FILE_SIZE, &a->size);
+        ok = rs_attribute_int(file, A_FILE_SIZE, &a->size);
     }
     if (ok == 1) {
-        ok = attribute_int(file, A_FILE_FROM_OFFSET, &a->from);
+        ok = rs_attribute_int(file, A_FILE_FROM_OFFSET, &a->from);
     }
     if (ok != 1) {
         return ok;
@@ -1378,10 +1363,10 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
             got = fits;
         }
         if (got == 1) {
-            got = attribute_int(index_file, A_MAX_ENTRIES, &max_entries);
+            got = rs_attribute_int(index_file, A_MAX_ENTRIES, &max_entries);
         }
         if (got == 1) {
-            got = attribute_int(index_file, A_SLOTS, &slots);
+            got = rs_attribute_int(index_file, A_SLOTS, &slots);
         }
         if (got != 1 || keys < 0 || keys > PUT_ONE_KEYS || fields[5] + keys > max_entries
             || fields[5] >= max_entries || phy < fields[3]) {
