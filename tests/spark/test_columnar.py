@@ -1,5 +1,5 @@
 """The column-wise record batch equals the row-by-row reference on every record, and takes the fast path
-on the records stores hold."""
+on the records stores hold: through the compiled `record_columns` and through its numpy twin alike."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from rocketstore import MessageStore, StoreConfig
 from rocketstore.format.message import decode_record, encode_message
+from rocketstore.native import speedups
 from rocketstore.spark import columnar
 from rocketstore.spark.columnar import record_batch
 from rocketstore.spark.schema import ARROW_SCHEMA, to_record_batch
@@ -51,6 +52,20 @@ def assert_equal_batches(raws: list[bytes]) -> None:
         assert got.column(i).equals(expected.column(i)), field.name
 
 
+@pytest.fixture(scope="module", params=["compiled", "numpy"], autouse=True)
+def column_path(request: pytest.FixtureRequest) -> Any:
+    """Every test of the module through each way of making the columns."""
+    saved = columnar._record_columns
+    if request.param == "compiled":
+        if speedups is None:
+            pytest.skip("the compiled module is not built (or ROCKETSTORE_PURE_PYTHON is set)")
+        columnar._record_columns = speedups.record_columns
+    else:
+        columnar._record_columns = None
+    yield request.param
+    columnar._record_columns = saved
+
+
 @pytest.fixture
 def no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail if the column-wise path hands the batch to the row-by-row reference."""
@@ -84,15 +99,23 @@ def test_ipv4_records_with_distinct_property_names_take_the_column_path(rows):
         assert got.column(i).equals(expected.column(i)), field.name
 
 
-@pytest.mark.parametrize("case", ["ipv6 store host", "ipv6 born host", "repeated name", "invalid utf-8"])
+@pytest.mark.parametrize("case", ["ipv6 store host", "ipv6 born host", "repeated name", "invalid utf-8",
+                                  "a surrogate", "an overlong form", "past U+10FFFF", "a topic not UTF-8"])
 def test_rows_the_column_path_does_not_cover_give_the_reference_batch(case):
     plain = record(b"T", b"body", "TAGS\x01a\x02KEYS\x01k1 k2")
+    bad_bytes = {"a surrogate": b"\xed\xa0\x80", "an overlong form": b"\xc0\x80", "past U+10FFFF": b"\xf4\x90\x80\x80"}
     if case == "ipv6 store host":
         odd = record(b"T", b"b", "TAGS\x01b", store_ip=bytes(range(16)))
     elif case == "ipv6 born host":
         odd = record(b"T", b"b", "TAGS\x01b", born_ip=bytes(range(16)))
     elif case == "repeated name":
         odd = record(b"T", b"b", "TAGS\x01a\x02KEYS\x01k\x02TAGS\x01b")
+    elif case in bad_bytes:  # bytes Python's strict UTF-8 decoder refuses, in a value
+        raw = bytearray(record(b"T", b"b", "TAGS\x01zzzz"))
+        raw[-4:] = bad_bytes[case].ljust(4, b"z")
+        odd = bytes(raw)
+    elif case == "a topic not UTF-8":
+        odd = record(b"T\xff", b"b", "TAGS\x01b")
     else:
         odd = bytearray(record(b"T", b"b", "TAGS\x01zz"))
         odd[-1] = 0xFF  # the properties' last byte is no longer UTF-8

@@ -181,6 +181,9 @@ PyObject *speedups_record_at(PyObject *module, PyObject *const *args, Py_ssize_t
 PyObject *speedups_crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_crc32_portable(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
+/* columns.c */
+PyObject *speedups_record_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 /* storage.c */
 PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

@@ -6,6 +6,7 @@
  *
  *   format.c    java_hash, java_hash_concat, decode_properties, properties_at, MessageBase,
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
+ *   columns.c   record_columns
  *   storage.c   msync
  *   log.c       index_lookup, index_put_keys, decode_run, query_records
  *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, put_results
@@ -104,6 +105,8 @@ static PyMethodDef methods[] = {
      "The whole, well-formed record at a position of a buffer, as a message; None for anything else."},
     {"query_records", (PyCFunction)(void (*)(void))speedups_query_records, METH_FASTCALL,
      "The messages of a topic carrying a key, found through the index files and read from the commitlog."},
+    {"record_columns", (PyCFunction)(void (*)(void))speedups_record_columns, METH_FASTCALL,
+     "The Arrow column buffers of whole records, or None when one needs the row-by-row path."},
     {"put_one", (PyCFunction)(void (*)(void))speedups_put_one, METH_FASTCALL,
      "The writes of a single put in one call when they are the plain case; None (nothing written) otherwise."},
     {"put_results", (PyCFunction)(void (*)(void))speedups_put_results, METH_FASTCALL,

@@ -1,13 +1,14 @@
-"""Whole records -> one Arrow record batch, column by column (numpy and Arrow compute, no per-field Python).
+"""Whole records -> one Arrow record batch, column by column (no per-field Python).
 
 `schema.to_record_batch` asks every `StoredMessage` for every field: ~20 Python calls per row, the
-cost that bounded a Spark read. Here the records of a batch are joined into one buffer and each header
-field is gathered for all rows at once from its fixed position (record v1 and v2 with IPv4 hosts: the
-layout of `format.message`); properties are split with Arrow's string kernels and RocketMQ's parse
-rule (`format.properties`). Rows this path does not cover (an IPv6 host, properties or topic that are
-not valid UTF-8, a property name given twice in one record) make the whole batch take
-`to_record_batch`, so both paths always give equal batches (`tests/spark/test_columnar.py` holds them
-to it).
+cost that bounded a Spark read. Here the records of a batch are joined into one buffer and every column
+is made for all rows at once: by the compiled `record_columns` (one pass over the records writing each
+column's Arrow buffers), or without it by `_columnar_py`, which gathers each header field from its
+fixed position with numpy (record v1 and v2 with IPv4 hosts: the layout of `format.message`) and splits
+the properties with Arrow's string kernels and RocketMQ's parse rule (`format.properties`). Rows these
+paths do not cover (an IPv6 host, properties or topic that are not valid UTF-8, a property name given
+twice in one record) make the whole batch take `to_record_batch`, so all paths always give equal
+batches (`tests/spark/test_columnar.py` holds them to it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rocketstore.format.message import (
     store_timestamp_pos,
 )
 from rocketstore.format.sysflag import SysFlag
+from rocketstore.native import speedups
 from rocketstore.spark.schema import ARROW_SCHEMA, to_record_batch
 
 if TYPE_CHECKING:
@@ -195,12 +197,62 @@ def _properties(text: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]
 def _columnar(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
     raws = [m.raw for m in messages]
     buf = b"".join(raws)
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    data = pa.py_buffer(buf)
     n = len(raws)
     sizes = np.fromiter(map(len, raws), dtype=np.int64, count=n)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
+    if _record_columns is None:
+        return _columnar_py(buf, starts, sizes, broker)
+    buffers = _record_columns(buf, starts, starts + sizes)
+    if buffers is None:
+        raise _NotColumnar
+    return _from_buffers(n, buffers, broker)
+
+
+_record_columns = None if speedups is None else speedups.record_columns
+
+_FIXED = (("queueId", pa.int32()), ("queueOffset", pa.int64()), ("commitLogOffset", pa.int64()),
+          ("storeSize", pa.int32()), ("flag", pa.int32()), ("sysFlag", pa.int32()), ("bornTimestamp", pa.int64()),
+          ("storeTimestamp", pa.int64()), ("reconsumeTimes", pa.int32()), ("bodyCRC", pa.int32()))
+"""The fixed-width columns record_columns returns first, in its order."""
+
+
+def _from_buffers(n: int, buffers: tuple[bytes, ...], broker: str) -> pa.RecordBatch:
+    """The record batch of `n` rows from the buffers of `record_columns` (see its order there)."""
+    b = [pa.py_buffer(x) for x in buffers]
+    columns = {name: pa.Array.from_buffers(kind, n, [None, b[i]]) for i, (name, kind) in enumerate(_FIXED)}
+    (topic_offsets, topic, msg_id, uniq_valid, uniq_offsets, uniq, tags_valid, tags_offsets, tags, keys_lists,
+     keys_offsets, keys, entries, names_offsets, names, values_offsets, values, body_offsets, body, born_offsets,
+     born, store_offsets, store) = b[len(_FIXED):]
+    string = pa.string()
+    key_count = keys_offsets.size // 4 - 1
+    entry_count = names_offsets.size // 4 - 1
+    columns.update({
+        "topic": pa.Array.from_buffers(string, n, [None, topic_offsets, topic]),
+        "msgId": pa.Array.from_buffers(string, n, [None, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)),
+                                                   msg_id]),
+        "uniqKey": pa.Array.from_buffers(string, n, [uniq_valid, uniq_offsets, uniq]),
+        "tags": pa.Array.from_buffers(string, n, [tags_valid, tags_offsets, tags]),
+        "keys": pa.ListArray.from_buffers(pa.list_(string), n, [None, keys_lists],
+                                          children=[pa.Array.from_buffers(string, key_count,
+                                                                          [None, keys_offsets, keys])]),
+        "properties": pa.MapArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), n + 1, [None, entries]),
+            pa.Array.from_buffers(string, entry_count, [None, names_offsets, names]),
+            pa.Array.from_buffers(string, entry_count, [None, values_offsets, values])),
+        "body": pa.Array.from_buffers(pa.binary(), n, [None, body_offsets, body]),
+        "bornHost": pa.Array.from_buffers(string, n, [None, born_offsets, born]),
+        "storeHost": pa.Array.from_buffers(string, n, [None, store_offsets, store]),
+        "broker": pa.array([broker] * n, type=string),
+    })
+    return pa.RecordBatch.from_arrays([columns[field.name] for field in ARROW_SCHEMA], schema=ARROW_SCHEMA)
+
+
+def _columnar_py(buf: bytes, starts: np.ndarray, sizes: np.ndarray, broker: str) -> pa.RecordBatch:
+    """`_columnar` with numpy and Arrow compute (the twin of the compiled `record_columns`)."""
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    data = pa.py_buffer(buf)
+    n = len(starts)
     sys_flag = _field(u8, starts + SYS_FLAG_POS, ">i4")
     if (sys_flag & _HOST_BITS).any():
         raise _NotColumnar  # IPv6 hosts move every later field

@@ -1,0 +1,387 @@
+/*
+ * rocketstore._speedups, format layer: whole records -> the buffers of Arrow columns, for the Spark
+ * reader's record batches (rocketstore.spark.columnar).
+ *
+ *   record_columns(data, starts, ends)   rocketstore.spark.columnar._columnar_py's columns
+ *
+ * One pass over the records reads every header field at its position (format.c's rs_layout_of says
+ * where the body, topic and properties lie), splits the properties text with RocketMQ's rule
+ * (format.properties.decode_properties_py) and the KEYS value into its tokens, and writes each column's
+ * offsets and bytes as Arrow lays them out. Rows it does not cover make it decline the whole batch, as
+ * the Python path does: an IPv6 host, a topic or properties text that is not valid UTF-8 (the row path
+ * replaces bad bytes), a property name given twice in one record.
+ */
+#include "common.h"
+
+/* A growing byte buffer. */
+struct grow {
+    char *bytes;
+    Py_ssize_t len, cap;
+};
+
+static int
+grow_add(struct grow *g, const void *bytes, Py_ssize_t len)
+{
+    if (g->len + len > g->cap) {
+        Py_ssize_t cap = g->cap ? g->cap : 4096;
+        while (cap < g->len + len) {
+            cap *= 2;
+        }
+        char *more = PyMem_Realloc(g->bytes, (size_t)cap);
+        if (more == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->bytes = more;
+        g->cap = cap;
+    }
+    memcpy(g->bytes + g->len, bytes, (size_t)len);
+    g->len += len;
+    return 0;
+}
+
+/* An int32 offset appended to `g` (Arrow's offsets): -1 after an error, also when past int32. */
+static int
+grow_offset(struct grow *g, Py_ssize_t offset)
+{
+    if (offset > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "record_columns: a column past 2 GiB in one batch");
+        return -1;
+    }
+    int32_t value = (int32_t)offset;
+    return grow_add(g, &value, 4);
+}
+
+/* 1 when [p, end) is valid UTF-8 as Python's strict decoder takes it (no surrogates, no overlong
+ * forms, nothing past U+10FFFF), else 0. */
+static int
+valid_utf8(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end) {
+        unsigned char c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        Py_ssize_t n;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+            n = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            n = 2;
+            if (c == 0xE0) {
+                lo = 0xA0;
+            } else if (c == 0xED) {
+                hi = 0x9F;
+            }
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 3;
+            if (c == 0xF0) {
+                lo = 0x90;
+            } else if (c == 0xF4) {
+                hi = 0x8F;
+            }
+        } else {
+            return 0;
+        }
+        if (end - p <= n || p[1] < lo || p[1] > hi) {
+            return 0;
+        }
+        for (Py_ssize_t k = 2; k <= n; k++) {
+            if ((p[k] & 0xC0) != 0x80) {
+                return 0;
+            }
+        }
+        p += n + 1;
+    }
+    return 1;
+}
+
+/* A string column that may hold nulls: validity bits, offsets, bytes. */
+struct text_column {
+    struct grow valid, offsets, data;
+};
+
+static int
+text_column_add(struct text_column *c, Py_ssize_t row, const char *value, Py_ssize_t len)
+{
+    if (row % 8 == 0) {
+        unsigned char zero = 0;
+        if (grow_add(&c->valid, &zero, 1) < 0) {
+            return -1;
+        }
+    }
+    if (value != NULL) {
+        c->valid.bytes[row / 8] |= (char)(1 << (row % 8));
+        if (grow_add(&c->data, value, len) < 0) {
+            return -1;
+        }
+    }
+    return grow_offset(&c->offsets, c->data.len);
+}
+
+/* The last host a column formatted: records of one producer and one broker repeat it. */
+struct host_memo {
+    unsigned char bytes[8];
+    char text[32];
+    int len; /* 0: none yet */
+};
+
+/* "a.b.c.d:port" of the IPv4 host whose 4 IP bytes and big-endian int32 port start at `at`. */
+static int
+add_host(struct grow *offsets, struct grow *data, const unsigned char *at, struct host_memo *memo)
+{
+    if (memo->len == 0 || memcmp(memo->bytes, at, 8) != 0) {
+        memcpy(memo->bytes, at, 8);
+        memo->len = snprintf(memo->text, sizeof memo->text, "%u.%u.%u.%u:%d", at[0], at[1], at[2], at[3],
+                             (int)(int32_t)read_be(at + 4, 4));
+    }
+    if (grow_add(data, memo->text, memo->len) < 0) {
+        return -1;
+    }
+    return grow_offset(offsets, data->len);
+}
+
+/* The fixed-width columns, in the order record_columns returns them. */
+enum fixed_column { C_QUEUE_ID, C_QUEUE_OFFSET, C_PHY_OFFSET, C_SIZE, C_FLAG, C_SYS_FLAG, C_BORN_TS, C_STORE_TS,
+                    C_RECONSUME, C_BODY_CRC, FIXED_COLUMNS };
+static const int fixed_width[FIXED_COLUMNS] = {4, 8, 8, 4, 4, 4, 8, 8, 4, 4};
+
+/* The grown buffers of record_columns, in the order it returns them after the fixed columns. */
+enum grown_buffer {
+    G_TOPIC_OFFSETS, G_TOPIC, G_MSG_ID, G_UNIQ_VALID, G_UNIQ_OFFSETS, G_UNIQ, G_TAGS_VALID, G_TAGS_OFFSETS, G_TAGS,
+    G_KEYS_LISTS, G_KEYS_OFFSETS, G_KEYS, G_MAP_ENTRIES, G_NAMES_OFFSETS, G_NAMES, G_VALUES_OFFSETS, G_VALUES,
+    G_BODY_OFFSETS, G_BODY, G_BORN_OFFSETS, G_BORN, G_STORE_OFFSETS, G_STORE, GROWN_BUFFERS
+};
+
+#define MAX_ROW_PROPERTIES 64 /* more in one record: the Python path */
+
+/* One record's row into the columns: 1 when written, 0 when the record is one the row path takes
+ * (nothing of it written that the caller keeps), -1 after an error. */
+static int
+add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[FIXED_COLUMNS], struct grow *g,
+        struct host_memo hosts[2])
+{
+    static const char hex[] = "0123456789ABCDEF";
+    struct layout lay;
+    unsigned long magic = (unsigned long)(read_be(raw + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+    long long sys_flag = read_be(raw + REC_SYSFLAG_POS, 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || read_be(raw, 4) != total
+        || (sys_flag & (BORN_V6 | STORE_V6)) != 0) {
+        return 0;
+    }
+    if (rs_layout_of(raw, total, magic, &lay) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const unsigned char *props = raw + lay.props_start, *end = raw + total;
+    const unsigned char *topic = raw + lay.topic_start;
+    if (!valid_utf8(topic, topic + lay.topic_len) || !valid_utf8(props, end)) {
+        return 0;
+    }
+    /* the properties: segments split by U+0002, name U+0001 value, both non-empty */
+    const unsigned char *names[MAX_ROW_PROPERTIES], *values[MAX_ROW_PROPERTIES];
+    Py_ssize_t name_lens[MAX_ROW_PROPERTIES], value_lens[MAX_ROW_PROPERTIES];
+    int count = 0, tags = -1, uniq = -1, keys = -1;
+    for (const unsigned char *seg = props; seg <= end && props < end;) {
+        const unsigned char *seg_end = memchr(seg, 2, (size_t)(end - seg));
+        if (seg_end == NULL) {
+            seg_end = end;
+        }
+        const unsigned char *sep = memchr(seg, 1, (size_t)(seg_end - seg));
+        if (sep != NULL && sep > seg && sep + 1 < seg_end) {
+            Py_ssize_t name_len = sep - seg;
+            for (int k = 0; k < count; k++) {
+                if (name_lens[k] == name_len && memcmp(names[k], seg, (size_t)name_len) == 0) {
+                    return 0; /* a name given twice: the later wins and moves, which the row path does */
+                }
+            }
+            if (count == MAX_ROW_PROPERTIES) {
+                return 0;
+            }
+            names[count] = seg;
+            name_lens[count] = name_len;
+            values[count] = sep + 1;
+            value_lens[count] = seg_end - sep - 1;
+            if (name_len == 4 && memcmp(seg, "TAGS", 4) == 0) {
+                tags = count;
+            } else if (name_len == 4 && memcmp(seg, "KEYS", 4) == 0) {
+                keys = count;
+            } else if (name_len == 8 && memcmp(seg, "UNIQ_KEY", 8) == 0) {
+                uniq = count;
+            }
+            count++;
+        }
+        seg = seg_end + 1;
+    }
+    /* everything below only appends */
+    long long values64[FIXED_COLUMNS] = {
+        [C_QUEUE_ID] = read_be(raw + REC_QUEUEID_POS, 4), [C_QUEUE_OFFSET] = read_be(raw + REC_QUEUEOFFSET_POS, 8),
+        [C_PHY_OFFSET] = read_be(raw + REC_PHYSICALOFFSET_POS, 8), [C_SIZE] = total,
+        [C_FLAG] = read_be(raw + REC_FLAG_POS, 4), [C_SYS_FLAG] = sys_flag,
+        [C_BORN_TS] = read_be(raw + REC_BORNTIMESTAMP_POS, 8),
+        [C_STORE_TS] = read_be(raw + FIXED_HEAD_SIZE + 4 + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8),
+        [C_RECONSUME] = read_be(raw + FIXED_HEAD_SIZE + 4 + REC_AFTER_BORN_IP_SIZE + 4
+                                + REC_AFTER_STORE_IP_RECONSUMETIMES_POS, 4),
+        [C_BODY_CRC] = read_be(raw + REC_BODYCRC_POS, 4),
+    };
+    for (int c = 0; c < FIXED_COLUMNS; c++) {
+        if (fixed_width[c] == 4) {
+            int32_t v = (int32_t)values64[c];
+            memcpy(fixed[c] + row * 4, &v, 4);
+        } else {
+            int64_t v = values64[c];
+            memcpy(fixed[c] + row * 8, &v, 8);
+        }
+    }
+    const unsigned char *born = raw + FIXED_HEAD_SIZE;
+    const unsigned char *store = born + 4 + REC_AFTER_BORN_IP_SIZE;
+    char id[32];
+    for (int k = 0; k < 8; k++) { /* store IP and port, then the physical offset */
+        id[2 * k] = hex[store[k] >> 4];
+        id[2 * k + 1] = hex[store[k] & 0xF];
+        id[16 + 2 * k] = hex[raw[REC_PHYSICALOFFSET_POS + k] >> 4];
+        id[16 + 2 * k + 1] = hex[raw[REC_PHYSICALOFFSET_POS + k] & 0xF];
+    }
+    if (grow_add(&g[G_TOPIC], topic, lay.topic_len) < 0 || grow_offset(&g[G_TOPIC_OFFSETS], g[G_TOPIC].len) < 0
+        || grow_add(&g[G_MSG_ID], id, 32) < 0 || grow_add(&g[G_BODY], raw + lay.body_start,
+                                                          lay.body_end - lay.body_start) < 0
+        || grow_offset(&g[G_BODY_OFFSETS], g[G_BODY].len) < 0
+        || add_host(&g[G_BORN_OFFSETS], &g[G_BORN], born, &hosts[0]) < 0
+        || add_host(&g[G_STORE_OFFSETS], &g[G_STORE], store, &hosts[1]) < 0) {
+        return -1;
+    }
+    struct text_column uniq_column = {g[G_UNIQ_VALID], g[G_UNIQ_OFFSETS], g[G_UNIQ]};
+    struct text_column tags_column = {g[G_TAGS_VALID], g[G_TAGS_OFFSETS], g[G_TAGS]};
+    int failed = text_column_add(&uniq_column, row, uniq < 0 ? NULL : (const char *)values[uniq],
+                                 uniq < 0 ? 0 : value_lens[uniq]) < 0
+                 || text_column_add(&tags_column, row, tags < 0 ? NULL : (const char *)values[tags],
+                                    tags < 0 ? 0 : value_lens[tags]) < 0;
+    g[G_UNIQ_VALID] = uniq_column.valid, g[G_UNIQ_OFFSETS] = uniq_column.offsets, g[G_UNIQ] = uniq_column.data;
+    g[G_TAGS_VALID] = tags_column.valid, g[G_TAGS_OFFSETS] = tags_column.offsets, g[G_TAGS] = tags_column.data;
+    if (failed) {
+        return -1;
+    }
+    if (keys >= 0) { /* the non-empty space-separated tokens */
+        const unsigned char *token = values[keys], *value_end = values[keys] + value_lens[keys];
+        while (token < value_end) {
+            const unsigned char *space = memchr(token, ' ', (size_t)(value_end - token));
+            const unsigned char *token_end = space == NULL ? value_end : space;
+            if (token_end > token && (grow_add(&g[G_KEYS], token, token_end - token) < 0
+                                      || grow_offset(&g[G_KEYS_OFFSETS], g[G_KEYS].len) < 0)) {
+                return -1;
+            }
+            token = token_end + 1;
+        }
+    }
+    if (grow_offset(&g[G_KEYS_LISTS], (g[G_KEYS_OFFSETS].len - 4) / 4) < 0) {
+        return -1;
+    }
+    for (int k = 0; k < count; k++) {
+        if (grow_add(&g[G_NAMES], names[k], name_lens[k]) < 0 || grow_offset(&g[G_NAMES_OFFSETS], g[G_NAMES].len) < 0
+            || grow_add(&g[G_VALUES], values[k], value_lens[k]) < 0
+            || grow_offset(&g[G_VALUES_OFFSETS], g[G_VALUES].len) < 0) {
+            return -1;
+        }
+    }
+    return grow_offset(&g[G_MAP_ENTRIES], (g[G_NAMES_OFFSETS].len - 4) / 4) < 0 ? -1 : 1;
+}
+
+/* record_columns(data, starts, ends) -> tuple of bytes, or None: the columns of the records at
+ * [starts[i], ends[i]) of the buffer `data` (starts and ends: buffers of native int64), as
+ * rocketstore.spark.columnar lays them out: first the fixed-width columns (queueId, queueOffset,
+ * commitLogOffset, storeSize, flag, sysFlag, bornTimestamp, storeTimestamp, reconsumeTimes, bodyCRC, in
+ * native order), then topic offsets and bytes, msgId (32 characters a row), uniqKey and tags (validity
+ * bits, offsets, bytes each), keys (list offsets, string offsets, bytes), properties (entry offsets,
+ * name offsets, names, value offsets, values), body (offsets, bytes), bornHost and storeHost (offsets,
+ * bytes each); every offsets buffer int32 from 0. None when a record is one the Python path takes (see
+ * the file's comment): the caller then builds the whole batch that way. */
+PyObject *
+speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "record_columns(data, starts, ends) takes three arguments");
+        return NULL;
+    }
+    Py_buffer data = {0}, starts = {0}, ends = {0};
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[1], &starts, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &ends, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PyObject *fixed_bytes[FIXED_COLUMNS] = {0};
+    char *fixed[FIXED_COLUMNS];
+    struct grow g[GROWN_BUFFERS];
+    memset(g, 0, sizeof g);
+    Py_ssize_t n = starts.len / 8;
+    if (starts.len % 8 != 0 || ends.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "record_columns: starts and ends must be int64 buffers of one length");
+        goto done;
+    }
+    for (int c = 0; c < FIXED_COLUMNS; c++) {
+        fixed_bytes[c] = PyBytes_FromStringAndSize(NULL, n * fixed_width[c]);
+        if (fixed_bytes[c] == NULL) {
+            goto done;
+        }
+        fixed[c] = PyBytes_AS_STRING(fixed_bytes[c]);
+    }
+    enum grown_buffer offsets[] = {G_TOPIC_OFFSETS, G_UNIQ_OFFSETS, G_TAGS_OFFSETS, G_KEYS_LISTS, G_KEYS_OFFSETS,
+                                   G_MAP_ENTRIES, G_NAMES_OFFSETS, G_VALUES_OFFSETS, G_BODY_OFFSETS, G_BORN_OFFSETS,
+                                   G_STORE_OFFSETS};
+    for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
+        if (grow_offset(&g[offsets[k]], 0) < 0) {
+            goto done;
+        }
+    }
+    const unsigned char *buf = (const unsigned char *)data.buf;
+    struct host_memo hosts[2] = {{{0}, {0}, 0}, {{0}, {0}, 0}};
+    for (Py_ssize_t row = 0; row < n; row++) {
+        int64_t start, stop;
+        memcpy(&start, (const char *)starts.buf + 8 * row, 8);
+        memcpy(&stop, (const char *)ends.buf + 8 * row, 8);
+        if (start < 0 || stop > data.len || stop - start < 8) {
+            PyErr_SetString(PyExc_ValueError, "record_columns: a record range outside the data");
+            goto done;
+        }
+        int added = add_row(buf + start, stop - start, row, fixed, g, hosts);
+        if (added < 0) {
+            goto done;
+        }
+        if (added == 0) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    result = PyTuple_New(FIXED_COLUMNS + GROWN_BUFFERS);
+    for (int c = 0; result != NULL && c < FIXED_COLUMNS; c++) {
+        PyTuple_SET_ITEM(result, c, fixed_bytes[c]);
+        fixed_bytes[c] = NULL;
+    }
+    for (int k = 0; result != NULL && k < GROWN_BUFFERS; k++) {
+        PyObject *bytes = PyBytes_FromStringAndSize(g[k].bytes, g[k].len);
+        if (bytes == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyTuple_SET_ITEM(result, FIXED_COLUMNS + k, bytes);
+    }
+done:
+    for (int c = 0; c < FIXED_COLUMNS; c++) {
+        Py_XDECREF(fixed_bytes[c]);
+    }
+    for (int k = 0; k < GROWN_BUFFERS; k++) {
+        PyMem_Free(g[k].bytes);
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
