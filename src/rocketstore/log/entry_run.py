@@ -39,7 +39,7 @@ from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.native import speedups
 
-__all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py", "queue_messages"]
+__all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py", "queue_messages", "queue_runs"]
 
 
 class RunStop(enum.IntEnum):
@@ -138,12 +138,12 @@ class EntryReader:
 _NO_LIMIT = 2**63 - 1
 
 
-def queue_messages(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int, chunk: int = 1024
-                   ) -> Iterator[StoredMessage]:
+def queue_runs(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int, chunk: int = 1024
+               ) -> Iterator[list[StoredMessage]]:
     """Every message of the queue `cq` at queue offsets `[start, end)` (clipped to the queue's bounds),
-    in order, read `chunk` entries at a time by `EntryReader`: fillers, invalid entries and entries
-    whose record is gone are passed over. `MessageStore.iter_queue` and the Spark queue reader both
-    read a queue this way."""
+    in order, in lists of the messages of `chunk` entries read at a time by `EntryReader`: fillers,
+    invalid entries and entries whose record is gone are passed over. `MessageStore.iter_queue` and the
+    Spark queue reader both read a queue this way."""
     lo, hi = max(start, cq.min_offset), min(end, cq.max_offset)
     reader = EntryReader(commitlog, None, _NO_LIMIT, _NO_LIMIT)
     while lo < hi:
@@ -151,6 +151,13 @@ def queue_messages(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int,
         if not entries:
             return
         reader.read(entries)
-        yield from reader.messages
-        reader.messages.clear()
+        run, reader.messages = reader.messages, []
+        yield run
         lo += len(entries) // UNIT_SIZE
+
+
+def queue_messages(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int, chunk: int = 1024
+                   ) -> Iterator[StoredMessage]:
+    """The messages of `queue_runs` one by one."""
+    for run in queue_runs(commitlog, cq, start, end, chunk):
+        yield from run

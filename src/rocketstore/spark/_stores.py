@@ -10,6 +10,7 @@ costs the records it reads, not the size of the store.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 from collections.abc import Iterator
@@ -147,14 +148,20 @@ class LogReader:
         """Records starting in physical offsets `[start, end)`; `start` is a record start."""
         return self.commitlog.scan(start, end)
 
-    def iter_queue(self, topic: str, queue_id: int, start: int, end: int) -> Iterator[StoredMessage]:
-        """Messages of queue offsets `[start, end)` (fillers and removed records skipped)."""
-        from rocketstore.store.files import ConsumeQueue, queue_messages
+    def scan_runs(self, start: int, end: int, run: int = 1024) -> Iterator[list[StoredMessage]]:
+        """`scan` in lists of up to `run` records."""
+        records = self.commitlog.scan(start, end)
+        while chunk := list(itertools.islice(records, run)):
+            yield chunk
+
+    def queue_runs(self, topic: str, queue_id: int, start: int, end: int) -> Iterator[list[StoredMessage]]:
+        """Messages of queue offsets `[start, end)` (fillers and removed records skipped), in lists."""
+        from rocketstore.store.files import ConsumeQueue, queue_runs
 
         cq = ConsumeQueue(self.root, topic, queue_id, self.config.consume_queue_file_entries, read_only=True)
         cq.load()
         self._queues.append(cq)
-        return queue_messages(self.commitlog, cq, start, end)
+        return queue_runs(self.commitlog, cq, start, end)
 
     def close(self) -> None:
         """Unmap every file."""

@@ -22,7 +22,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from rocketstore.config import StoreConfig
 from rocketstore.format.message import StoredMessage
 from rocketstore.spark._stores import LogReader, commitlog_extent, open_read_only, record_starts, store_config
-from rocketstore.spark.columnar import batches
+from rocketstore.spark.columnar import batches, run_batches
 from rocketstore.spark.options import EARLIEST, LATEST, ReadOptions
 
 __all__ = [
@@ -162,19 +162,30 @@ def read_partition(opts: ReadOptions, partition: InputPartition) -> Iterator[pa.
         yield from batches(_bounded(opts, found, filter_topics=False), partition.root)
     elif isinstance(partition, QueueRange):
         with LogReader(partition.root, partition.config) as log:
-            messages = log.iter_queue(partition.topic, partition.queue_id, partition.start, partition.end)
-            yield from batches(_bounded(opts, messages, filter_topics=False), partition.root)
+            runs = log.queue_runs(partition.topic, partition.queue_id, partition.start, partition.end)
+            yield from run_batches(_bounded_runs(opts, runs, filter_topics=False), partition.root)
     elif isinstance(partition, CommitLogRange):
         with LogReader(partition.root, partition.config) as log:
-            messages = log.scan(partition.start, partition.end)
-            yield from batches(_bounded(opts, messages, filter_topics=True), partition.root)
+            runs = log.scan_runs(partition.start, partition.end)
+            yield from run_batches(_bounded_runs(opts, runs, filter_topics=True), partition.root)
     # else: Spark reads one placeholder partition when planning found none; it has no rows.
 
 
 def _bounded(opts: ReadOptions, messages: Iterable[StoredMessage], *, filter_topics: bool) -> Iterator[StoredMessage]:
     """The messages inside the topic and store-time bounds."""
+    for run in _bounded_runs(opts, [list(messages)], filter_topics=filter_topics):
+        yield from run
+
+
+def _bounded_runs(opts: ReadOptions, runs: Iterable[list[StoredMessage]], *,
+                  filter_topics: bool) -> Iterable[list[StoredMessage]]:
+    """The runs of messages with only the messages inside the topic and store-time bounds."""
     topics = set(opts.topics) if opts.topics and filter_topics else None
     timed = opts.starting_timestamp_ms is not None or opts.ending_timestamp_ms is not None
-    for m in messages:
-        if (topics is None or m.topic in topics) and (not timed or opts.keeps_time(m.store_timestamp)):
-            yield m
+    if topics is None and not timed:
+        return runs
+
+    def kept(m: StoredMessage) -> bool:
+        return (topics is None or m.topic in topics) and (not timed or opts.keeps_time(m.store_timestamp))
+
+    return (list(filter(kept, run)) for run in runs)

@@ -13,7 +13,9 @@ batches (`tests/spark/test_columnar.py` holds them to it).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -41,7 +43,7 @@ from rocketstore.spark.schema import ARROW_SCHEMA, to_record_batch
 if TYPE_CHECKING:
     from rocketstore import StoredMessage
 
-__all__ = ["BATCH_BYTES", "BATCH_ROWS", "batches", "record_batch"]
+__all__ = ["BATCH_BYTES", "BATCH_ROWS", "batches", "record_batch", "run_batches"]
 
 BATCH_ROWS = 4096
 """Rows per Arrow record batch a reader yields, at most."""
@@ -80,14 +82,31 @@ def batches(messages: Iterable[StoredMessage], broker: str, rows: int = BATCH_RO
             max_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
     """Group `messages` into record batches of at most `rows` rows and about `max_bytes` record bytes
     (none for no messages)."""
+    it = iter(messages)
+    return run_batches(iter(lambda: list(itertools.islice(it, 1024)), []), broker, rows, max_bytes)
+
+
+_size_of = attrgetter("size")
+
+
+def run_batches(runs: Iterable[Sequence[StoredMessage]], broker: str, rows: int = BATCH_ROWS,
+                max_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
+    """`batches` of the messages that come in `runs` (lists of them, in order): the same batches, a run
+    that ends no batch taken whole."""
     chunk: list[StoredMessage] = []
     size = 0
-    for message in messages:
-        chunk.append(message)
-        size += message.size
-        if len(chunk) >= rows or size >= max_bytes:
-            yield record_batch(chunk, broker)
-            chunk, size = [], 0
+    for run in runs:
+        run_size = sum(map(_size_of, run))
+        if len(chunk) + len(run) < rows and size + run_size < max_bytes:
+            chunk += run  # no batch ends inside it
+            size += run_size
+            continue
+        for message in run:
+            chunk.append(message)
+            size += message.size
+            if len(chunk) >= rows or size >= max_bytes:
+                yield record_batch(chunk, broker)
+                chunk, size = [], 0
     if chunk:
         yield record_batch(chunk, broker)
 

@@ -28,7 +28,7 @@ from pyspark.sql.streaming.datasource import (
 from rocketstore.config import StoreConfig
 from rocketstore.spark._stores import LogReader, open_read_only
 from rocketstore.spark.batch import QueueRange
-from rocketstore.spark.columnar import batches
+from rocketstore.spark.columnar import run_batches
 from rocketstore.spark.options import EARLIEST, LATEST, StreamOptions
 
 __all__ = ["DataLossError", "RocketStoreStreamReader", "allocate", "queue_key"]
@@ -206,8 +206,8 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if not isinstance(partition, QueueRange):
             return  # Spark's placeholder when a batch has no partitions
         with LogReader(partition.root, partition.config) as log:
-            messages = log.iter_queue(partition.topic, partition.queue_id, partition.start, partition.end)
-            yield from batches(messages, partition.root)
+            runs = log.queue_runs(partition.topic, partition.queue_id, partition.start, partition.end)
+            yield from run_batches(runs, partition.root)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the source keeps no state between batches."""

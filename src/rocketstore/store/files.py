@@ -5,7 +5,8 @@ module, so that the adapters depend on the store's public surface and never on i
 * `CommitLog`, `ConsumeQueue`, `IndexFile`: a store's files, mapped read-only (readers) or written into
   a staging directory (rebuild);
 * `find_end`: where the whole records of a commitlog end, as a read-only open finds it;
-* `queue_messages`: the messages of a consume queue's range, read as `MessageStore.iter_queue` reads them;
+* `queue_messages`, `queue_runs`: the messages of a consume queue's range, read as `MessageStore.iter_queue`
+  reads them (one by one, or in lists);
 * `request_from_message`: what a record dispatches (its queue entry, the keys it is indexed under);
 * `StoreLock`: the lock a writer holds (a rebuild takes it);
 * `atomic_write`: replace a small file (temporary file, fsync, rename), as the store writes its JSON;
@@ -14,7 +15,7 @@ module, so that the adapters depend on the store's public surface and never on i
 
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
-from rocketstore.log.entry_run import queue_messages
+from rocketstore.log.entry_run import queue_messages, queue_runs
 from rocketstore.log.geometry import infer_geometry
 from rocketstore.log.index_file import IndexFile
 from rocketstore.services.dispatch import DispatchRequest, request_from_message
@@ -23,4 +24,4 @@ from rocketstore.storage.fs import atomic_write
 from rocketstore.storage.marker_files import StoreLock
 
 __all__ = ["CommitLog", "ConsumeQueue", "DispatchRequest", "IndexFile", "StoreLock", "atomic_write", "find_end",
-           "infer_geometry", "queue_messages", "request_from_message"]
+           "infer_geometry", "queue_messages", "queue_runs", "request_from_message"]
