@@ -148,16 +148,23 @@ class CommitLog:
             if mf is None:
                 return
             pos = offset - mf.file_from_offset
-            limit = min(mf.wrote_position, stop - mf.file_from_offset)
+            wrote = mf.wrote_position
+            limit = min(wrote, stop - mf.file_from_offset)
+            mm = mf.mm
+            base = mf.file_from_offset
             while pos < limit:
-                try:
-                    result = decode_message(mf.mm, pos)
-                except CorruptRecordError:
-                    return
-                if result is END_OF_FILE:
-                    break
-                if result is NEED_DATA or pos + result.size > mf.wrote_position:
-                    return
+                # the usual record, whole and at its own offset, in one compiled call; decode_message
+                # answers for anything else (a blank, a torn or damaged record, one copied from elsewhere)
+                result = record_at(StoredMessage, mm, pos, wrote, base + pos)
+                if result is None:
+                    try:
+                        result = decode_message(mm, pos)
+                    except CorruptRecordError:
+                        return
+                    if result is END_OF_FILE:
+                        break
+                    if result is NEED_DATA or pos + result.size > wrote:
+                        return
                 yield result
                 pos += result.size
             offset = mf.end_offset
