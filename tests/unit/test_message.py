@@ -63,3 +63,16 @@ def test_it_stays_a_frozen_dataclass(filler):
         Message("T")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
         Message("T", b"x", colour="red")  # type: ignore[call-arg]
+
+
+def test_the_constructor_takes_the_fields_in_order_with_their_declared_defaults():
+    """`Message.__new__` spells the fields out for speed; the dataclass fields stay the declaration."""
+    import inspect
+
+    parameters = list(inspect.signature(Message.__new__).parameters.values())[1:]  # after cls
+    fields = dataclasses.fields(Message)
+    assert [p.name for p in parameters] == [f.name for f in fields]
+    for parameter, field in zip(parameters, fields, strict=True):
+        declared = inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
+        assert parameter.default == declared, field.name
+        assert parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD

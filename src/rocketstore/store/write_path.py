@@ -88,6 +88,7 @@ def _put_results_factory() -> Callable[[PutStatus, str, list[Prepared], list[tup
 
 
 _put_results = _put_results_factory()
+
 _WRITE_MAPPED = fs.write_mapped
 """The fs seam's copy into a mapping: the compiled `put_one` writes into the mappings itself, so a single
 put goes through `_append_one_py` (and the seam) while a test has replaced it."""
@@ -103,6 +104,8 @@ def put_one_for(store_ip: bytes, store_port: int, msg_id_prefix: str) -> Callabl
     header = tuple(getattr(IndexHeader, f.name) for f in dataclasses.fields(IndexHeader))
     return partial(speedups.put_one, PutResult, descriptors, PutStatus.PUT_OK, header, store_ip, store_port,
                    msg_id_prefix)
+
+
 def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
     """Whether the last of the messages that get index entries has no key to index; None when none of
     them gets index entries."""
