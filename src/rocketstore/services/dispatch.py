@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import enum
 import struct
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import NamedTuple
 
 from rocketstore._types import Buffer
@@ -124,26 +125,36 @@ _dispatch_requests: Callable[..., tuple[int, int]] = (
     else speedups.dispatch_requests)
 
 
-def requests_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch: int
+def requests_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch: int, end: int | None = None
                   ) -> Iterator[list[DispatchRequest]]:
     """The dispatch requests of every record from physical offset `start` (a record start) on, in log
-    order, in lists of at most `batch`: the records `CommitLog.scan` gives, built in one compiled call
-    per run of records; what that call leaves (a delayed record, or the end of the data) goes through
-    `decode_message` and `request_from_message`, and the walk stops quietly where `scan` stops."""
+    order, in lists of at most `batch`: the records `CommitLog.scan(start, end)` gives (those starting
+    before `end`; None: to the end of the data), built in one compiled call per run of records; what
+    that call leaves (a delayed record, or the end of the data) goes through `decode_message` and
+    `request_from_message`, and the walk stops quietly where `scan` stops."""
     offset = max(start, commitlog.min_offset)
-    while offset < commitlog.max_offset:
+    stop_at = commitlog.max_offset if end is None else min(end, commitlog.max_offset)
+    while offset < stop_at:
         mf = commitlog.queue.find(offset)
         if mf is None:
             return
-        pos, limit = offset - mf.file_from_offset, mf.wrote_position
+        base = mf.file_from_offset
+        pos, limit = offset - base, mf.wrote_position
         while pos < limit:
+            if base + pos >= stop_at:
+                return
             out: list[DispatchRequest] = []
             pos, stop = _dispatch_requests(DispatchRequest, mf.mm, pos, limit, batch, SCHEDULE_TOPIC, out)
+            if out and out[-1].phy_offset >= stop_at:  # the run went past `end`: the records before it
+                yield out[:bisect_left(out, stop_at, key=_phy_offset_of)]
+                return
             if out:
                 yield out
             if stop == RequestStop.BLANK:
                 break
             if stop == RequestStop.CHECK:
+                if base + pos >= stop_at:
+                    return
                 try:
                     msg = decode_message(mf.mm, pos)
                 except CorruptRecordError:
@@ -155,6 +166,9 @@ def requests_from(commitlog: CommitLog, start: int, delay_millis: list[int], bat
                 yield [request_from_message(msg, delay_millis)]
                 pos += msg.size
         offset = mf.end_offset
+
+
+_phy_offset_of = attrgetter("phy_offset")
 
 
 class Dispatcher:

@@ -92,7 +92,7 @@ def _dispatch_range(root: str, config: StoreConfig, planned: tuple[int, int, int
     """Scan one commitlog range into packed queue entries and index keys."""
     from rocketstore.format.index import index_key
     from rocketstore.format.javahash import index_key_hash
-    from rocketstore.store.files import request_from_message
+    from rocketstore.store.files import requests_from
 
     range_no, start, end = planned
     delays = config.delay_level_millis()
@@ -101,17 +101,17 @@ def _dispatch_range(root: str, config: StoreConfig, planned: tuple[int, int, int
     tail = False
     pack_cq, pack_key = _CQ_ROW.pack, _KEY_ROW.pack
     with LogReader(root, config) as log:
-        for message in log.scan(start, end):
-            req = request_from_message(message, delays)
-            if req.gets_queue_entry:
-                buf = queues.setdefault((req.topic, req.queue_id), bytearray())
-                buf += pack_cq(req.queue_offset, req.phy_offset, req.size, req.tags_code)
-            if req.gets_index_entry:
-                tail = True
-                for key in req.index_keys:
-                    key_hash = index_key_hash(index_key(req.topic, key))
-                    keys += pack_key(key_hash, req.phy_offset, req.store_timestamp)
-                    tail = False
+        for requests in requests_from(log.commitlog, start, delays, 1024, end):  # as the store's catch-up builds them
+            for req in requests:
+                if req.gets_queue_entry:
+                    buf = queues.setdefault((req.topic, req.queue_id), bytearray())
+                    buf += pack_cq(req.queue_offset, req.phy_offset, req.size, req.tags_code)
+                if req.gets_index_entry:
+                    tail = True
+                    for key in req.index_keys:
+                        key_hash = index_key_hash(index_key(req.topic, key))
+                        keys += pack_key(key_hash, req.phy_offset, req.store_timestamp)
+                        tail = False
     return _RangeOutput(range_no, {q: bytes(b) for q, b in queues.items()}, bytes(keys), tail)
 
 

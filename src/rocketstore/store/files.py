@@ -7,7 +7,8 @@ module, so that the adapters depend on the store's public surface and never on i
 * `find_end`: where the whole records of a commitlog end, as a read-only open finds it;
 * `queue_messages`, `queue_runs`: the messages of a consume queue's range, read as `MessageStore.iter_queue`
   reads them (one by one, or in lists);
-* `request_from_message`: what a record dispatches (its queue entry, the keys it is indexed under);
+* `request_from_message`, `requests_from`: what a record dispatches (its queue entry, the keys it is indexed
+  under), for one message or for every record of a commitlog range, as the store's catch-up builds them;
 * `StoreLock`: the lock a writer holds (a rebuild takes it);
 * `atomic_write`: replace a small file (temporary file, fsync, rename), as the store writes its JSON;
 * `infer_geometry`: the file sizes a store directory's files say it was written with.
@@ -18,10 +19,10 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.entry_run import queue_messages, queue_runs
 from rocketstore.log.geometry import infer_geometry
 from rocketstore.log.index_file import IndexFile
-from rocketstore.services.dispatch import DispatchRequest, request_from_message
+from rocketstore.services.dispatch import DispatchRequest, request_from_message, requests_from
 from rocketstore.services.recovery import find_end
 from rocketstore.storage.fs import atomic_write
 from rocketstore.storage.marker_files import StoreLock
 
 __all__ = ["CommitLog", "ConsumeQueue", "DispatchRequest", "IndexFile", "StoreLock", "atomic_write", "find_end",
-           "infer_geometry", "queue_messages", "queue_runs", "request_from_message"]
+           "infer_geometry", "queue_messages", "queue_runs", "request_from_message", "requests_from"]

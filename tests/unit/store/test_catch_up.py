@@ -73,3 +73,23 @@ def test_the_catch_up_rebuilds_what_the_store_wrote(tmp_path, monkeypatch, build
     assert report.queue_entries_dispatched > 0 and report.index_records_dispatched > 0
     assert _files(copy, CONSUME_QUEUE_DIR) == queues
     assert len(index) > 2 and _index(copy) == index
+
+
+def test_the_requests_of_a_range_are_those_of_the_records_scan_gives(tmp_path):
+    """`requests_from(..., end)` (the Spark rebuild's ranges) gives the requests of exactly the records
+    `CommitLog.scan(start, end)` gives: those starting before `end`, also when `end` falls inside a
+    record or past a file's data, and when the compiled run goes past `end`."""
+    root = tmp_path / "store"
+    _written(root)
+    delays = CONFIG.delay_level_millis()
+    with MessageStore.open(root, CONFIG, read_only=True) as store:
+        commitlog = store.commitlog
+        starts = [m.phy_offset for m in commitlog.scan()]
+        ends = [starts[40], starts[40] + 3, starts[300] - 1, CONFIG.commitlog_file_size,
+                CONFIG.commitlog_file_size + 17, starts[-1], commitlog.max_offset, commitlog.max_offset + 100]
+        for start in (starts[0], starts[7], starts[250]):
+            for end in [e for e in ends if e > start]:
+                for batch in (3, 1024):
+                    got = [r for run in dispatch.requests_from(commitlog, start, delays, batch, end) for r in run]
+                    expected = [dispatch.request_from_message(m, delays) for m in commitlog.scan(start, end)]
+                    assert got == expected, (start, end, batch)
