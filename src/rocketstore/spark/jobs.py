@@ -158,6 +158,22 @@ def _index_slices(firsts: dict[int, int], per_file: int, out: _RangeOutput) -> I
         g = stop
 
 
+def _keys_by_time(rows: bytes) -> Iterator[tuple[bytes, int]]:
+    """The `_KEY_ROW` rows of `rows` as runs of `IndexFile.put_keys`'s (index hash, phy offset) pairs,
+    one run per stretch of rows with the same store timestamp, in order."""
+    import numpy as np
+
+    table = np.frombuffer(rows, dtype=[("hash", ">i4"), ("phy", ">i8"), ("ts", ">i8")])
+    if not len(table):
+        return
+    pairs = np.empty((len(table), 2), dtype=np.int64)
+    pairs[:, 0], pairs[:, 1] = table["hash"], table["phy"]
+    times = table["ts"].astype(np.int64)
+    cuts = [0, *(np.flatnonzero(times[1:] != times[:-1]) + 1).tolist(), len(table)]
+    for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
+        yield pairs[lo:hi].tobytes(), int(times[lo])
+
+
 def _write_index_group(names: dict[int, str], config: StoreConfig, seeds: dict[int, tuple[int, int]],
                        item: tuple[int, Iterable[_IndexSlice]]) -> int:
     file_no, slices = item
@@ -181,10 +197,11 @@ def _write_index_file(path: str, config: StoreConfig, seed: tuple[int, int] | No
                 index.header.begin_timestamp = index.header.end_timestamp = end_timestamp
             index.write_header()
         for piece in sorted(slices, key=lambda s: s.range_no):
-            for key_hash, phy_offset, store_timestamp in _KEY_ROW.iter_unpack(piece.keys):
-                if not index.put_key(key_hash, phy_offset, store_timestamp):
+            for keys, store_timestamp in _keys_by_time(piece.keys):  # put_keys takes one store time a call
+                added = index.put_keys(keys, store_timestamp)
+                written += added
+                if added < len(keys) // 16:
                     raise RuntimeError(f"{path}: index file full after {written} keys")
-                written += 1
         index.flush()
     finally:
         index.close()
