@@ -809,6 +809,16 @@ def test_walk_records_refuses_a_position_outside_the_buffer():
         _speedups.walk_records(b"\0" * 8, 9, 0, True)
 
 
+DISPATCH_PROPERTIES = [
+    b"", b"TAGS\x01A", b"TAGS\x01", b"KEYS\x01k1 k2  k3\x02UNIQ_KEY\x01u", b"KEYS\x01 \x02TAGS\x01\xff\xfe",
+    b"TAGS\x01\xf0\x9f\x98\x80\x02KEYS\x01single", b"DELAY\x013\x02TAGS\x01B", b"UNIQ_KEY\x01\x02KEYS\x01a",
+    b"TAGS\x01A\x02KEYS\x01k\x02TAGS\x01B\x02TAGS\x01", b"KEYS\x01a b\x02KEYS\x01c",
+    b"\x01v\x02TAGS\x02KEYS\x01\xe2\x82\x02UNIQ_KEY\x01u\x01w",
+    b"TAGS\x01t\xc3\xa9\xed\xa0\x80\x02KEYS\x01\xe2\x82 k\xf0\x9f\x98\x80 \xff\x02UNIQ_KEY\x01\xc3"]
+"""Properties texts of dispatch's cases: tags, keys and UNIQ_KEY present, empty, repeated or absent, text
+beyond ASCII, bytes that are not UTF-8 (a surrogate's, a cut sequence), segments without a name."""
+
+
 @st.composite
 def dispatch_files(draw):
     """A commitlog file's bytes with records whose properties carry tags, keys and UNIQ_KEY (or not),
@@ -817,15 +827,12 @@ def dispatch_files(draw):
     buf = bytearray()
     for _ in range(draw(st.integers(0, 6))):
         sys_flag = draw(st.sampled_from([0, 0x10, 0x20, 0x30, 0x4, 0x8, 0xC]))
-        properties = draw(st.sampled_from([
-            b"", b"TAGS\x01A", b"TAGS\x01", b"KEYS\x01k1 k2  k3\x02UNIQ_KEY\x01u", b"KEYS\x01 \x02TAGS\x01\xff\xfe",
-            b"TAGS\x01\xf0\x9f\x98\x80\x02KEYS\x01single", b"DELAY\x013\x02TAGS\x01B", b"UNIQ_KEY\x01\x02KEYS\x01a",
-            b"TAGS\x01A\x02KEYS\x01k\x02TAGS\x01B\x02TAGS\x01", b"KEYS\x01a b\x02KEYS\x01c",
-            b"\x01v\x02TAGS\x02KEYS\x01\xe2\x82\x02UNIQ_KEY\x01u\x01w"]))
+        properties = draw(st.sampled_from(DISPATCH_PROPERTIES))
         buf += fm.encode_message(
             topic=draw(st.sampled_from([b"T", b"TopicB", b"SCHEDULE_TOPIC_XXXX", b"\xff\xfeT"])),
             body=draw(st.binary(max_size=20)), properties=properties, queue_id=draw(st.integers(0, 3)), flag=0,
-            queue_offset=draw(st.integers(0, 2**40)), phy_offset=len(buf), sys_flag=sys_flag,
+            queue_offset=draw(st.sampled_from([len(buf) // 100, len(buf) // 100 + 1, 2**40])), phy_offset=len(buf),
+            sys_flag=sys_flag,
             born_timestamp=1, born_ip=b"\0" * (16 if sys_flag & 0x10 else 4), born_port=2,
             store_timestamp=draw(st.integers(0, 2**41)), store_ip=b"\1" * (16 if sys_flag & 0x20 else 4),
             store_port=4, version=draw(st.sampled_from([1, 2])))
@@ -853,6 +860,54 @@ def test_dispatch_requests_twins(case):
     assert got == tuple(want)
     assert compiled == twin
     assert all(type(r) is dispatch.DispatchRequest for r in compiled)
+
+
+@settings(deadline=None, max_examples=500)
+@given(dispatch_files(), st.data())
+def test_dispatch_packed_twins(case, data):
+    """The catch-up's one pass over the bytes makes what dispatch_requests then pack_requests make."""
+    from rocketstore.services import dispatch
+
+    buf, limit, max_count = case
+    queue_from = data.draw(st.integers(-1, len(buf) + 1))
+    index_from = data.draw(st.integers(-1, len(buf) + 1))
+    inclusive = data.draw(st.booleans())
+    args = (dispatch.DispatchRequest, buf, 0, limit, max_count, "SCHEDULE_TOPIC_XXXX", queue_from, index_from,
+            inclusive)
+    pos, stop, runs, groups, count, last = _speedups.dispatch_packed(*args)
+    want_pos, want_stop, want_runs, want_groups, want_count, want_last = dispatch.dispatch_packed_py(*args)
+    assert (pos, stop, count, last) == (want_pos, want_stop, want_count, want_last)
+    assert _packed(runs, groups) == _packed(want_runs, want_groups)
+    assert all(type(newest) is dispatch.DispatchRequest for *_, newest in runs)
+
+
+@pytest.mark.parametrize("topic", [b"T", b"\xff\xfeT", "é😀".encode()])
+def test_dispatch_packed_twins_on_every_kind_of_properties(topic):
+    """Every properties case of `dispatch_files`, each in whole records of every transaction type, two
+    queues with runs that follow one another and that jump, through both."""
+    from rocketstore.services import dispatch
+
+    buf = bytearray()
+    for i, (properties, sys_flag) in enumerate((p, f) for p in DISPATCH_PROPERTIES for f in (0, 0x4, 0x8, 0xC)):
+        buf += fm.encode_message(
+            topic=topic, body=b"b%d" % i, properties=properties, queue_id=i % 2, flag=0,
+            queue_offset=i // 2 + (i > 30), phy_offset=len(buf), sys_flag=sys_flag, born_timestamp=1,
+            born_ip=b"\0" * 4, born_port=2, store_timestamp=1000 + i // 3, store_ip=b"\1" * 4, store_port=4,
+            version=1)
+    for queue_from, index_from, inclusive in ((0, 0, True), (0, 0, False), (len(buf) // 2, 0, True)):
+        args = (dispatch.DispatchRequest, bytes(buf), 0, len(buf), 1000, "SCHEDULE_TOPIC_XXXX", queue_from,
+                index_from, inclusive)
+        got, want = _speedups.dispatch_packed(*args), dispatch.dispatch_packed_py(*args)
+        assert got[4] == want[4] == 4 * len(DISPATCH_PROPERTIES)
+        assert (got[:2], got[4:]) == (want[:2], want[4:])
+        assert _packed(*got[2:4]) == _packed(*want[2:4])
+
+
+def test_dispatch_packed_refuses_positions_outside_the_buffer():
+    from rocketstore.services import dispatch
+
+    with pytest.raises(ValueError, match="outside"):
+        _speedups.dispatch_packed(dispatch.DispatchRequest, b"\0" * 8, 0, 9, 1, "S", 0, 0, True)
 
 
 def test_dispatch_requests_refuses_positions_outside_the_buffer():

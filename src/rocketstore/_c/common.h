@@ -212,6 +212,7 @@ unsigned char *rs_pack_index_keys(unsigned char *out, uint32_t topic_hash, long 
 PyObject *speedups_walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_pack_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_dispatch_packed(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* store.c */
 PyObject *speedups_prepare_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

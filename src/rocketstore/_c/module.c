@@ -101,6 +101,8 @@ static PyMethodDef methods[] = {
      "What Dispatcher.dispatch_many writes for a list of DispatchRequests: queue runs and index groups."},
     {"dispatch_requests", (PyCFunction)(void (*)(void))speedups_dispatch_requests, METH_FASTCALL,
      "The catch-up's dispatch requests of the records of one commitlog file from a position."},
+    {"dispatch_packed", (PyCFunction)(void (*)(void))speedups_dispatch_packed, METH_FASTCALL,
+     "dispatch_requests then pack_requests of the records of one commitlog file, in one pass over the bytes."},
     {"record_at", (PyCFunction)(void (*)(void))speedups_record_at, METH_FASTCALL,
      "The whole, well-formed record at a position of a buffer, as a message; None for anything else."},
     {"query_records", (PyCFunction)(void (*)(void))speedups_query_records, METH_FASTCALL,

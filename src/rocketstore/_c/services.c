@@ -6,8 +6,10 @@
  *                                     dispatch requests of a run of records
  *   pack_requests(reqs, ...)          rocketstore.services.dispatch.pack_requests_py: what dispatch_many
  *                                     writes for them (queue runs, index groups)
+ *   dispatch_packed(cls, buf, ...)    rocketstore.services.dispatch.dispatch_packed_py: the two above in
+ *                                     one pass over the bytes (the catch-up's path)
  *
- * Both read records with format.c's checks (rs_layout_of) and stop where the twin must decide. */
+ * They read records with format.c's checks (rs_layout_of) and stop where the twin must decide. */
 
 #include "common.h"
 
@@ -493,5 +495,405 @@ done:
     Py_XDECREF(queues);
     Py_XDECREF(order);
     Py_XDECREF(groups);
+    return result;
+}
+
+/* Java's String.hashCode continued from `h` over the UTF-16 units of the UTF-8 bytes [p, p + n) decoded
+ * as the properties are (bad bytes replaced): on the bytes when they are ASCII, else through the str.
+ * 0 with *out set, -1 after an error. */
+static int
+hash_utf8(uint32_t h, const char *p, Py_ssize_t n, uint32_t *out)
+{
+    Py_ssize_t i = 0;
+    while (i < n && !(p[i] & 0x80)) {
+        h = 31u * h + (unsigned char)p[i++];
+    }
+    if (i == n) {
+        *out = h;
+        return 0;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8(p + i, n - i, "replace");
+    if (text == NULL || ready(text) < 0) {
+        Py_XDECREF(text);
+        return -1;
+    }
+    *out = hash_units(h, text);
+    Py_DECREF(text);
+    return 0;
+}
+
+/* One index key into the group's keys: (index hash, phy) as pack_index_key (store.c) packs it. */
+static int
+put_index_key(PyObject *keys, uint32_t topic_hash, long long phy, const char *key, Py_ssize_t len)
+{
+    uint32_t h;
+    unsigned char *out = hash_utf8(topic_hash, key, len, &h) < 0 ? NULL : grow(keys, 16);
+    if (out == NULL) {
+        return -1;
+    }
+    int32_t s = (int32_t)h;
+    int64_t index_hash = s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : s), at = phy;
+    memcpy(out, &index_hash, 8);
+    memcpy(out + 8, &at, 8);
+    return 0;
+}
+
+/* The index keys of one record (props: its properties text) into the group: UNIQ_KEY, then each
+ * non-empty KEYS token, as index_keys_of orders them. How many it wrote, -1 after an error. */
+static Py_ssize_t
+put_index_keys(PyObject *keys, uint32_t topic_hash, long long phy, const char *props, const char *end)
+{
+    const char *value, *value_end;
+    Py_ssize_t count = 0;
+    if (props < end && rs_last_property(props, end, "UNIQ_KEY", 8, &value, &value_end) && value_end > value) {
+        if (put_index_key(keys, topic_hash, phy, value, value_end - value) < 0) {
+            return -1;
+        }
+        count++;
+    }
+    if (props < end && rs_last_property(props, end, "KEYS", 4, &value, &value_end)) {
+        for (const char *token = value; token < value_end;) { /* a space is never inside a replaced sequence */
+            const char *space = memchr(token, ' ', (size_t)(value_end - token));
+            const char *token_end = space == NULL ? value_end : space;
+            if (token_end > token) {
+                if (put_index_key(keys, topic_hash, phy, token, token_end - token) < 0) {
+                    return -1;
+                }
+                count++;
+            }
+            token = token_end + 1;
+        }
+    }
+    return count;
+}
+
+/* A queue met by dispatch_packed: (topic, queue id) as its runs' key and the hash of "topic#". */
+struct packed_queue {
+    const unsigned char *topic; /* into the buffer */
+    long long topic_len, queue_id;
+    PyObject *key;
+    uint32_t topic_hash;
+    Py_ssize_t rank; /* the order of its first queue entry among the queues', -1 before it has one */
+};
+
+/* A queue entry dispatch_packed will write: its queue's rank (packed_queue.rank), the record's place. */
+struct packed_entry {
+    Py_ssize_t queue;
+    long long queue_offset, phy, size, tags, pos;
+};
+
+/* The index of the queue of the record at `at` in `queues` (added when new; NULL key until the topic
+ * str is made), -1 after an error. The records of a run of one queue usually follow one another, so
+ * the last queue found is tried first. */
+static Py_ssize_t
+packed_queue_of(struct packed_queue **queues, Py_ssize_t *count, Py_ssize_t *cap, Py_ssize_t last,
+                const unsigned char *at, const struct layout *l)
+{
+    const unsigned char *topic = at + l->topic_start;
+    long long queue_id = read_be(at + REC_QUEUEID_POS, 4);
+    for (Py_ssize_t probe = -1; probe < *count; probe++) {
+        Py_ssize_t q = probe < 0 ? last : probe;
+        if (q < 0 || q >= *count) {
+            continue;
+        }
+        struct packed_queue *s = &(*queues)[q];
+        if (s->queue_id == queue_id && s->topic_len == l->topic_len && memcmp(s->topic, topic, (size_t)s->topic_len) == 0) {
+            return q;
+        }
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)topic, l->topic_len, "replace");
+    if (text == NULL || ready(text) < 0) {
+        Py_XDECREF(text);
+        return -1;
+    }
+    for (Py_ssize_t q = 0; q < *count; q++) { /* other bytes, the same str (bad bytes replaced): one queue */
+        struct packed_queue *s = &(*queues)[q];
+        int same = s->queue_id == queue_id ? PyUnicode_Compare(PyTuple_GET_ITEM(s->key, 0), text) : 1;
+        if (same == -1 && PyErr_Occurred()) {
+            Py_DECREF(text);
+            return -1;
+        }
+        if (same == 0) {
+            Py_DECREF(text);
+            return q;
+        }
+    }
+    if (*count == *cap) {
+        Py_ssize_t grown = *cap * 2 + 8;
+        struct packed_queue *more = PyMem_Realloc(*queues, (size_t)grown * sizeof(**queues));
+        if (more == NULL) {
+            Py_DECREF(text);
+            PyErr_NoMemory();
+            return -1;
+        }
+        *queues = more;
+        *cap = grown;
+    }
+    PyObject *qid = PyLong_FromLongLong(queue_id);
+    PyObject *key = qid == NULL ? NULL : PyTuple_Pack(2, text, qid);
+    if (key == NULL) {
+        Py_DECREF(text);
+        Py_XDECREF(qid);
+        return -1;
+    }
+    (*queues)[*count] = (struct packed_queue){.topic = topic, .topic_len = l->topic_len, .queue_id = queue_id,
+                                              .key = key, .topic_hash = 31u * hash_units(0, text) + '#',
+                                              .rank = -1};
+    Py_DECREF(text);
+    Py_DECREF(qid);
+    return (*count)++;
+}
+
+/* The queue runs of dispatch_packed's entries: each queue's entries (queues in the order of their first
+ * entry, entries in log order) cut where a queue offset does not follow the last, each run as (key, first offset, units,
+ * ends, newest request), the newest made by dispatch_request from its record. A new list, NULL after
+ * an error. */
+static PyObject *
+packed_runs(PyTypeObject *cls, const unsigned char *buf, Py_ssize_t len, const struct packed_queue *queues,
+            Py_ssize_t queue_count, const struct packed_entry *entries, Py_ssize_t count)
+{
+    PyObject **keys = PyMem_Malloc((size_t)(queue_count + 1) * sizeof(PyObject *)); /* by rank */
+    if (keys == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t q = 0; q < queue_count; q++) {
+        if (queues[q].rank >= 0) {
+            keys[queues[q].rank] = queues[q].key;
+        }
+    }
+    Py_ssize_t *order = PyMem_Malloc((size_t)(count + 1) * sizeof(Py_ssize_t)); /* entries by queue */
+    Py_ssize_t *start = PyMem_Calloc((size_t)queue_count + 1, sizeof(Py_ssize_t));
+    PyObject *runs = order == NULL || start == NULL ? NULL : PyList_New(0);
+    if (runs == NULL) {
+        if (order == NULL || start == NULL) {
+            PyErr_NoMemory();
+        }
+        PyMem_Free(order);
+        PyMem_Free(start);
+        PyMem_Free(keys);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) { /* a stable counting sort by queue rank */
+        start[entries[i].queue + 1]++;
+    }
+    for (Py_ssize_t q = 0; q < queue_count; q++) {
+        start[q + 1] += start[q];
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        order[start[entries[i].queue]++] = i;
+    }
+    for (Py_ssize_t from = 0; runs != NULL && from < count;) {
+        const struct packed_entry *first = &entries[order[from]];
+        Py_ssize_t to = from + 1;
+        while (to < count && entries[order[to]].queue == first->queue
+               && entries[order[to]].queue_offset == entries[order[to - 1]].queue_offset + 1) {
+            to++;
+        }
+        PyObject *units = PyByteArray_FromStringAndSize(NULL, (to - from) * UNIT_SIZE);
+        PyObject *ends = units == NULL ? NULL : PyByteArray_FromStringAndSize(NULL, (to - from) * 8);
+        const struct packed_entry *newest = &entries[order[to - 1]];
+        long long total;
+        struct layout l;
+        PyObject *req = NULL;
+        if (ends != NULL && record_here(buf + newest->pos, len - newest->pos, len - newest->pos, &total, &l) == RECORD_WHOLE) {
+            PyObject *topic = PyTuple_GET_ITEM(keys[first->queue], 0);
+            req = dispatch_request(cls, buf + newest->pos, total, &l, topic);
+        } else if (ends != NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "dispatch_packed: a record changed under the dispatch");
+        }
+        PyObject *item = req == NULL ? NULL : Py_BuildValue("(OLOOO)", keys[first->queue], first->queue_offset,
+                                                            units, ends, req);
+        if (item != NULL) {
+            unsigned char *unit = (unsigned char *)PyByteArray_AS_STRING(units);
+            unsigned char *end = (unsigned char *)PyByteArray_AS_STRING(ends);
+            for (Py_ssize_t k = from; k < to; k++, unit += UNIT_SIZE, end += 8) {
+                const struct packed_entry *e = &entries[order[k]];
+                write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)e->phy, 8);
+                write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)e->size, 4);
+                write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)e->tags, 8);
+                int64_t record_end = e->phy + e->size;
+                memcpy(end, &record_end, 8);
+            }
+        }
+        if (item == NULL || PyList_Append(runs, item) < 0) {
+            Py_CLEAR(runs);
+        }
+        Py_XDECREF(item);
+        Py_XDECREF(units);
+        Py_XDECREF(ends);
+        Py_XDECREF(req);
+        from = to;
+    }
+    PyMem_Free(order);
+    PyMem_Free(start);
+    PyMem_Free(keys);
+    return runs;
+}
+
+/* The tags code of a record (props: its properties text): format.javahash.tags_code of TAGS, 0 without.
+ * 0 with *code set, -1 after an error. */
+static int
+tags_code_of(const char *props, const char *end, long long *code)
+{
+    const char *value, *value_end;
+    uint32_t h = 0;
+    if (props < end && rs_last_property(props, end, "TAGS", 4, &value, &value_end) && value_end > value
+        && hash_utf8(0, value, value_end - value, &h) < 0) {
+        return -1;
+    }
+    *code = (int32_t)h;
+    return 0;
+}
+
+/* dispatch_packed(cls, buffer, pos, limit, max_count, held_topic, queue_from, index_from, inclusive)
+ *   -> (pos, stop, runs, groups, count, last store timestamp or None):
+ * what dispatch_requests and then pack_requests make of the same records, in one pass over the bytes
+ * with no object per record: the records dispatch_requests would make requests of (it stops where that
+ * stops, with the same pos and stop), packed as pack_requests packs them (runs and groups of the same
+ * shapes; a run's newest request made from its record), how many records it took and the store
+ * timestamp of the last. services.dispatch.dispatch_packed_py is its twin. */
+PyObject *
+speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_packed takes nine arguments");
+        return NULL;
+    }
+    PyObject *cls = args[0], *held_topic = args[5];
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) || !PyUnicode_Check(held_topic)) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_packed: a tuple class and a str expected");
+        return NULL;
+    }
+    long long pos = PyLong_AsLongLong(args[2]);
+    long long limit = PyLong_AsLongLong(args[3]);
+    long long max_count = PyLong_AsLongLong(args[4]);
+    long long queue_from = PyLong_AsLongLong(args[6]);
+    long long index_from = PyLong_AsLongLong(args[7]);
+    int inclusive = PyObject_IsTrue(args[8]);
+    if (PyErr_Occurred() || inclusive < 0) {
+        return NULL;
+    }
+    Py_ssize_t held_len;
+    const char *held = PyUnicode_AsUTF8AndSize(held_topic, &held_len);
+    if (held == NULL) {
+        return NULL;
+    }
+    int held_by_bytes = PyUnicode_FindChar(held_topic, 0xFFFD, 0, PyUnicode_GET_LENGTH(held_topic), 1) == -1;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (pos < 0 || limit < pos || limit > (long long)view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "dispatch_packed: positions outside the buffer");
+        return NULL;
+    }
+    const unsigned char *buf = (const unsigned char *)view.buf;
+    struct packed_queue *queues = NULL;
+    struct packed_entry *entries = NULL;
+    Py_ssize_t queue_count = 0, queue_cap = 0, entry_count = 0, entry_cap = 0, last_queue = -1, ranks = 0;
+    PyObject *groups = PyList_New(0), *runs = NULL, *result = NULL;
+    long long last_ts = -1; /* a record's store timestamp is any int64: `count` says whether there is one */
+    struct index_group g = {.keys = NULL};
+    int stop = REQUESTS_MORE;
+    long long count = 0;
+    if (groups == NULL) {
+        goto done;
+    }
+    for (; pos < limit && count < max_count; count++) {
+        const unsigned char *at = buf + pos;
+        long long total;
+        struct layout l;
+        enum record_here here = record_here(at, (long long)view.len - pos, limit - pos, &total, &l);
+        if (here != RECORD_WHOLE) {
+            stop = here == RECORD_BLANK ? REQUESTS_BLANK : REQUESTS_CHECK;
+            break;
+        }
+        if (held_by_bytes ? l.topic_len == held_len && memcmp(at + l.topic_start, held, (size_t)held_len) == 0
+                          : 0) {
+            stop = REQUESTS_CHECK;
+            break;
+        }
+        Py_ssize_t q = packed_queue_of(&queues, &queue_count, &queue_cap, last_queue, at, &l);
+        if (q < 0) {
+            goto done;
+        }
+        last_queue = q;
+        if (!held_by_bytes) {
+            int same = PyUnicode_Compare(PyTuple_GET_ITEM(queues[q].key, 0), held_topic);
+            if (same == -1 && PyErr_Occurred()) {
+                goto done;
+            }
+            if (same == 0) {
+                stop = REQUESTS_CHECK;
+                break;
+            }
+        }
+        const char *props = (const char *)at + l.props_start, *props_end = (const char *)at + total;
+        long long born_ip_len = l.sys_flag & BORN_V6 ? 16 : 4;
+        long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8);
+        long long phy = l.phy_offset;
+        int type = 1 << ((l.sys_flag & TRANSACTION_MASK) >> TRANSACTION_SHIFT);
+        if (phy >= queue_from && (QUEUED_TRANSACTION_TYPES & type)) {
+            if (entry_count == entry_cap) {
+                Py_ssize_t grown = entry_cap * 2 + 64;
+                struct packed_entry *more = PyMem_Realloc(entries, (size_t)grown * sizeof(*entries));
+                if (more == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                entries = more;
+                entry_cap = grown;
+            }
+            if (queues[q].rank < 0) {
+                queues[q].rank = ranks++;
+            }
+            struct packed_entry *e = &entries[entry_count];
+            *e = (struct packed_entry){.queue = queues[q].rank, .queue_offset = read_be(at + REC_QUEUEOFFSET_POS, 8), .phy = phy,
+                                       .size = total, .pos = pos};
+            if (tags_code_of(props, props_end, &e->tags) < 0) {
+                goto done;
+            }
+            entry_count++;
+        }
+        if ((inclusive ? phy >= index_from : phy > index_from) && (INDEXED_TRANSACTION_TYPES & type)) {
+            if (g.keys != NULL && g.store_ts != store_ts && close_group(&g, groups) < 0) {
+                goto done;
+            }
+            if (g.keys == NULL) {
+                g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
+                if (g.keys == NULL) {
+                    goto done;
+                }
+            }
+            Py_ssize_t written = put_index_keys(g.keys, queues[q].topic_hash, phy, props, props_end);
+            if (written < 0) {
+                goto done;
+            }
+            g.last_keyless = written == 0;
+            g.with_keys += written > 0;
+        }
+        last_ts = store_ts;
+        pos += total;
+    }
+    if (close_group(&g, groups) < 0) {
+        goto done;
+    }
+    runs = packed_runs((PyTypeObject *)cls, buf, (Py_ssize_t)view.len, queues, queue_count, entries, entry_count);
+    PyObject *last = runs == NULL ? NULL : count > 0 ? PyLong_FromLongLong(last_ts) : Py_NewRef(Py_None);
+    if (last != NULL) {
+        result = Py_BuildValue("(LiOOLN)", pos, stop, runs, groups, count, last);
+    }
+    Py_XDECREF(runs);
+done:
+    Py_XDECREF(g.keys);
+    Py_XDECREF(groups);
+    for (Py_ssize_t q = 0; q < queue_count; q++) {
+        Py_DECREF(queues[q].key);
+    }
+    PyMem_Free(queues);
+    PyMem_Free(entries);
+    PyBuffer_Release(&view);
     return result;
 }

@@ -217,7 +217,12 @@ class Dispatcher:
                 written; dispatching again writes each entry once).
             OSError: a file could not be created.
         """
-        runs, groups = _pack_requests(reqs, queue_from, index_from, index_inclusive)
+        return self.write_packed(*_pack_requests(reqs, queue_from, index_from, index_inclusive))
+
+    def write_packed(self, runs: list[QueueRun], groups: list[IndexGroup]) -> tuple[int, int]:
+        """Write what `pack_requests` (or `dispatch_packed`) made: each queue run in one write, each
+        store millisecond's index keys in one; the queue-entry callback once per run with its newest
+        entry. Returns and raises as `dispatch_many`."""
         queued = 0
         for key, first_offset, units, ends, newest in runs:
             cq = self._queue_for(*key)
@@ -282,5 +287,66 @@ def _index_group(group: list[DispatchRequest]) -> IndexGroup:
 
 
 _END = struct.Struct("=q")
+
+
+class Packed(NamedTuple):
+    """What `dispatch_packed` made of a run of records: their queue runs and index groups (as
+    `pack_requests` makes them), how many records and the store timestamp of the last (None: none)."""
+
+    runs: list[QueueRun]
+    groups: list[IndexGroup]
+    records: int
+    last_store_timestamp: int | None
+
+
+def dispatch_packed_py(cls: type[DispatchRequest], buf: Buffer, pos: int, limit: int, max_count: int,
+                       held_topic: str, queue_from: int, index_from: int, inclusive: bool
+                       ) -> tuple[int, RequestStop, list[QueueRun], list[IndexGroup], int, int | None]:
+    """`dispatch_requests` of the records from `pos`, then `pack_requests` of their requests: (pos,
+    stop, runs, groups, how many records, the last one's store timestamp or None). The compiled
+    `dispatch_packed` makes the same in one pass over the bytes, with no request per record."""
+    reqs: list[DispatchRequest] = []
+    pos, stop = _dispatch_requests(cls, buf, pos, limit, max_count, held_topic, reqs)
+    runs, groups = _pack_requests(reqs, queue_from, index_from, inclusive)
+    return pos, RequestStop(stop), runs, groups, len(reqs), reqs[-1].store_timestamp if reqs else None
 _pack_requests: Callable[[list[DispatchRequest], int, int, bool], tuple[list[QueueRun], list[IndexGroup]]] = (
     pack_requests_py if speedups is None or not hasattr(speedups, "pack_requests") else speedups.pack_requests)
+_dispatch_packed: Callable[..., tuple[int, int, list[QueueRun], list[IndexGroup], int, int | None]] = (
+    dispatch_packed_py if speedups is None or not hasattr(speedups, "dispatch_packed")
+    else speedups.dispatch_packed)
+
+
+def packed_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch: int, queue_from: int,
+                index_from: int, inclusive: bool) -> Iterator[Packed]:
+    """What `Dispatcher.write_packed` writes for every record from physical offset `start` (a record
+    start) to the end of the data, in log order, at most `batch` records at a time: the queue runs and
+    index groups of `requests_from`'s requests packed by `pack_requests` (a record gets its queue entry
+    from `queue_from` on, its index keys from `index_from` on, or after it unless `inclusive`), made
+    from the bytes in one compiled call per run of records; a delayed record goes through
+    `decode_message` and `request_from_message`, and the walk stops quietly where `scan` stops."""
+    offset = max(start, commitlog.min_offset)
+    while offset < commitlog.max_offset:
+        mf = commitlog.queue.find(offset)
+        if mf is None:
+            return
+        pos, limit = offset - mf.file_from_offset, mf.wrote_position
+        while pos < limit:
+            pos, stop, runs, groups, count, last = _dispatch_packed(
+                DispatchRequest, mf.mm, pos, limit, batch, SCHEDULE_TOPIC, queue_from, index_from, inclusive)
+            if count:
+                yield Packed(runs, groups, count, last)
+            if stop == RequestStop.BLANK:
+                break
+            if stop == RequestStop.CHECK:
+                try:
+                    msg = decode_message(mf.mm, pos)
+                except CorruptRecordError:
+                    return
+                if msg is END_OF_FILE:
+                    break
+                if msg is NEED_DATA or pos + msg.size > limit:
+                    return
+                req = request_from_message(msg, delay_millis)
+                yield Packed(*_pack_requests([req], queue_from, index_from, inclusive), 1, req.store_timestamp)
+                pos += msg.size
+        offset = mf.end_offset

@@ -32,7 +32,7 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.message import Message
 from rocketstore.services import odd_files, recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
-from rocketstore.services.dispatch import DispatchRequest, request_from_message, requests_from
+from rocketstore.services.dispatch import packed_from, request_from_message
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.services.service import Service
@@ -233,14 +233,13 @@ class StoreLifecycle(StoreCore):
     def _dispatch_from(self, start: int, cq_from: int, index_from: int, abnormal: bool,
                        report: recovery.RecoveryReport, *, skip_gaps: bool) -> None:
         if not skip_gaps:  # the usual catch-up: batches of records, as puts dispatch them
-            batch: list[DispatchRequest] = []
-            for requests in requests_from(self.commitlog, start, self._delay_millis, DISPATCH_BATCH):
-                batch.extend(requests)
-                if len(batch) >= DISPATCH_BATCH:
-                    self._dispatch_batch(batch, cq_from, index_from, abnormal, report)
-                    batch = []
-            if batch:
-                self._dispatch_batch(batch, cq_from, index_from, abnormal, report)
+            for packed in packed_from(self.commitlog, start, self._delay_millis, DISPATCH_BATCH, cq_from, index_from,
+                                      abnormal):
+                queued, indexed = self._dispatcher.write_packed(packed.runs, packed.groups)
+                report.queue_entries_dispatched += queued
+                report.index_records_dispatched += indexed
+                if packed.last_store_timestamp is not None:
+                    self._last_store_timestamp = packed.last_store_timestamp
             return
         for msg in self.commitlog.scan(start):
             req = request_from_message(msg, self._delay_millis)
@@ -256,14 +255,6 @@ class StoreLifecycle(StoreCore):
             report.queue_entries_dispatched += queued  # what was added, not what was looked at
             report.index_records_dispatched += indexed
             self._last_store_timestamp = msg.store_timestamp
-
-    def _dispatch_batch(self, batch: list[DispatchRequest], cq_from: int, index_from: int, abnormal: bool,
-                        report: recovery.RecoveryReport) -> None:
-        queued, indexed = self._dispatcher.dispatch_many(batch, queue_from=cq_from, index_from=index_from,
-                                                         index_inclusive=abnormal)
-        report.queue_entries_dispatched += queued
-        report.index_records_dispatched += indexed
-        self._last_store_timestamp = batch[-1].store_timestamp
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None

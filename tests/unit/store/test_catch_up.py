@@ -56,10 +56,12 @@ def _written(root: Path) -> None:
 
 @pytest.mark.parametrize("builder", ["compiled", "twin"])
 def test_the_catch_up_rebuilds_what_the_store_wrote(tmp_path, monkeypatch, builder):
-    if builder == "compiled" and (speedups is None or dispatch._dispatch_requests is dispatch.dispatch_requests_py):
+    if builder == "compiled" and (speedups is None or dispatch._dispatch_packed is dispatch.dispatch_packed_py):
         pytest.skip("the compiled module is not built (or ROCKETSTORE_PURE_PYTHON is set)")
     if builder == "twin":
+        monkeypatch.setattr(dispatch, "_dispatch_packed", dispatch.dispatch_packed_py)
         monkeypatch.setattr(dispatch, "_dispatch_requests", dispatch.dispatch_requests_py)
+        monkeypatch.setattr(dispatch, "_pack_requests", dispatch.pack_requests_py)
     original = tmp_path / "original"
     _written(original)
     queues, index = _files(original, CONSUME_QUEUE_DIR), _index(original)
