@@ -538,23 +538,57 @@ put_index_key(PyObject *keys, uint32_t topic_hash, long long phy, const char *ke
     return 0;
 }
 
-/* The index keys of one record (props: its properties text) into the group: UNIQ_KEY, then each
- * non-empty KEYS token, as index_keys_of orders them. How many it wrote, -1 after an error. */
-static Py_ssize_t
-put_index_keys(PyObject *keys, uint32_t topic_hash, long long phy, const char *props, const char *end)
+/* The values dispatch reads of a record's properties: TAGS, KEYS and UNIQ_KEY, each [start, end) of the
+ * last well-formed segment of that name (rs_last_property's rule), start NULL when there is none. */
+struct dispatch_values {
+    const char *tags, *tags_end, *keys, *keys_end, *uniq, *uniq_end;
+};
+
+/* The three values of the UTF-8 properties text [p, end) in one pass (three rs_last_property calls'
+ * answers). */
+static void
+dispatch_values_of(const char *p, const char *end, struct dispatch_values *v)
 {
-    const char *value, *value_end;
+    *v = (struct dispatch_values){NULL, NULL, NULL, NULL, NULL, NULL};
+    while (p < end) {
+        const char *stop = memchr(p, 0x02, (size_t)(end - p));
+        if (stop == NULL) {
+            stop = end;
+        }
+        const char *sep = memchr(p, 0x01, (size_t)(stop - p));
+        if (sep != NULL && sep >= p + 1 && sep < stop - 1) {
+            size_t len = (size_t)(sep - p);
+            if (len == 4 && memcmp(p, "TAGS", 4) == 0) {
+                v->tags = sep + 1;
+                v->tags_end = stop;
+            } else if (len == 4 && memcmp(p, "KEYS", 4) == 0) {
+                v->keys = sep + 1;
+                v->keys_end = stop;
+            } else if (len == 8 && memcmp(p, "UNIQ_KEY", 8) == 0) {
+                v->uniq = sep + 1;
+                v->uniq_end = stop;
+            }
+        }
+        p = stop + 1;
+    }
+}
+
+/* The index keys of one record into the group: UNIQ_KEY, then each non-empty KEYS token, as
+ * index_keys_of orders them. How many it wrote, -1 after an error. */
+static Py_ssize_t
+put_index_keys(PyObject *keys, uint32_t topic_hash, long long phy, const struct dispatch_values *v)
+{
     Py_ssize_t count = 0;
-    if (props < end && rs_last_property(props, end, "UNIQ_KEY", 8, &value, &value_end) && value_end > value) {
-        if (put_index_key(keys, topic_hash, phy, value, value_end - value) < 0) {
+    if (v->uniq != NULL) {
+        if (put_index_key(keys, topic_hash, phy, v->uniq, v->uniq_end - v->uniq) < 0) {
             return -1;
         }
         count++;
     }
-    if (props < end && rs_last_property(props, end, "KEYS", 4, &value, &value_end)) {
-        for (const char *token = value; token < value_end;) { /* a space is never inside a replaced sequence */
-            const char *space = memchr(token, ' ', (size_t)(value_end - token));
-            const char *token_end = space == NULL ? value_end : space;
+    if (v->keys != NULL) {
+        for (const char *token = v->keys; token < v->keys_end;) { /* a space is never inside a replaced sequence */
+            const char *space = memchr(token, ' ', (size_t)(v->keys_end - token));
+            const char *token_end = space == NULL ? v->keys_end : space;
             if (token_end > token) {
                 if (put_index_key(keys, topic_hash, phy, token, token_end - token) < 0) {
                     return -1;
@@ -582,22 +616,30 @@ struct packed_entry {
     long long queue_offset, phy, size, tags, pos;
 };
 
+#define QUEUE_SLOTS 64 /* packed_queue_of's direct-mapped cache of queues */
+
 /* The index of the queue of the record at `at` in `queues` (added when new; NULL key until the topic
- * str is made), -1 after an error. The records of a run of one queue usually follow one another, so
- * the last queue found is tried first. */
+ * str is made), -1 after an error. `slots` (QUEUE_SLOTS of them, -1 when empty) remembers the queue last
+ * found for a hash of the queue id and the topic's length and ends, so most records compare one queue. */
 static Py_ssize_t
-packed_queue_of(struct packed_queue **queues, Py_ssize_t *count, Py_ssize_t *cap, Py_ssize_t last,
+packed_queue_of(struct packed_queue **queues, Py_ssize_t *count, Py_ssize_t *cap, Py_ssize_t *slots,
                 const unsigned char *at, const struct layout *l)
 {
     const unsigned char *topic = at + l->topic_start;
     long long queue_id = read_be(at + REC_QUEUEID_POS, 4);
+    uint32_t spread = (uint32_t)queue_id * 2654435761u ^ (uint32_t)l->topic_len * 40503u;
+    if (l->topic_len > 0) {
+        spread ^= (uint32_t)topic[0] * 97u ^ (uint32_t)topic[l->topic_len - 1] * 7919u;
+    }
+    Py_ssize_t *slot = &slots[(spread ^ spread >> 16) % QUEUE_SLOTS];
     for (Py_ssize_t probe = -1; probe < *count; probe++) {
-        Py_ssize_t q = probe < 0 ? last : probe;
-        if (q < 0 || q >= *count) {
+        Py_ssize_t q = probe < 0 ? *slot : probe;
+        if (q < 0) {
             continue;
         }
         struct packed_queue *s = &(*queues)[q];
         if (s->queue_id == queue_id && s->topic_len == l->topic_len && memcmp(s->topic, topic, (size_t)s->topic_len) == 0) {
+            *slot = q;
             return q;
         }
     }
@@ -615,6 +657,7 @@ packed_queue_of(struct packed_queue **queues, Py_ssize_t *count, Py_ssize_t *cap
         }
         if (same == 0) {
             Py_DECREF(text);
+            *slot = q;
             return q;
         }
     }
@@ -641,6 +684,7 @@ packed_queue_of(struct packed_queue **queues, Py_ssize_t *count, Py_ssize_t *cap
                                               .rank = -1};
     Py_DECREF(text);
     Py_DECREF(qid);
+    *slot = *count;
     return (*count)++;
 }
 
@@ -731,15 +775,13 @@ packed_runs(PyTypeObject *cls, const unsigned char *buf, Py_ssize_t len, const s
     return runs;
 }
 
-/* The tags code of a record (props: its properties text): format.javahash.tags_code of TAGS, 0 without.
- * 0 with *code set, -1 after an error. */
+/* The tags code of a record: format.javahash.tags_code of its TAGS, 0 without. 0 with *code set, -1
+ * after an error. */
 static int
-tags_code_of(const char *props, const char *end, long long *code)
+tags_code_of(const struct dispatch_values *v, long long *code)
 {
-    const char *value, *value_end;
     uint32_t h = 0;
-    if (props < end && rs_last_property(props, end, "TAGS", 4, &value, &value_end) && value_end > value
-        && hash_utf8(0, value, value_end - value, &h) < 0) {
+    if (v->tags != NULL && hash_utf8(0, v->tags, v->tags_end - v->tags, &h) < 0) {
         return -1;
     }
     *code = (int32_t)h;
@@ -792,7 +834,10 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
     const unsigned char *buf = (const unsigned char *)view.buf;
     struct packed_queue *queues = NULL;
     struct packed_entry *entries = NULL;
-    Py_ssize_t queue_count = 0, queue_cap = 0, entry_count = 0, entry_cap = 0, last_queue = -1, ranks = 0;
+    Py_ssize_t queue_count = 0, queue_cap = 0, entry_count = 0, entry_cap = 0, ranks = 0, slots[QUEUE_SLOTS];
+    for (int s = 0; s < QUEUE_SLOTS; s++) {
+        slots[s] = -1;
+    }
     PyObject *groups = PyList_New(0), *runs = NULL, *result = NULL;
     long long last_ts = -1; /* a record's store timestamp is any int64: `count` says whether there is one */
     struct index_group g = {.keys = NULL};
@@ -810,16 +855,19 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
             stop = here == RECORD_BLANK ? REQUESTS_BLANK : REQUESTS_CHECK;
             break;
         }
+        if (pos + 2 * total <= limit) { /* the next record's head and, if it is as long, its tail */
+            __builtin_prefetch(at + total);
+            __builtin_prefetch(at + 2 * total - 64);
+        }
         if (held_by_bytes ? l.topic_len == held_len && memcmp(at + l.topic_start, held, (size_t)held_len) == 0
                           : 0) {
             stop = REQUESTS_CHECK;
             break;
         }
-        Py_ssize_t q = packed_queue_of(&queues, &queue_count, &queue_cap, last_queue, at, &l);
+        Py_ssize_t q = packed_queue_of(&queues, &queue_count, &queue_cap, slots, at, &l);
         if (q < 0) {
             goto done;
         }
-        last_queue = q;
         if (!held_by_bytes) {
             int same = PyUnicode_Compare(PyTuple_GET_ITEM(queues[q].key, 0), held_topic);
             if (same == -1 && PyErr_Occurred()) {
@@ -830,7 +878,8 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
                 break;
             }
         }
-        const char *props = (const char *)at + l.props_start, *props_end = (const char *)at + total;
+        struct dispatch_values values;
+        dispatch_values_of((const char *)at + l.props_start, (const char *)at + total, &values);
         long long born_ip_len = l.sys_flag & BORN_V6 ? 16 : 4;
         long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8);
         long long phy = l.phy_offset;
@@ -852,7 +901,7 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
             struct packed_entry *e = &entries[entry_count];
             *e = (struct packed_entry){.queue = queues[q].rank, .queue_offset = read_be(at + REC_QUEUEOFFSET_POS, 8), .phy = phy,
                                        .size = total, .pos = pos};
-            if (tags_code_of(props, props_end, &e->tags) < 0) {
+            if (tags_code_of(&values, &e->tags) < 0) {
                 goto done;
             }
             entry_count++;
@@ -867,7 +916,7 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
                     goto done;
                 }
             }
-            Py_ssize_t written = put_index_keys(g.keys, queues[q].topic_hash, phy, props, props_end);
+            Py_ssize_t written = put_index_keys(g.keys, queues[q].topic_hash, phy, &values);
             if (written < 0) {
                 goto done;
             }
