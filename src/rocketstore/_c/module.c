@@ -98,7 +98,7 @@ static PyMethodDef methods[] = {
     {"walk_records", (PyCFunction)(void (*)(void))speedups_walk_records, METH_FASTCALL,
      "The recovery walk over one commitlog file from a position: (stop position, records passed, why)."},
     {"pack_requests", (PyCFunction)(void (*)(void))speedups_pack_requests, METH_FASTCALL,
-     "What Dispatcher.dispatch_many writes for a list of DispatchRequests: queue runs and index groups."},
+     "What Dispatcher.write_packed writes for a list of DispatchRequests: queue runs and index groups."},
     {"dispatch_requests", (PyCFunction)(void (*)(void))speedups_dispatch_requests, METH_FASTCALL,
      "The catch-up's dispatch requests of the records of one commitlog file from a position."},
     {"dispatch_packed", (PyCFunction)(void (*)(void))speedups_dispatch_packed, METH_FASTCALL,

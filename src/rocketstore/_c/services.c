@@ -4,7 +4,7 @@
  *                                     over one commitlog file, checking each record
  *   dispatch_requests(cls, buf, ...)  rocketstore.services.dispatch.dispatch_requests_py: the catch-up's
  *                                     dispatch requests of a run of records
- *   pack_requests(reqs, ...)          rocketstore.services.dispatch.pack_requests_py: what dispatch_many
+ *   pack_requests(reqs, ...)          rocketstore.services.dispatch.pack_requests_py: what write_packed
  *                                     writes for them (queue runs, index groups)
  *   dispatch_packed(cls, buf, ...)    rocketstore.services.dispatch.dispatch_packed_py: the two above in
  *                                     one pass over the bytes (the catch-up's path)
@@ -383,7 +383,7 @@ close_group(struct index_group *g, PyObject *groups)
     return failed ? -1 : 0;
 }
 
-/* pack_requests(reqs, queue_from, index_from, inclusive) -> (runs, groups): what Dispatcher.dispatch_many
+/* pack_requests(reqs, queue_from, index_from, inclusive) -> (runs, groups): what Dispatcher.write_packed
  * writes for the DispatchRequests `reqs` (log order): each queue's runs of entries with consecutive queue
  * offsets (key, first offset, units, ends, newest request), queues in the order they first appear, and
  * the index keys of each store millisecond (store timestamp, keys, ends keyless, with keys); which

@@ -149,7 +149,7 @@ class EntryScan(NamedTuple):
     """Why the entries do not look like a consume queue's, None when they do."""
 
 
-def scan_entries(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int], bool] | None = None) -> EntryScan:
+def scan_entries_py(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int], bool] | None = None) -> EntryScan:
     """Check that `buf` holds what a consume queue writes: fillers, then entries pointing at strictly
     increasing log offsets (a queue's records follow one another in the log), then only zeros.
 
@@ -180,6 +180,41 @@ def scan_entries(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int], bo
 
 
 _SCAN_CHUNK = UNIT_SIZE * 3276  # ~64 KiB of entries at a time
+
+
+def scan_entries(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int], bool] | None = None) -> EntryScan:
+    """`scan_entries_py` over the whole buffer at once with numpy when it is installed (recovery checks
+    every entry of every queue's files from the checkpoint on: 10 M entries took 2.3 s entry by entry)."""
+    if _np is None:
+        return scan_entries_py(buf, after_phy, zero_from)
+    units = _np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
+    phy, size, code = units["phy"], units["size"], units["code"]
+    filler = (phy == 0) & (size == FILLER_SIZE) & (code == 0)
+    entry = (phy >= 0) & (size > 0) & ~filler
+    seen_entry = _np.cumsum(entry)  # entries up to and including each position
+    # the phy of the entry before each position (after_phy before the first), as `last` of the walk
+    last_index = _np.maximum.accumulate(_np.where(entry, _np.arange(len(units)), -1))
+    before = _np.concatenate(([-1], last_index[:-1])) if len(units) else last_index
+    last_before = _np.where(before >= 0, phy[_np.maximum(before, 0)], after_phy)
+    filler_refused = filler & ((after_phy >= 0) | (seen_entry > 0))  # a filler after entries
+    entry_refused = entry & (phy <= last_before)  # not after the entry before it
+    stops = _np.flatnonzero(~(filler | entry) | filler_refused | entry_refused)
+    if not len(stops):
+        newest = int(last_index[-1]) if len(units) else -1
+        return EntryScan(len(units), int(phy[newest]) if newest >= 0 else after_phy, None)
+    n = int(stops[0])
+    last = int(last_before[n])
+    if filler_refused[n]:
+        return EntryScan(n, last, f"entry {n}: a filler entry after entries")
+    return _entries_end(n, last, int(phy[n]), int(size[n]), int(code[n]),
+                        zero_from if zero_from is not None else _zero_from_bytes(memoryview(buf)))
+
+
+def _zero_from_bytes(view: memoryview) -> Callable[[int], bool]:
+    def zero_from(pos: int) -> bool:
+        rest = view[pos:]
+        return bytes(rest).count(0) == len(rest)
+    return zero_from
 
 
 def _entries_end(n: int, last: int, phy: int, size: int, tags: int, zero_from: Callable[[int], bool]) -> EntryScan:

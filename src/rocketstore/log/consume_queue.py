@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from functools import partial
 from pathlib import Path
 
@@ -224,7 +225,9 @@ class ConsumeQueue:
         """
         count = len(units) // UNIT_SIZE
         last = -1
-        i = 0
+        # the entries whose records end by max_physic_offset are there already (a re-dispatch after a
+        # crash): the records follow one another, so their ends ascend and one bisect passes them all
+        i = bisect_right(range(count), self.max_physic_offset, key=partial(_unit_end, units))
         while i < count:
             phy, size, _ = UNIT.unpack_from(units, i * UNIT_SIZE)
             mf = self._file_for(phy, size, queue_offset + i)
@@ -322,3 +325,9 @@ class ConsumeQueue:
     def close(self) -> None:
         """Unmap every file."""
         self.queue.close()
+
+
+def _unit_end(units: bytes | bytearray, i: int) -> int:
+    """The end of the record the `i`-th 20-byte unit of `units` points at (its phy offset + size)."""
+    phy, size, _ = UNIT.unpack_from(units, i * UNIT_SIZE)
+    return int(phy + size)

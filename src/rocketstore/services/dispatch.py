@@ -200,29 +200,20 @@ class Dispatcher:
             indexed = self.index.build(req.topic, req.phy_offset, req.store_timestamp, req.keys, req.uniq_key)
         return queued, indexed
 
-    def dispatch_many(self, reqs: list[DispatchRequest], *, queue_from: int, index_from: int,
-                      index_inclusive: bool) -> tuple[int, int]:
-        """`dispatch` of records in log order, batched as a put batches them: each queue's entries with
-        consecutive queue offsets in one write (`ConsumeQueue.put_units`), the index keys of the records
-        stored in the same millisecond in one (`IndexService.build_keys`), the queue-entry callback once
-        per run with its newest entry. A record gets its queue entry from physical offset `queue_from`
-        on, its index keys from `index_from` on (after it, unless `index_inclusive`). Idempotent, as
-        `dispatch`.
+    def write_packed(self, runs: list[QueueRun], groups: list[IndexGroup]) -> tuple[int, int]:
+        """Write what `pack_requests` or `dispatch_packed` made of records in log order: each queue run
+        (entries with consecutive queue offsets) in one write (`ConsumeQueue.put_units`), each store
+        millisecond's index keys in one (`IndexService.build_keys`), the queue-entry callback once per
+        run with its newest entry. Idempotent, as `dispatch`.
 
         Returns:
             how many queue entries were added, and how many records were indexed.
 
         Raises:
-            StoreError: a queue entry would leave a gap (entries of other queues of `reqs` may have been
-                written; dispatching again writes each entry once).
+            StoreError: a queue entry would leave a gap (entries of other runs may have been written;
+                writing again writes each entry once).
             OSError: a file could not be created.
         """
-        return self.write_packed(*_pack_requests(reqs, queue_from, index_from, index_inclusive))
-
-    def write_packed(self, runs: list[QueueRun], groups: list[IndexGroup]) -> tuple[int, int]:
-        """Write what `pack_requests` (or `dispatch_packed`) made: each queue run in one write, each
-        store millisecond's index keys in one; the queue-entry callback once per run with its newest
-        entry. Returns and raises as `dispatch_many`."""
         queued = 0
         for key, first_offset, units, ends, newest in runs:
             cq = self._queue_for(*key)
@@ -253,7 +244,7 @@ IndexGroup = tuple[int, bytearray, bool, int]
 
 def pack_requests_py(reqs: list[DispatchRequest], queue_from: int, index_from: int, inclusive: bool
                      ) -> tuple[list[QueueRun], list[IndexGroup]]:
-    """What `Dispatcher.dispatch_many` writes for `reqs` (in log order): each queue's runs of entries with
+    """What `Dispatcher.write_packed` writes for `reqs` (in log order): each queue's runs of entries with
     consecutive queue offsets, queues in the order they first appear (a record gets its entry from
     `queue_from` on), and the index keys grouped by store millisecond (from `index_from` on, or after it
     unless `inclusive`). The compiled `pack_requests` makes the same from the same requests."""

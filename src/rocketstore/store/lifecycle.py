@@ -109,7 +109,7 @@ def _record_geometry(root: Path, config: StoreConfig) -> None:
 
 
 DISPATCH_BATCH = 4096
-"""Records a recovery's catch-up dispatches at once (Dispatcher.dispatch_many)."""
+"""Records a recovery's catch-up dispatches at once (one dispatch_packed, one Dispatcher.write_packed)."""
 
 
 class StoreLifecycle(StoreCore):

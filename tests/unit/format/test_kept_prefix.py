@@ -1,6 +1,6 @@
 """The numpy paths over a consume-queue file (the read-only open's end, the first entry at or after an
-offset) equal the plain walks, on entries of every kind (fillers, valid, invalid, past the log's end,
-zeros)."""
+offset, recovery's check of the entries) equal the plain walks, on entries of every kind (fillers,
+valid, invalid, past the log's end, zeros)."""
 
 from __future__ import annotations
 
@@ -39,3 +39,14 @@ def test_the_numpy_layout_is_the_declared_unit():
 def test_the_first_entry_at_or_after_an_offset_is_the_walks(entries, min_phy):
     buf = b"".join(cq.pack_unit(*e) for e in entries)
     assert cq.first_at_or_after(buf, min_phy) == cq.first_at_or_after_py(buf, min_phy)
+
+
+@given(st.lists(entry, max_size=40), st.sampled_from([-1, 0, 5_000]), st.integers(0, 19), st.booleans())
+def test_the_check_of_the_entries_is_the_walks(entries, after_phy, tail, increasing):
+    if increasing:  # mostly a queue's shape: fillers, then entries pointing further on, then zeros
+        entries = sorted(entries, key=lambda e: (e != (0, cq.FILLER_SIZE, 0), e[0]))
+    buf = b"".join(cq.pack_unit(*e) for e in entries) + b"\0" * tail
+    assert cq.scan_entries(buf, after_phy) == cq.scan_entries_py(buf, after_phy)
+    zeros_from = len(buf) // 2  # a caller's own answer for the zeros
+    assert cq.scan_entries(buf, after_phy, lambda pos: pos >= zeros_from) == \
+        cq.scan_entries_py(buf, after_phy, lambda pos: pos >= zeros_from)
