@@ -195,6 +195,22 @@ dispatch_request(PyTypeObject *cls, const unsigned char *at, long long total, co
     return req;
 }
 
+/* The buffer of a run of records [pos, limit) into `view` (released by the caller): 0, or -1 with
+ * ValueError naming `who` when the positions fall outside it. */
+static int
+run_view(PyObject *buffer, long long pos, long long limit, const char *who, Py_buffer *view)
+{
+    if (PyObject_GetBuffer(buffer, view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    if (pos < 0 || limit < pos || limit > (long long)view->len) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s: positions outside the buffer", who);
+        return -1;
+    }
+    return 0;
+}
+
 /* dispatch_requests(cls, buffer, pos, limit, max_count, held_topic, out) -> (pos, stop): the catch-up's
  * requests for the records of one commitlog file's mapping from `pos`: for each whole, well-formed
  * record that ends by `limit` (the file's written bytes), `cls` (services.dispatch.DispatchRequest) made
@@ -222,12 +238,7 @@ speedups_dispatch_requests(PyObject *Py_UNUSED(module), PyObject *const *args, P
         return NULL;
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    if (pos < 0 || limit < pos || limit > (long long)view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "dispatch_requests: positions outside the buffer");
+    if (run_view(args[1], pos, limit, "dispatch_requests", &view) < 0) {
         return NULL;
     }
     const unsigned char *buf = (const unsigned char *)view.buf;
@@ -823,12 +834,7 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
     }
     int held_by_bytes = PyUnicode_FindChar(held_topic, 0xFFFD, 0, PyUnicode_GET_LENGTH(held_topic), 1) == -1;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    if (pos < 0 || limit < pos || limit > (long long)view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "dispatch_packed: positions outside the buffer");
+    if (run_view(args[1], pos, limit, "dispatch_packed", &view) < 0) {
         return NULL;
     }
     const unsigned char *buf = (const unsigned char *)view.buf;

@@ -19,7 +19,7 @@ from rocketstore.errors import CorruptRecordError
 from rocketstore.format import properties as props
 from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.javahash import tags_code
-from rocketstore.format.message import END_OF_FILE, NEED_DATA, StoredMessage, decode_message
+from rocketstore.format.message import END_OF_FILE, NEED_DATA, DecodeResult, StoredMessage, decode_message
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.commitlog import CommitLog
@@ -155,13 +155,10 @@ def requests_from(commitlog: CommitLog, start: int, delay_millis: list[int], bat
             if stop == RequestStop.CHECK:
                 if base + pos >= stop_at:
                     return
-                try:
-                    msg = decode_message(mf.mm, pos)
-                except CorruptRecordError:
-                    return
-                if msg is END_OF_FILE:
-                    break
-                if msg is NEED_DATA or pos + msg.size > limit:
+                msg = _record_left(mf.mm, pos, limit)
+                if not isinstance(msg, StoredMessage):
+                    if msg is END_OF_FILE:
+                        break
                     return
                 yield [request_from_message(msg, delay_millis)]
                 pos += msg.size
@@ -169,6 +166,21 @@ def requests_from(commitlog: CommitLog, start: int, delay_millis: list[int], bat
 
 
 _phy_offset_of = attrgetter("phy_offset")
+
+
+def _record_left(buf: Buffer, pos: int, limit: int) -> DecodeResult | None:
+    """The record at `pos` that a compiled run left to the full decode (a delayed record, or what is not
+    a whole record): the message, END_OF_FILE for a blank record (the file's data ends), None where the
+    walk stops as `CommitLog.scan` stops (damage, a record not whole by `limit`)."""
+    try:
+        msg = decode_message(buf, pos)
+    except CorruptRecordError:
+        return None
+    if msg is END_OF_FILE:
+        return END_OF_FILE
+    if msg is NEED_DATA or pos + msg.size > limit:
+        return None
+    return msg
 
 
 class Dispatcher:
@@ -329,13 +341,10 @@ def packed_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch
             if stop == RequestStop.BLANK:
                 break
             if stop == RequestStop.CHECK:
-                try:
-                    msg = decode_message(mf.mm, pos)
-                except CorruptRecordError:
-                    return
-                if msg is END_OF_FILE:
-                    break
-                if msg is NEED_DATA or pos + msg.size > limit:
+                msg = _record_left(mf.mm, pos, limit)
+                if not isinstance(msg, StoredMessage):
+                    if msg is END_OF_FILE:
+                        break
                     return
                 req = request_from_message(msg, delay_millis)
                 yield Packed(*_pack_requests([req], queue_from, index_from, inclusive), 1, req.store_timestamp)
