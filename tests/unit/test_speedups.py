@@ -749,8 +749,9 @@ def test_pack_run_takes_sixteen_queues_a_run_and_the_next_call_the_rest():
     prepared = [PREPARER.prepare_py(Message("T", b"body", queue_id=q % 20, keys=("k",))) for q in range(45)]
     prepared += [PREPARER.prepare_py(Message("T", b"body", queue_id=3))._replace(queue_key=("T", True))]  # == ("T", 1)
     checked_topic("TopicX")
+    topic_x = "TopicX"
     twin_topic = "".join(["Topic", "X"])  # equal to "TopicX", another object
-    assert twin_topic is not "TopicX"  # noqa: F632
+    assert twin_topic == topic_x and id(twin_topic) != id(topic_x)
     prepared += [PREPARER.prepare_py(Message("TopicX", b"body", queue_id=2)),
                  PREPARER.prepare_py(Message("TopicX", b"body", queue_id=2))._replace(queue_key=(twin_topic, 2))]
     store_ip = bytes([10, 0, 0, 1])
