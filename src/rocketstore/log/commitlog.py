@@ -12,6 +12,7 @@ from rocketstore.format.message import (
     NEED_DATA,
     PREFIX,
     PREFIX_SIZE,
+    DecodeResult,
     StoredMessage,
     decode_message,
     encode_blank,
@@ -141,34 +142,53 @@ class CommitLog:
 
         Stops quietly at the first byte that is not a whole record (the end of the written data).
         """
-        offset = self.min_offset if start is None else max(start, self.min_offset)
         stop = self.max_offset if end is None else min(end, self.max_offset)
-        while offset < stop:
-            mf = self.queue.find(offset)
-            if mf is None:
-                return
-            pos = offset - mf.file_from_offset
+        for mf, pos in self.files_from(self.min_offset if start is None else start, stop):
             wrote = mf.wrote_position
             limit = min(wrote, stop - mf.file_from_offset)
             mm = mf.mm
             base = mf.file_from_offset
             while pos < limit:
-                # the usual record, whole and at its own offset, in one compiled call; decode_message
+                # the usual record, whole and at its own offset, in one compiled call; decoded_record
                 # answers for anything else (a blank, a torn or damaged record, one copied from elsewhere)
                 result = record_at(StoredMessage, mm, pos, wrote, base + pos)
                 if result is None:
-                    try:
-                        result = decode_message(mm, pos)
-                    except CorruptRecordError:
+                    decoded = decoded_record(mm, pos, wrote)
+                    if not isinstance(decoded, StoredMessage):
+                        if decoded is END_OF_FILE:
+                            break
                         return
-                    if result is END_OF_FILE:
-                        break
-                    if result is NEED_DATA or pos + result.size > wrote:
-                        return
+                    result = decoded
                 yield result
                 pos += result.size
+
+    def files_from(self, start: int, stop: int) -> Iterator[tuple[MappedFile, int]]:
+        """The walk of the log from physical offset `start` (a record start; the oldest data if before
+        it) until `stop`: each file it crosses, with the position in that file where the walk enters
+        (the walker steps through the file's records and the next file follows)."""
+        offset = max(start, self.min_offset)
+        while offset < stop:
+            mf = self.queue.find(offset)
+            if mf is None:
+                return
+            yield mf, offset - mf.file_from_offset
             offset = mf.end_offset
 
     def close(self) -> None:
         """Unmap every file."""
         self.queue.close()
+
+
+def decoded_record(buf: Buffer, pos: int, wrote: int) -> DecodeResult | None:
+    """The record at `pos` of a commitlog file's mapping `buf` (`wrote` bytes written) through the full
+    decode, for what a compiled walk leaves: the message, END_OF_FILE for a blank record (the file's
+    data ends), None where a walk of the log stops (damage, or a record not whole by `wrote`)."""
+    try:
+        msg = decode_message(buf, pos)
+    except CorruptRecordError:
+        return None
+    if msg is END_OF_FILE:
+        return END_OF_FILE
+    if msg is NEED_DATA or pos + msg.size > wrote:
+        return None
+    return msg

@@ -19,10 +19,10 @@ from rocketstore.errors import CorruptRecordError
 from rocketstore.format import properties as props
 from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.javahash import tags_code
-from rocketstore.format.message import END_OF_FILE, NEED_DATA, DecodeResult, StoredMessage, decode_message
+from rocketstore.format.message import END_OF_FILE, NEED_DATA, StoredMessage, decode_message
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.format.topics import SCHEDULE_TOPIC
-from rocketstore.log.commitlog import CommitLog
+from rocketstore.log.commitlog import CommitLog, decoded_record
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_service import IndexService, index_keys_of
 from rocketstore.native import speedups
@@ -132,14 +132,9 @@ def requests_from(commitlog: CommitLog, start: int, delay_millis: list[int], bat
     before `end`; None: to the end of the data), built in one compiled call per run of records; what
     that call leaves (a delayed record, or the end of the data) goes through `decode_message` and
     `request_from_message`, and the walk stops quietly where `scan` stops."""
-    offset = max(start, commitlog.min_offset)
     stop_at = commitlog.max_offset if end is None else min(end, commitlog.max_offset)
-    while offset < stop_at:
-        mf = commitlog.queue.find(offset)
-        if mf is None:
-            return
-        base = mf.file_from_offset
-        pos, limit = offset - base, mf.wrote_position
+    for mf, pos in commitlog.files_from(start, stop_at):
+        base, limit = mf.file_from_offset, mf.wrote_position
         while pos < limit:
             if base + pos >= stop_at:
                 return
@@ -155,32 +150,16 @@ def requests_from(commitlog: CommitLog, start: int, delay_millis: list[int], bat
             if stop == RequestStop.CHECK:
                 if base + pos >= stop_at:
                     return
-                msg = _record_left(mf.mm, pos, limit)
+                msg = decoded_record(mf.mm, pos, limit)
                 if not isinstance(msg, StoredMessage):
                     if msg is END_OF_FILE:
                         break
                     return
                 yield [request_from_message(msg, delay_millis)]
                 pos += msg.size
-        offset = mf.end_offset
 
 
 _phy_offset_of = attrgetter("phy_offset")
-
-
-def _record_left(buf: Buffer, pos: int, limit: int) -> DecodeResult | None:
-    """The record at `pos` that a compiled run left to the full decode (a delayed record, or what is not
-    a whole record): the message, END_OF_FILE for a blank record (the file's data ends), None where the
-    walk stops as `CommitLog.scan` stops (damage, a record not whole by `limit`)."""
-    try:
-        msg = decode_message(buf, pos)
-    except CorruptRecordError:
-        return None
-    if msg is END_OF_FILE:
-        return END_OF_FILE
-    if msg is NEED_DATA or pos + msg.size > limit:
-        return None
-    return msg
 
 
 class Dispatcher:
@@ -327,12 +306,8 @@ def packed_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch
     from `queue_from` on, its index keys from `index_from` on, or after it unless `inclusive`), made
     from the bytes in one compiled call per run of records; a delayed record goes through
     `decode_message` and `request_from_message`, and the walk stops quietly where `scan` stops."""
-    offset = max(start, commitlog.min_offset)
-    while offset < commitlog.max_offset:
-        mf = commitlog.queue.find(offset)
-        if mf is None:
-            return
-        pos, limit = offset - mf.file_from_offset, mf.wrote_position
+    for mf, pos in commitlog.files_from(start, commitlog.max_offset):
+        limit = mf.wrote_position
         while pos < limit:
             pos, stop, runs, groups, count, last = _dispatch_packed(
                 DispatchRequest, mf.mm, pos, limit, batch, SCHEDULE_TOPIC, queue_from, index_from, inclusive)
@@ -341,7 +316,7 @@ def packed_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch
             if stop == RequestStop.BLANK:
                 break
             if stop == RequestStop.CHECK:
-                msg = _record_left(mf.mm, pos, limit)
+                msg = decoded_record(mf.mm, pos, limit)
                 if not isinstance(msg, StoredMessage):
                     if msg is END_OF_FILE:
                         break
@@ -349,4 +324,3 @@ def packed_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch
                 req = request_from_message(msg, delay_millis)
                 yield Packed(*_pack_requests([req], queue_from, index_from, inclusive), 1, req.store_timestamp)
                 pos += msg.size
-        offset = mf.end_offset
