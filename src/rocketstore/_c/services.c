@@ -629,9 +629,10 @@ struct packed_entry {
 
 #define QUEUE_SLOTS 64 /* packed_queue_of's direct-mapped cache of queues */
 
-/* The index of the queue of the record at `at` in `queues` (added when new; NULL key until the topic
- * str is made), -1 after an error. `slots` (QUEUE_SLOTS of them, -1 when empty) remembers the queue last
- * found for a hash of the queue id and the topic's length and ends, so most records compare one queue. */
+/* The index of the queue of the record at `at` in `queues` (added, with its key and topic hash, when
+ * new), -1 after an error. `slots` (QUEUE_SLOTS of them, -1 when empty) remembers the queue last found
+ * for a hash of the queue id and the topic's length and ends, so most records compare one queue; a miss
+ * compares every queue met in this call (at most max_count of them). */
 static Py_ssize_t
 packed_queue_of(struct packed_queue **queues, Py_ssize_t *count, Py_ssize_t *cap, Py_ssize_t *slots,
                 const unsigned char *at, const struct layout *l)
