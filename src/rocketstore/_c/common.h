@@ -78,6 +78,26 @@ hash_units(uint32_t h, PyObject *text)
     return h;
 }
 
+/* The index's hash of a key from Java's hash `h` of "topic#key": its absolute value, 0 for Integer.MIN_VALUE
+ * (format.javahash.index_hash_of_signed, as RocketMQ's IndexService computes it). */
+static inline int64_t
+index_hash_of(uint32_t h)
+{
+    int32_t s = (int32_t)h;
+    return s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : s);
+}
+
+/* One index key as IndexFile.put_keys takes it, (index hash, phy) as native int64, from Java's hash `h`
+ * of "topic#key": written at `out`, returns the end of what it wrote. */
+static inline unsigned char *
+put_index_pair(unsigned char *out, uint32_t h, long long phy)
+{
+    int64_t index_hash = index_hash_of(h), at = phy;
+    memcpy(out, &index_hash, 8);
+    memcpy(out + 8, &at, 8);
+    return out + 16;
+}
+
 /* A big-endian signed field of `width` bytes (4: an int32, 8: an int64). */
 static inline int64_t
 read_be(const unsigned char *p, int width)

@@ -576,8 +576,7 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         return NULL;
     }
     long long widened = begin <= 1000 ? 0 : begin - 1000; /* index times: whole seconds after the file's begin */
-    int32_t h = (int32_t)hash_units(31u * hash_units(0, topic) + '#', key);
-    long long key_hash = h == INT32_MIN ? 0 : (h < 0 ? -(long long)h : h);
+    long long key_hash = index_hash_of(hash_units(31u * hash_units(0, topic) + '#', key));
     struct offsets offsets;
     offsets_init(&offsets);
     PyObject *found = NULL;

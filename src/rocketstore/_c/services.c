@@ -533,7 +533,7 @@ hash_utf8(uint32_t h, const char *p, Py_ssize_t n, uint32_t *out)
     return 0;
 }
 
-/* One index key into the group's keys: (index hash, phy) as pack_index_key (store.c) packs it. */
+/* One index key into the group's keys (put_index_pair), hashed from its UTF-8 bytes. */
 static int
 put_index_key(PyObject *keys, uint32_t topic_hash, long long phy, const char *key, Py_ssize_t len)
 {
@@ -542,10 +542,7 @@ put_index_key(PyObject *keys, uint32_t topic_hash, long long phy, const char *ke
     if (out == NULL) {
         return -1;
     }
-    int32_t s = (int32_t)h;
-    int64_t index_hash = s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : s), at = phy;
-    memcpy(out, &index_hash, 8);
-    memcpy(out + 8, &at, 8);
+    put_index_pair(out, h, phy);
     return 0;
 }
 

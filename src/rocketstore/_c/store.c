@@ -761,17 +761,12 @@ rs_index_key_count(PyObject *topic, PyObject *keys, PyObject *uniq)
     return count;
 }
 
-/* One index key as IndexFile.put_keys takes it: (index hash, phy) as native int64, the hash being
- * Java's hash of "topic#key" (topic_hash: the hash of "topic#"), its absolute value, 0 for MIN. */
+/* One index key as IndexFile.put_keys takes it (put_index_pair), the hash being Java's hash of
+ * "topic#key" (topic_hash: the hash of "topic#"). */
 static unsigned char *
 pack_index_key(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *key)
 {
-    int32_t h = (int32_t)hash_units(topic_hash, key);
-    int64_t index_hash = h == INT32_MIN ? 0 : (h < 0 ? -(int64_t)h : h);
-    int64_t at = phy;
-    memcpy(out, &index_hash, 8);
-    memcpy(out + 8, &at, 8);
-    return out + 16;
+    return put_index_pair(out, hash_units(topic_hash, key), phy);
 }
 
 /* The keys that index_key_count counted, UNIQ_KEY first. */

@@ -72,8 +72,7 @@ def java_hash_py(text: str) -> int:
 
 def index_key_hash(key: str) -> int:
     """IndexFile key hash: abs(java_hash(key)), 0 for Integer.MIN_VALUE."""
-    h = java_hash(key)
-    return 0 if h == -_SIGN32 else abs(h)
+    return index_hash_of_signed(java_hash(key))
 
 
 def index_hash_of_signed(h: int) -> int:
