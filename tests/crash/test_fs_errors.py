@@ -180,3 +180,53 @@ def test_a_failed_batch_write_through_the_file_keeps_what_was_acknowledged(tmp_p
     with MessageStore.open(tmp_path, BATCH_CONFIG) as reopened:
         acked.update((300 + i, Ack(300 + i, r.phy_offset, r.queue_offset, r.size)) for i, r in enumerate(results))
         assert check_store(reopened, acked)[-1].body == more[-1].body  # read back through the mapping
+
+
+# An ASYNC store whose plain puts leave their dispatch behind: the catch-up writes the queues and the index.
+BEHIND_CONFIG = crash_config(FlushMode.ASYNC, consume_queue_file_entries=4, index_max_entries=8,
+                             flush_consume_queue_interval_ms=3_600_000, clean_interval_ms=3_600_000)
+BEHIND_PUTS = 12
+
+
+def _put_behind(store: MessageStore, first: int, acked: dict[int, Ack]) -> None:
+    for seq in range(first, first + BEHIND_PUTS):
+        r = store.put(message_for(seq))
+        assert r.ok
+        acked[seq] = Ack(seq, r.phy_offset, r.queue_offset, r.size)
+    assert store._behind_to > store._dispatched_to, "the puts did not leave their dispatch behind"
+
+
+def test_every_seam_call_of_a_catch_up_can_fail_without_losing_a_put(tmp_path, monkeypatch):
+    """Plain ASYNC puts leave their queue entries and index keys to the catch-up that the next read runs.
+    Each seam call of that catch-up fails in turn: the read raises StoreReadOnlyError, and after a
+    reopen every put is in its queue and found by its keys."""
+    template = tmp_path / "template"
+    setup_acks: dict[int, Ack] = {}
+    with MessageStore.open(template, BEHIND_CONFIG) as store:
+        _put_behind(store, 0, setup_acks)
+    dry = shutil.copytree(template, tmp_path / "dry")
+    with MessageStore.open(dry, BEHIND_CONFIG) as store:
+        _put_behind(store, BEHIND_PUTS, {})
+        faults = DiskFaults(monkeypatch)
+        store.max_offset("CrashA", 0)  # the catch-up
+        counts = Counter(faults.calls)
+        monkeypatch.undo()
+    assert counts["write_mapped"] >= 2, counts  # queue entries and index keys
+    for i, (name, nth, code, torn_keep) in enumerate(_cases(counts)):
+        root = shutil.copytree(template, tmp_path / f"case-{i}")
+        acked = dict(setup_acks)
+        store = MessageStore.open(root, BEHIND_CONFIG)
+        _put_behind(store, BEHIND_PUTS, acked)
+        faults = DiskFaults(monkeypatch)
+        faults.fail(name, nth, code, torn_keep=torn_keep)
+        label = f"{name}#{nth} errno={code} torn_keep={torn_keep}"
+        with pytest.raises(StoreReadOnlyError, match="dispatch failed"):
+            store.max_offset("CrashA", 0)
+        assert faults.fired, label
+        store.get("CrashA", 0, 0)  # what was dispatched still reads
+        store.close()
+        monkeypatch.undo()
+        assert (root / "abort").exists(), f"{label}: a store that turned read-only must not look clean"
+        with MessageStore.open(root, BEHIND_CONFIG) as reopened:
+            assert reopened.recovery.mode is RecoveryMode.ABNORMAL, label
+            check_store(reopened, acked)

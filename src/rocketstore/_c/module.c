@@ -9,7 +9,7 @@
  *   columns.c   record_columns
  *   storage.c   msync
  *   log.c       index_lookup, index_put_keys, decode_run, query_records
- *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, put_results
+ *   store.c     prepare_plain, prepare_many, pack_run, put_one, put_behind, fill_slots, put_results
  *
  * Each one has a pure-Python twin that is the reference (the tests hold the two equal on generated
  * inputs) and that runs wherever this module could not be built. common.h holds what the files share;
@@ -111,6 +111,9 @@ static PyMethodDef methods[] = {
      "The Arrow column buffers of whole records, or None when one needs the row-by-row path."},
     {"put_one", (PyCFunction)(void (*)(void))speedups_put_one, METH_FASTCALL,
      "The writes of a single put in one call when they are the plain case; None (nothing written) otherwise."},
+    {"put_behind", (PyCFunction)(void (*)(void))speedups_put_behind, METH_FASTCALL,
+     "A plain put's prepare and record in one call, its dispatch left to the catch-up; None (nothing written) "
+     "otherwise."},
     {"put_results", (PyCFunction)(void (*)(void))speedups_put_results, METH_FASTCALL,
      "The PutResults of a batch, made as fill_slots makes one."},
     {"prepare_many", (PyCFunction)(void (*)(void))speedups_prepare_many, METH_FASTCALL,

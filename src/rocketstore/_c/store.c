@@ -6,6 +6,7 @@
  *   prepare_many(messages, ...)     prepare_plain per message (Preparer.prepare_many)
  *   pack_run(prepared, ...)         rocketstore.store.append_run.pack_run_py
  *   put_one(cls, descs, ...)        rocketstore.store.write_path.StoreWritePath._append_one_py
+ *   put_behind(cls, descs, ...)     rocketstore.store.write_path.StoreWritePath._put_behind_py
  *   fill_slots(cls, descs, *values) rocketstore.store.write_path._put_result_factory's `make`
  *   put_results(cls, descs, ...)    rocketstore.store.write_path.put_results_py
  *
@@ -16,6 +17,7 @@
 #include "common.h"
 
 #include <structmember.h>
+#include <time.h>
 
 /* 0 when every item of `descriptors` is a slot (member descriptor) of `cls`, else -1 with a TypeError
  * naming `caller`. */
@@ -1244,6 +1246,40 @@ appended_to(const struct appended *a, long long pos)
 
 #define PUT_ONE_KEYS 8 /* a message with more index keys goes the Python way */
 
+/* The PutResult of the prepared message `p` written at `phy` (also as `phy_obj`), as put_results makes
+ * one: the message id is `prefix` (ASCII) and `phy` in 16 hex digits. */
+static PyObject *
+put_result_of(PyTypeObject *cls, PyObject *descriptors, PyObject *status, PyObject *prefix, PyObject *p,
+              PyObject *phy_obj, PyObject *queue_offset, PyObject *store_ts)
+{
+    long long phy = PyLong_AsLongLong(phy_obj);
+    if (phy == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t prefix_length = PyUnicode_GET_LENGTH(prefix);
+    PyObject *msg_id = PyUnicode_New(prefix_length + 16, 127);
+    PyObject *empty = PyTuple_New(0);
+    PyObject *answer = NULL;
+    if (msg_id != NULL && empty != NULL) {
+        static const char hex[] = "0123456789ABCDEF";
+        char *id_chars = (char *)PyUnicode_DATA(msg_id);
+        memcpy(id_chars, PyUnicode_DATA(prefix), (size_t)prefix_length);
+        unsigned long long digits = (unsigned long long)phy;
+        for (int k = 15; k >= 0; k--) {
+            id_chars[prefix_length + k] = hex[digits & 0xF];
+            digits >>= 4;
+        }
+        PyObject *values[8] = {
+            status, phy_obj, queue_offset, PyTuple_GET_ITEM(p, P_SIZE), msg_id, store_ts,
+            PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_QUEUE_ID),
+        };
+        answer = new_with_slots(cls, descriptors, values, empty);
+    }
+    Py_XDECREF(msg_id);
+    Py_XDECREF(empty);
+    return answer;
+}
+
 /* put_one(cls, descriptors, status, header_descriptors, store_ip, store_port, prefix, p, log_file,
  * store_ts, queue_offset, tags_code, queue, index_file) -> PutResult or None: the writes of
  * StoreWritePath._append_one_py for the prepared message `p` in one call, when they are the plain case:
@@ -1410,26 +1446,7 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
         }
     }
     if (!failed) {
-        Py_ssize_t prefix_length = PyUnicode_GET_LENGTH(prefix);
-        PyObject *msg_id = PyUnicode_New(prefix_length + 16, 127);
-        PyObject *empty = PyTuple_New(0);
-        if (msg_id != NULL && empty != NULL) {
-            static const char hex[] = "0123456789ABCDEF";
-            char *id_chars = (char *)PyUnicode_DATA(msg_id);
-            memcpy(id_chars, PyUnicode_DATA(prefix), (size_t)prefix_length);
-            unsigned long long digits = (unsigned long long)phy;
-            for (int k = 15; k >= 0; k--) {
-                id_chars[prefix_length + k] = hex[digits & 0xF];
-                digits >>= 4;
-            }
-            PyObject *values[8] = {
-                status, phy_obj, args[10], PyTuple_GET_ITEM(p, P_SIZE), msg_id, args[9],
-                PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_QUEUE_ID),
-            };
-            answer = new_with_slots(cls, descriptors, values, empty);
-        }
-        Py_XDECREF(msg_id);
-        Py_XDECREF(empty);
+        answer = put_result_of(cls, descriptors, status, prefix, p, phy_obj, args[10], args[9]);
     }
     Py_DECREF(phy_obj);
     got = answer == NULL ? -1 : 1;
@@ -1440,6 +1457,189 @@ decline:
         PyBuffer_Release(&index_view);
     }
     Py_XDECREF(header);
+    if (got < 0) {
+        Py_XDECREF(answer);
+        return NULL;
+    }
+    if (answer == NULL) {
+        Py_RETURN_NONE;
+    }
+    return answer;
+}
+
+/* The time now in epoch milliseconds, as rocketstore.store.core._system_clock reads it
+ * (time.time_ns() // 1_000_000: CLOCK_REALTIME). */
+static PyObject *
+system_clock_ms(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+}
+
+/* The lock's release after put_behind took it; an error of the release is kept unless one is set. */
+static void
+release_lock(PyObject *lock)
+{
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *done = PyObject_CallMethodNoArgs(lock, rs_put_attribute_names[A_RELEASE]);
+    Py_XDECREF(done);
+    if (exc_type != NULL) {
+        PyErr_Restore(exc_type, exc_value, exc_tb);
+    }
+}
+
+/* put_behind(cls, descriptors, status, store_port, prefix, record_limit, blank_size, topic_parts, hosts,
+ * max_body, max_record, store_ip, shape, prepared_cls, slots, lock, log_queue, queue_table, clock, store,
+ * message) -> PutResult or None: StoreWritePath._put_behind_py in one call. The message is prepared as
+ * prepare_plain prepares it (args 7-14 are prepare_plain's after the message); then, with `lock` taken
+ * without waiting and `store._put_behind` still set, its record is written at the write position of the
+ * last file of `log_queue` (a MappedFileQueue) when the file is mapped and keeps `blank_size` bytes
+ * after it, stamped `clock()` (None: the system clock, system_clock_ms), with the next queue offset of its queue from `queue_table` (which moves
+ * on). store._last_store_timestamp and store._behind_to (the record's end) follow. The consume-queue
+ * entry and the index keys are left to the store's catch-up. A record of `record_limit` bytes or more, a
+ * message prepare_plain declines, a busy lock, a full or unmapped file: nothing is written and None
+ * returned, and the caller's slower put does the same. The result is put_one's. */
+PyObject *
+speedups_put_behind(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 21 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 8
+        || !PyUnicode_Check(args[4]) || !PyBytes_Check(args[11]) || !PyDict_Check(args[17])) {
+        PyErr_SetString(PyExc_TypeError, "put_behind(cls, descriptors, status, store_port, prefix, record_limit, "
+                                         "blank_size, <prepare_plain's arguments>, lock, log_queue, queue_table, "
+                                         "clock, store, message)");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    PyObject *descriptors = args[1], *status = args[2], *prefix = args[4], *store_ip = args[11];
+    PyObject *lock = args[15], *log_queue = args[16], *queue_table = args[17], *clock = args[18];
+    PyObject *store = args[19], *message = args[20];
+    if (check_slots(cls, descriptors, "put_behind") < 0 || ready(prefix) < 0) {
+        return NULL;
+    }
+    int ok = 1;
+    long long store_port = int_field(args[3], I32_MIN, I32_MAX, &ok);
+    long long record_limit = int_field(args[5], 0, I32_MAX, &ok);
+    long long blank_size = int_field(args[6], 0, I32_MAX, &ok);
+    Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
+    if (!ok || (store_ip_len != 4 && store_ip_len != 16) || !PyUnicode_IS_ASCII(prefix)) {
+        Py_RETURN_NONE;
+    }
+    struct prepare_call call;
+    if (prepare_call_of(args + 6, &call) < 0) {
+        return NULL;
+    }
+    struct shape_memo memo = {0};
+    PyObject *p = prepare_one(message, &call, &memo);
+    shape_memo_clear(&memo);
+    if (p == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* a lone surrogate: the Python way names the field */
+        Py_RETURN_NONE;
+    }
+    if (p == Py_None) {
+        return p;
+    }
+    PyObject *taken = PyObject_CallMethodOneArg(lock, rs_put_attribute_names[A_ACQUIRE], Py_False);
+    if (taken == NULL) {
+        Py_DECREF(p);
+        return NULL;
+    }
+    Py_DECREF(taken);
+    if (taken != Py_True) {
+        Py_DECREF(p);
+        Py_RETURN_NONE; /* another thread writes: the caller's put waits for the lock */
+    }
+    PyObject *answer = NULL, *files = NULL, *in_table = NULL;
+    struct appended log = {0};
+    int got = 0;
+    /* under the lock: still putting behind (not closed, read-only or listened to), a mapped file with room */
+    PyObject *enabled = PyObject_GetAttr(store, rs_put_attribute_names[A_PUT_BEHIND]);
+    if (enabled == NULL) {
+        got = -1;
+        goto done;
+    }
+    Py_DECREF(enabled);
+    if (enabled == Py_None) {
+        goto done;
+    }
+    struct packed r;
+    long long size = 0;
+    files = PyObject_GetAttr(log_queue, rs_put_attribute_names[A_FILES]);
+    if (files == NULL) {
+        got = -1;
+        goto done;
+    }
+    if (!PyList_Check(files) || PyList_GET_SIZE(files) == 0) {
+        goto done;
+    }
+    got = appended_of(PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1), &log);
+    if (got != 1) {
+        goto done;
+    }
+    got = 0;
+    size = int_field(PyTuple_GET_ITEM(p, P_SIZE), 0, I32_MAX, &ok);
+    long long phy = log.from + log.pos;
+    if (!ok || size >= record_limit || size + blank_size > log.size - log.pos || phy > LLONG_MAX / 4) {
+        goto done; /* the file rolls, or the record goes in by pwrite: the Python way */
+    }
+    PyObject *store_ts_obj = clock == Py_None ? system_clock_ms() : PyObject_CallNoArgs(clock);
+    if (store_ts_obj == NULL) {
+        got = -1;
+        goto done;
+    }
+    long long store_ts = PyLong_Check(store_ts_obj) ? int_field(store_ts_obj, LLONG_MIN, LLONG_MAX, &ok) : 0;
+    long long queue_offset = 0;
+    PyObject *queue_key = PyTuple_GET_ITEM(p, P_QUEUE_KEY);
+    if (ok && PyLong_Check(store_ts_obj) && PyTuple_GET_ITEM(p, P_IN_QUEUE) == Py_True) {
+        in_table = PyDict_GetItemWithError(queue_table, queue_key);
+        if (in_table == NULL && PyErr_Occurred()) {
+            Py_DECREF(store_ts_obj);
+            got = -1;
+            goto done;
+        }
+        Py_XINCREF(in_table);
+        queue_offset = in_table == NULL ? 0 : (PyLong_Check(in_table) ? int_field(in_table, 0, LLONG_MAX / 32, &ok) : -1);
+    }
+    if (!ok || !PyLong_Check(store_ts_obj) || queue_offset < 0 || !packed_of(p, store_ts, store_ip_len, &r)
+        || r.size != size) {
+        Py_DECREF(store_ts_obj);
+        goto done;
+    }
+    PyObject *phy_obj = PyLong_FromLongLong(phy);
+    PyObject *offset_obj = PyLong_FromLongLong(queue_offset);
+    PyObject *next_obj = PyLong_FromLongLong(queue_offset + 1);
+    PyObject *end_obj = PyLong_FromLongLong(phy + size);
+    if (phy_obj == NULL || offset_obj == NULL || next_obj == NULL || end_obj == NULL) {
+        got = -1;
+    } else {
+        write_record((unsigned char *)log.view.buf + log.pos, &r, phy, queue_offset, store_ts, store_ip, store_port);
+        if (appended_to(&log, log.pos + size) < 0
+            || (PyTuple_GET_ITEM(p, P_IN_QUEUE) == Py_True && PyDict_SetItem(queue_table, queue_key, next_obj) < 0)
+            || PyObject_SetAttr(store, rs_put_attribute_names[A_LAST_STORE_TIMESTAMP], store_ts_obj) < 0
+            || PyObject_SetAttr(store, rs_put_attribute_names[A_BEHIND_TO], end_obj) < 0) {
+            got = -1;
+        } else {
+            answer = put_result_of(cls, descriptors, status, prefix, p, phy_obj, offset_obj, store_ts_obj);
+            got = answer == NULL ? -1 : 1;
+        }
+    }
+    Py_XDECREF(phy_obj);
+    Py_XDECREF(offset_obj);
+    Py_XDECREF(next_obj);
+    Py_XDECREF(end_obj);
+    Py_DECREF(store_ts_obj);
+done:
+    release_appended(&log);
+    Py_XDECREF(files);
+    Py_XDECREF(in_table);
+    Py_DECREF(p);
+    release_lock(lock);
     if (got < 0) {
         Py_XDECREF(answer);
         return NULL;

@@ -224,6 +224,9 @@ class Dispatcher:
         return queued, indexed
 
 
+DISPATCH_BATCH = 4096
+"""Records a catch-up dispatches at once (one dispatch_packed, one Dispatcher.write_packed)."""
+
 QueueRun = tuple[tuple[str, int], int, bytearray, bytearray, DispatchRequest]
 """Entries of one queue with consecutive queue offsets: (topic, queue id), the first queue offset, their
 20-byte units (as `ConsumeQueue.put_units` takes them), the records' end offsets (native int64, ascending)

@@ -34,8 +34,10 @@ from rocketstore.results import PutResult
 from rocketstore.services import recovery
 from rocketstore.services.cleanup import CleanupService
 from rocketstore.services.dispatch import (
+    DISPATCH_BATCH,
     Dispatcher,
     DispatchRequest,
+    packed_from,
 )
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
 from rocketstore.services.schedule import ScheduleService
@@ -64,6 +66,8 @@ class StoreCore:
         def _append_locked(self, prepared: list[Prepared]) -> list[PutResult]: ...
 
         def put(self, message: Message) -> PutResult: ...
+
+        def _put_behind_or_none(self) -> Callable[[Message], PutResult | None] | None: ...
 
     def __init__(self, root: Path, config: StoreConfig, *, read_only: bool, clock: Clock) -> None:
         self.path = root
@@ -95,6 +99,13 @@ class StoreCore:
         self._cleanup: CleanupService | None = None
         self._schedule: ScheduleService | None = None
         self._combiner = PutCombiner(self._append_locked)
+        # A plain ASYNC put writes its record only (`_put_behind`, see StoreWritePath.put); its queue entry
+        # and index keys follow in `_dispatch_behind`, as RocketMQ's ReputMessageService dispatches behind the
+        # log. Records below `_dispatched_to` are dispatched; `_behind_to` is the end of the newest record
+        # written without dispatch.
+        self._put_behind: Callable[[Message], PutResult | None] | None = None
+        self._dispatched_to = 0
+        self._behind_to = 0
 
     def _check_open(self) -> None:
         if self._closed:
@@ -106,8 +117,43 @@ class StoreCore:
         return reason is not None and not reason.startswith(DISK_FULL_REASON)
 
     def _turn_read_only(self, reason: str) -> None:
+        self._put_behind = None
         if self._read_only_reason is None:
             self._read_only_reason = reason
+
+    def _dispatch_behind(self) -> None:
+        """Dispatch the records puts left behind, before anything reads the queues or the index.
+
+        Raises:
+            StoreReadOnlyError: a queue or index file could not be written: the store turned read-only,
+                and the records not dispatched stay in the log only, for the next open's recovery to
+                dispatch (later reads answer from what was dispatched).
+        """
+        if self._behind_to > self._dispatched_to:
+            with self._lock:
+                self._dispatch_behind_locked()
+
+    def _dispatch_behind_locked(self) -> None:
+        """`_dispatch_behind` with the store lock held: the queue entries and index keys of every record from
+        `_dispatched_to` to the end of the log, in batches (`packed_from`, `Dispatcher.write_packed`),
+        and the queue-entry callbacks."""
+        start = self._dispatched_to
+        if self._behind_to <= start:
+            return
+        try:
+            for packed in packed_from(self.commitlog, start, self._delay_millis, DISPATCH_BATCH, start, start,
+                                      True):
+                self._dispatcher.write_packed(packed.runs, packed.groups)
+        except OSError as exc:
+            self._turn_read_only(f"dispatch failed: {exc}")
+            self._behind_to = 0  # given up: recovery dispatches the rest
+            raise StoreReadOnlyError(self._read_only_reason or str(exc)) from exc
+        self._dispatched_to = self.commitlog.max_offset
+
+    def _caught_up_queues(self) -> list[ConsumeQueue]:
+        """Every consume queue, after the catch-up (the store lock held: the queue flush's view)."""
+        self._dispatch_behind_locked()
+        return list(self._queues.values())
 
     def _check_writable(self) -> None:
         self._check_open()
@@ -155,11 +201,16 @@ class StoreCore:
         Returns:
             a function that removes the listener.
         """
-        self._arrival_listeners.append(callback)
+        with self._lock:  # a listener hears of each put at once: puts stop leaving their dispatch behind
+            self._dispatch_behind_locked()
+            self._arrival_listeners.append(callback)
+            self._put_behind = None
 
         def remove() -> None:
-            if callback in self._arrival_listeners:
-                self._arrival_listeners.remove(callback)
+            with self._lock:
+                if callback in self._arrival_listeners:
+                    self._arrival_listeners.remove(callback)
+                self._put_behind = self._put_behind_or_none()
 
         return remove
 
@@ -233,5 +284,6 @@ class StoreCore:
 
     def topic_config(self) -> dict[str, dict[str, Any]]:
         """Topics known to config/topics.json (RocketMQ field names)."""
+        self._dispatch_behind()  # a queue's first entry records its topic
         return self.topics.topics()
 

@@ -32,7 +32,7 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.message import Message
 from rocketstore.services import odd_files, recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
-from rocketstore.services.dispatch import packed_from, request_from_message
+from rocketstore.services.dispatch import DISPATCH_BATCH, packed_from, request_from_message
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.services.service import Service
@@ -108,8 +108,6 @@ def _record_geometry(root: Path, config: StoreConfig) -> None:
 
 
 
-DISPATCH_BATCH = 4096
-"""Records a recovery's catch-up dispatches at once (one dispatch_packed, one Dispatcher.write_packed)."""
 
 
 class StoreLifecycle(StoreCore):
@@ -178,7 +176,9 @@ class StoreLifecycle(StoreCore):
             self._recover(abnormal or odd.first_resized_offset is not None, odd)
             self.recovery.state_files = state_files
             create_abort_file(root)
+            self._dispatched_to = self.commitlog.max_offset
             self._start_services()
+            self._put_behind = self._put_behind_or_none()
 
     def _open_read_only(self) -> None:
         end = recovery.find_end(self.commitlog)
@@ -270,7 +270,7 @@ class StoreLifecycle(StoreCore):
                 least_pages=cfg.flush_least_pages, thorough_interval_ms=cfg.flush_thorough_interval_ms,
                 last_store_timestamp=lambda: self._last_store_timestamp, lock=self._lock)
         self._queue_flush = QueueFlushService(
-            lambda: list(self._queues.values()), self.index, self.checkpoint, self.clock,
+            self._caught_up_queues, self.index, self.checkpoint, self.clock,
             interval_ms=cfg.flush_consume_queue_interval_ms,
             thorough_interval_ms=cfg.flush_consume_queue_thorough_interval_ms, lock=self._lock,
             least_pages=cfg.flush_consume_queue_least_pages)
@@ -283,7 +283,7 @@ class StoreLifecycle(StoreCore):
         services: list[Service] = [self._flush_service, self._queue_flush, self._cleanup]
         if cfg.deliver_delayed_messages:
             self._schedule = ScheduleService(
-                self.path, self._delay_millis, queue_for=lambda qid: self._queues.get((SCHEDULE_TOPIC, qid)),
+                self.path, self._delay_millis, queue_for=self._schedule_queue,
                 read=self.commitlog.message_at, deliver=self._deliver_delayed, clock=self.clock,
                 interval_ms=cfg.schedule_interval_ms)
             problem = self._schedule.load(quarantine=self.path / QUARANTINE_DIR / CONFIG_DIR)
@@ -348,6 +348,7 @@ class StoreLifecycle(StoreCore):
         self._combiner.write_now()  # what put_nowait queued goes to disk too
         if self._disk_failed():
             raise StoreReadOnlyError(self._read_only_reason or "disk error")
+        self._dispatch_behind()
         try:
             with self._lock:
                 flushed = self.commitlog.queue.flush(0)
@@ -380,6 +381,7 @@ class StoreLifecycle(StoreCore):
         if self._closed:
             return
         clean = False
+        self._put_behind = None
         try:
             self._combiner.write_now()  # every queued put is written (or failed) before the services stop
             for service in (self._schedule, self._cleanup, self._flush_service, self._queue_flush):
@@ -442,6 +444,11 @@ class StoreLifecycle(StoreCore):
         if self._schedule is None:
             raise StoreReadOnlyError(self._read_only_reason or "delayed delivery is off for this store")
         return self._schedule.run_once(now_ms)
+
+    def _schedule_queue(self, queue_id: int) -> ConsumeQueue | None:
+        """The schedule topic's queue `queue_id`, after the catch-up (what delayed delivery reads)."""
+        self._dispatch_behind()
+        return self._queues.get((SCHEDULE_TOPIC, queue_id))
 
     def _release(self) -> None:
         if self._cleanup is not None:

@@ -248,6 +248,10 @@ class Preparer:
         self._max_message_size = config.max_message_size  # the config is frozen
         self._max_record_size = min(config.max_message_size + RECORD_SIZE_SLACK,
                                     config.commitlog_file_size - BLANK_RECORD_SIZE)
+        self.plain_arguments: tuple[object, ...] = (
+            _CHECKED_TOPICS, _PARSED_HOSTS, self._max_message_size, self._max_record_size, self._store_ip,
+            message_shape, Prepared, _MESSAGE_SLOTS)
+        """What the compiled prepare_plain takes after the message (put_behind takes them too)."""
 
     def prepare(self, message: Message) -> Prepared:
         """Check `message` and shape its record.
@@ -257,9 +261,7 @@ class Preparer:
         """
         if _native_prepare is not None:  # the common message in one compiled call; None: any other
             try:
-                prepared = _native_prepare(message, _CHECKED_TOPICS, _PARSED_HOSTS, self._max_message_size,
-                                           self._max_record_size, self._store_ip, message_shape, Prepared,
-                                           _MESSAGE_SLOTS)
+                prepared = _native_prepare(message, *self.plain_arguments)
             except UnicodeEncodeError:
                 prepared = None  # a lone surrogate: the twin names the field
             if prepared is not None:

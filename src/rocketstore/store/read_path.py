@@ -53,6 +53,7 @@ class StoreReadPath(StoreCore):
 
     def queues(self) -> dict[str, list[int]]:
         """Topic -> its queue ids that hold or held messages."""
+        self._dispatch_behind()
         result: dict[str, list[int]] = {}
         for topic, queue_id in sorted(self._queues):
             result.setdefault(topic, []).append(queue_id)
@@ -60,11 +61,13 @@ class StoreReadPath(StoreCore):
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         """First queue offset still readable (0 for an unknown queue)."""
+        self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return cq.min_offset if cq else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         """One past the last queue offset (0 for an unknown queue)."""
+        self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return cq.max_offset if cq else 0
 
@@ -94,6 +97,7 @@ class StoreReadPath(StoreCore):
     def queue_entries(self, topic: str, queue_id: int, start: int | None = None,
                       end: int | None = None) -> Iterator[CqUnit]:
         """Raw consume-queue entries of [start, end) (default: min to max)."""
+        self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return iter(())
@@ -104,6 +108,7 @@ class StoreReadPath(StoreCore):
     def iter_queue(self, topic: str, queue_id: int, start: int | None = None,
                    end: int | None = None, *, chunk: int = 1024) -> Iterator[StoredMessage]:
         """Every message of a queue in [start, end) queue offsets, no count cap (fillers skipped)."""
+        self._dispatch_behind()
         self._check_open()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
@@ -136,6 +141,7 @@ class StoreReadPath(StoreCore):
             InvalidArgumentError: `max_count` below 1 (RocketMQ's broker answers one message then; a
                 caller asking for none is more likely a bug).
         """
+        self._dispatch_behind()
         self._check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
@@ -177,6 +183,7 @@ class StoreReadPath(StoreCore):
                      end_ms: int | None = None) -> list[int]:
         """RocketMQ's exact queryMessage answer: physical offsets whose index entries match the key's
         32-bit hash (collisions included), second-granular time bounds, ascending."""
+        self._dispatch_behind()
         self._check_open()
         max_count = min(max_count, self.config.max_query_results)
         offsets = self.index.query(topic, key, max_count, begin_ms, LONG_MAX if end_ms is None else end_ms)
@@ -194,6 +201,7 @@ class StoreReadPath(StoreCore):
             StoreClosedError: the store was closed.
             InvalidArgumentError: `max_count` below 1, a topic or key that is not a str.
         """
+        self._dispatch_behind()
         self._check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"query: max_count must be an int of at least 1, not {max_count!r}")
@@ -245,6 +253,7 @@ class StoreReadPath(StoreCore):
         Raises:
             StoreClosedError: the store was closed.
         """
+        self._dispatch_behind()
         self._check_open()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
@@ -260,6 +269,7 @@ class StoreReadPath(StoreCore):
 
     def store_timestamp_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
         """Store time of the message at a queue offset, -1 when there is none."""
+        self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return -1 if cq is None else self._store_time_at(cq, queue_offset)
 

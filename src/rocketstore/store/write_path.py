@@ -25,11 +25,11 @@ from rocketstore.results import PutResult, PutStatus
 from rocketstore.services.dispatch import (
     delivery_tags_code,
 )
-from rocketstore.services.flush import GroupCommitService
+from rocketstore.services.flush import CommitLogFlushService, GroupCommitService
 from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.store.append_run import BatchRun, encode_record
-from rocketstore.store.core import StoreCore
+from rocketstore.store.core import StoreCore, _system_clock
 from rocketstore.store.pending_put import PendingPut, with_status
 from rocketstore.store.prepare import (
     BLANK_RECORD_SIZE,
@@ -106,6 +106,23 @@ def put_one_for(store_ip: bytes, store_port: int, msg_id_prefix: str) -> Callabl
                    msg_id_prefix)
 
 
+PUT_BEHIND_BYTES = 1 << 20
+"""How far (bytes of records) plain puts may run ahead of the dispatch: the put that goes further
+dispatches everything behind it (`StoreCore._dispatch_behind`); readers and the queue flush catch up first."""
+
+
+def put_behind_for(store: StoreWritePath) -> Callable[[Message], PutResult | None] | None:
+    """The compiled `put_behind` bound to `store` (its lock, log, queue table, clock and prepare), called
+    as put_behind(message); None without the compiled module or when PutResult's fields changed."""
+    if speedups is None or _put_result is PutResult:
+        return None
+    descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
+    return partial(speedups.put_behind, PutResult, descriptors, PutStatus.PUT_OK, store._store_port,
+                   store._msg_id_prefix, fs.PWRITE_MIN, BLANK_RECORD_SIZE, *store._preparer.plain_arguments,
+                   store._lock, store.commitlog.queue, store._queue_table,
+                   None if store.clock is _system_clock else store.clock, store)
+
+
 def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
     """Whether the last of the messages that get index entries has no key to index; None when none of
     them gets index entries."""
@@ -123,6 +140,41 @@ class StoreWritePath(StoreCore):
     def __init__(self, root: Path, config: StoreConfig, *, read_only: bool, clock: Clock) -> None:
         super().__init__(root, config, read_only=read_only, clock=clock)
         self._put_one = put_one_for(self._store_ip, self._store_port, self._msg_id_prefix)
+        self._put_behind_compiled = put_behind_for(self)
+
+    def _put_behind_or_none(self) -> Callable[[Message], PutResult | None] | None:
+        """What `put` writes a plain message with while nothing needs its dispatch at once: the store is
+        writable, ASYNC, nobody listens for arrivals, and the fs seam is the real one; else None."""
+        if (self._closed or self._read_only_reason is not None or self._arrival_listeners
+                or not isinstance(self._flush_service, CommitLogFlushService)):
+            return None
+        return self._put_behind_compiled or self._put_behind_py
+
+    def _put_behind_py(self, message: Message) -> PutResult | None:
+        """A plain put without its dispatch, the twin of the compiled `put_behind`: the record at the
+        log's write position, stamped by the clock, with the next queue offset of its queue; the
+        consume-queue entry and the index keys are left to `_dispatch_behind`. None (nothing written) when the
+        record needs the usual put: the file would roll, the record goes in by pwrite, the store stopped
+        putting behind."""
+        p = self._preparer.prepare(message)
+        (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, _, _, _, _, _) = p
+        if size >= fs.PWRITE_MIN:
+            return None
+        with self._lock:
+            mf = self.commitlog.queue.last
+            if (self._put_behind is None or mf is None
+                    or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position):
+                return None
+            store_ts = self.clock()
+            queue_offset = self._queue_table.get(queue_key, 0) if in_queue else 0
+            phy = mf.file_from_offset + mf.wrote_position
+            mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
+            if in_queue:
+                self._queue_table[queue_key] = queue_offset + 1
+            self._last_store_timestamp = store_ts
+            self._behind_to = phy + size
+            return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}",
+                               store_ts, topic, queue_id)
 
     def put(self, message: Message) -> PutResult:
         """Append one message and dispatch it to its consume queue and the index.
@@ -136,6 +188,13 @@ class StoreWritePath(StoreCore):
             StoreReadOnlyError: the store is read-only (opened so, or after a disk error).
             StoreClosedError: the store was closed.
         """
+        put_behind = self._put_behind
+        if put_behind is not None and fs.write_mapped is _WRITE_MAPPED:
+            result = put_behind(message)  # the record only: its dispatch follows in `_dispatch_behind`
+            if result is not None:
+                if result.phy_offset - self._dispatched_to >= PUT_BEHIND_BYTES:
+                    self._dispatch_behind()
+                return result
         self._check_writable()
         prepared = self._preparer.prepare(message)
         if self._combiner.used or isinstance(self._flush_service, GroupCommitService):
@@ -243,6 +302,7 @@ class StoreWritePath(StoreCore):
         """Write the records, one run and one mmap write per commitlog file touched (`pack_run`), all
         with one store timestamp (as RocketMQ's putMessages stamps a batch), then dispatch them to the
         consume queues and, in one pass, to the index. Called under the lock."""
+        self._dispatch_behind_locked()
         commitlog = self.commitlog
         run = BatchRun(self.clock(), self._queue_table, self._store_ip, self._store_port, self._delay_millis)
         i, n = 0, len(prepared)
@@ -256,6 +316,7 @@ class StoreWritePath(StoreCore):
                 mf.append(records)
         self._last_store_timestamp = run.store_ts
         self._dispatch_appended(run, prepared)
+        self._dispatched_to = commitlog.max_offset
         return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, run.placed)
 
     def _append_one(self, p: Prepared) -> PutResult:
@@ -264,6 +325,7 @@ class StoreWritePath(StoreCore):
         the plain case, else through `_append_one_py`. Called under the lock."""
         (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
          tags_code, _, _) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
+        self._dispatch_behind_locked()
         commitlog = self.commitlog
         mf = commitlog.queue.last
         if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
@@ -284,10 +346,13 @@ class StoreWritePath(StoreCore):
             if not indexed or index_files:
                 result = put_one(p, mf, store_ts, queue_offset, tags_code, cq, index_files[-1] if indexed else None)
                 if result is not None:
+                    self._dispatched_to = result.phy_offset + size
                     if cq is not None:
                         self._queue_advanced(topic, queue_id, queue_offset, store_ts)
                     return result
-        return self._append_one_py(p, mf, store_ts, queue_offset, tags_code, cq)
+        result = self._append_one_py(p, mf, store_ts, queue_offset, tags_code, cq)
+        self._dispatched_to = result.phy_offset + size
+        return result
 
     def _append_one_py(self, p: Prepared, mf: MappedFile, store_ts: int, queue_offset: int, tags_code: int,
                        cq: ConsumeQueue | None) -> PutResult:

@@ -2,7 +2,9 @@
 `StoreWritePath._append_one_py`: records, consume queues, index files and results, over several topics
 and queues, keys and UNIQ_KEY beyond ASCII, delayed and transactional messages, IPv6 hosts, bodies past
 the size the compiled call takes, and files of all three kinds rolled over (where the compiled call
-declines and the twin writes)."""
+declines and the twin writes). A put that leaves its dispatch behind (the compiled `put_behind` and its
+twin `_put_behind_py`, the catch-up writing the queue entries and index keys later) writes the same
+bytes again."""
 
 from __future__ import annotations
 
@@ -34,11 +36,14 @@ def _files(root: Path) -> dict[str, bytes]:
             for p in sorted((root / name).rglob("*")) if p.is_file()}
 
 
-def _put_each(root: Path, messages: list[Message], compiled: bool) -> tuple[list[PutResult], dict[str, bytes], int]:
-    """Each message by `put`, the clock moving 7 ms a put; the results, the files and how many puts the
-    twin wrote."""
+def _put_each(root: Path, messages: list[Message], compiled: bool,
+              behind: str | None = None) -> tuple[list[PutResult], dict[str, bytes], int, int]:
+    """Each message by `put`, the clock moving 7 ms a put, with the dispatch at once (`behind` None) or
+    left behind by "compiled" put_behind or its "twin"; the results, the files, how many puts the twin
+    of put_one wrote, and how many puts left their dispatch behind."""
     now = [START_MS]
     twin_puts = [0]
+    behind_puts = [0]
     with MessageStore.open(root, CONFIG, clock=lambda: now[0]) as store:
         twin = store._append_one_py
 
@@ -49,22 +54,58 @@ def _put_each(root: Path, messages: list[Message], compiled: bool) -> tuple[list
         store._append_one_py = counted  # type: ignore[method-assign]
         if not compiled:
             store._put_one = None
+        put_behind = {None: None, "compiled": store._put_behind_compiled, "twin": store._put_behind_py}[behind]
+
+        def left_behind(message: Message) -> PutResult | None:
+            assert put_behind is not None
+            result = put_behind(message)
+            behind_puts[0] += result is not None
+            return result
+
+        store._put_behind = None if behind is None else left_behind
         results = []
         for message in messages:
             now[0] += 7
             results.append(store.put(message))
-    return results, _files(root), twin_puts[0]
+    return results, _files(root), twin_puts[0], behind_puts[0]
+
+
+def _same(one: tuple[list[PutResult], dict[str, bytes], int, int],
+          other: tuple[list[PutResult], dict[str, bytes], int, int]) -> None:
+    """The same results and files; index files are named by the clock when they were made, which for a
+    dispatch left behind is the time of its catch-up, so they compare in order, by content."""
+    assert one[0] == other[0]
+
+    def by_name(files: dict[str, bytes]) -> tuple[dict[str, bytes], list[bytes]]:
+        index = [data for name, data in sorted(files.items()) if name.startswith(INDEX_DIR + "/")]
+        return {name: data for name, data in files.items() if not name.startswith(INDEX_DIR + "/")}, index
+
+    (named, index), (other_named, other_index) = by_name(one[1]), by_name(other[1])
+    assert named.keys() == other_named.keys()
+    for name, data in named.items():
+        assert data == other_named[name], name
+    assert len(index) == len(other_index)
+    for n, (data, other_data) in enumerate(zip(index, other_index, strict=True)):
+        assert data == other_data, f"index file {n}"
 
 
 def _both(messages: list[Message], base: Path) -> tuple[int, int]:
     compiled = _put_each(base / "compiled", messages, compiled=True)
     twin = _put_each(base / "twin", messages, compiled=False)
-    assert compiled[0] == twin[0]
-    assert compiled[1].keys() == twin[1].keys()
-    for name, data in compiled[1].items():
-        assert data == twin[1][name], name
+    _same(compiled, twin)
     assert twin[2] == len(messages)
     return compiled[2], len(compiled[1])
+
+
+def _behind(messages: list[Message], base: Path) -> tuple[int, int]:
+    """The files of puts at once, of puts left behind by put_behind, and by its twin: all the same; how
+    many puts each of the two left behind."""
+    at_once = _put_each(base / "at-once", messages, compiled=True)
+    compiled = _put_each(base / "behind", messages, compiled=True, behind="compiled")
+    twin = _put_each(base / "behind-twin", messages, compiled=True, behind="twin")
+    _same(at_once, compiled)
+    _same(at_once, twin)
+    return compiled[3], twin[3]
 
 
 def _message(i: int) -> Message:
@@ -96,6 +137,13 @@ def test_a_store_written_by_single_puts_is_the_same_through_either_path(tmp_path
     assert files == len(names)
 
 
+def test_puts_leaving_their_dispatch_behind_write_the_same_store(tmp_path):
+    messages = [_message(i) for i in range(2500)]
+    compiled, twin = _behind(messages, tmp_path)
+    assert compiled > len(messages) // 2, "put_behind took too few of the puts to be tested"
+    assert twin > len(messages) // 2, "_put_behind_py took too few of the puts to be tested"
+
+
 keys = st.lists(st.sampled_from(["", "k", "键", "😀", "a b", "order-1"]), max_size=10).map(tuple).filter(
     lambda k: not k or any(k))  # KEYS of empty keys only is refused
 messages = st.builds(
@@ -112,3 +160,10 @@ messages = st.builds(
 def test_any_single_puts_write_the_same_through_either_path(batch):
     with tempfile.TemporaryDirectory() as base:
         _both(batch, Path(base))
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(messages, min_size=1, max_size=80))
+def test_any_puts_leaving_their_dispatch_behind_write_the_same_store(batch):
+    with tempfile.TemporaryDirectory() as base:
+        _behind(batch, Path(base))
