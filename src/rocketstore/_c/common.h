@@ -212,6 +212,7 @@ PyObject *speedups_record_columns(PyObject *module, PyObject *const *args, Py_ss
 
 /* storage.c */
 PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_populate(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* log.c */
 PyObject *speedups_index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

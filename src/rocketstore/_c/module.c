@@ -7,7 +7,7 @@
  *   format.c    java_hash, java_hash_concat, decode_properties, properties_at, MessageBase,
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
  *   columns.c   record_columns
- *   storage.c   msync
+ *   storage.c   msync, populate
  *   log.c       index_lookup, index_put_keys, decode_run, query_records
  *   store.c     prepare_plain, prepare_many, pack_run, put_one, put_behind, fill_slots, put_results
  *
@@ -93,6 +93,8 @@ static PyMethodDef methods[] = {
      "The write loop of a batch put for the messages that fit one commitlog file."},
     {"msync", (PyCFunction)(void (*)(void))speedups_msync, METH_FASTCALL,
      "msync(MS_SYNC) of a range of a shared mapping, letting other threads run meanwhile."},
+    {"populate", (PyCFunction)(void (*)(void))speedups_populate, METH_FASTCALL,
+     "madvise(MADV_POPULATE_WRITE) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))speedups_decode_run, METH_FASTCALL,
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
     {"walk_records", (PyCFunction)(void (*)(void))speedups_walk_records, METH_FASTCALL,

@@ -2,6 +2,7 @@
  * rocketstore._speedups, storage layer: the flush of a mapping that rocketstore.storage.fs.msync runs.
  *
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
+ *   populate(mapping, start, length) mmap.madvise(MADV_POPULATE_WRITE, ...), which keeps it too
  */
 #include "common.h"
 
@@ -47,4 +48,47 @@ speedups_msync(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     Py_RETURN_NONE;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* populate(mapping, start, length) -> bool: madvise(MADV_POPULATE_WRITE) of bytes [start, start + length)
+ * of a shared mapping (clamped to it; start rounded down to a page): the page faults and zero-filled
+ * pages that the first writes through the mapping would take, taken now, without the interpreter lock,
+ * so that they cost another core and not the writer. False when the kernel refused (older than 5.14:
+ * EINVAL; no memory): a hint only, the writes fault as before. The buffer stays exported during the
+ * call, so the mapping cannot be closed under it. */
+PyObject *
+speedups_populate(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "populate(mapping, start, length) takes three arguments");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    Py_ssize_t length = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    if (start < 0 || length < 0) {
+        PyErr_SetString(PyExc_ValueError, "populate: a negative start or length");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    int rc = 0;
+    if (page > 0 && start < view.len && length > 0 && (uintptr_t)view.buf % (uintptr_t)page == 0) {
+        Py_ssize_t from = start - start % page;
+        Py_ssize_t to = length > view.len - start ? view.len : start + length;
+        Py_BEGIN_ALLOW_THREADS
+        rc = madvise((char *)view.buf + from, (size_t)(to - from), MADV_POPULATE_WRITE);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(rc == 0);
 }

@@ -22,9 +22,18 @@ from rocketstore.services.service import Service
 GROUP_COMMIT_INTERVAL_MS = 10  # RocketMQ's GroupCommitService wakes every 10 ms or on request
 
 
+WARM_AHEAD_MAX = 256 * 1024 * 1024
+"""The most of the commitlog file being written that the flush pass populates ahead of the writes."""
+
+
 class CommitLogFlushService(Service):
     """ASYNC mode (RocketMQ's FlushRealTimeService): every `interval_ms` flush the commitlog when at
     least `least_pages` pages are dirty, and everything every `thorough_interval_ms`.
+
+    Each pass then populates the pages ahead of the write position (`MappedFile.populate`), twice as
+    far as the log grew since the last pass (at most WARM_AHEAD_MAX, nothing while no put comes): the
+    page faults and zero-filled pages of the next writes are taken on this thread, without the
+    interpreter lock, instead of in each put (docs/benchmarks.md: 100 B puts 1.07-1.15x faster).
     """
 
     name = "commitlog-flush"
@@ -41,9 +50,11 @@ class CommitLogFlushService(Service):
         self._last_thorough = clock()
         self._last_store_timestamp = last_store_timestamp
         self._lock = lock
+        self._last_end = commitlog.max_offset
+        self._warmed_to = 0
 
     def run_once(self) -> None:
-        """One flush pass (thorough when the thorough interval has passed).
+        """One flush pass (thorough when the thorough interval has passed), then the warm-ahead.
 
         Raises:
             OSError: the disk did not accept the bytes.
@@ -58,6 +69,14 @@ class CommitLogFlushService(Service):
             self.commitlog.queue.flush(least)
             if least == 0 and store_ts > 0:
                 self.checkpoint.values.physic_msg_timestamp = store_ts
+            mf = self.commitlog.queue.last
+            end = self.commitlog.max_offset
+        grown, self._last_end = end - self._last_end, end
+        if mf is not None and grown > 0:
+            start = max(end, self._warmed_to) - mf.file_from_offset
+            stop = min(end + min(2 * grown, WARM_AHEAD_MAX) - mf.file_from_offset, mf.file_size)
+            if start < stop and mf.populate(start, stop):  # outside the lock: puts go on meanwhile
+                self._warmed_to = mf.file_from_offset + stop
 
 
 class GroupCommitService(Service):

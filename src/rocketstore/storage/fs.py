@@ -18,6 +18,7 @@ from rocketstore.native import speedups
 
 PAGE_SIZE = mmap.PAGESIZE
 _native_msync = None if speedups is None else speedups.msync
+_native_populate = None if speedups is None else getattr(speedups, "populate", None)  # None while a build runs
 
 
 PWRITE_MIN = 16 * 1024
@@ -103,6 +104,17 @@ def msync(mm: mmap.mmap, start: int, end: int) -> None:
         _native_msync(mm, aligned, end - aligned)
     else:
         mm.flush(aligned, end - aligned)
+
+
+def populate(mm: mmap.mmap, start: int, end: int) -> bool:
+    """Take now the page faults (and zero-filled pages) that the first writes into bytes [start, end) of
+    a shared mapping would take: MADV_POPULATE_WRITE, run by the compiled module without the interpreter
+    lock, so that a background thread pays them on another core instead of the writer. Writes no byte of
+    data. A hint only: False when it was not done (no compiled module; a kernel before Linux 5.14).
+    """
+    if _native_populate is None or end <= start:
+        return False
+    return bool(_native_populate(mm, start, end - start))
 
 
 def fsync_dir(path: Path) -> None:

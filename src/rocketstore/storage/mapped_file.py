@@ -91,6 +91,12 @@ class MappedFile:
         BUDGET.admit(self)
         return mm
 
+    def populate(self, start: int, end: int) -> bool:
+        """`fs.populate` of positions [start, end) of the file's mapping, when it is mapped (a hint: a
+        file is never mapped for it); False when nothing was done."""
+        mm = self._mm
+        return mm is not None and fs.populate(mm, start, end)
+
     def pin(self) -> None:
         """Map the file and keep the mapping until `close` (a file about to be deleted)."""
         if self.mm is not None:

@@ -318,6 +318,7 @@ class StoreLifecycle(StoreCore):
             self._turn_read_only(f"{DISK_FULL_REASON}: {used_ratio:.0%} of the disk is used")
         elif self._read_only_reason is not None and self._read_only_reason.startswith(DISK_FULL_REASON):
             self._read_only_reason = None
+            self._put_behind = self._put_behind_or_none()
 
     @staticmethod
     def config_of(path: str | Path, **overrides: Any) -> StoreConfig:

@@ -141,7 +141,8 @@ class StoreReadPath(StoreCore):
             InvalidArgumentError: `max_count` below 1 (RocketMQ's broker answers one message then; a
                 caller asking for none is more likely a bug).
         """
-        self._dispatch_behind()
+        if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
+            self._dispatch_behind()
         self._check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
@@ -201,7 +202,8 @@ class StoreReadPath(StoreCore):
             StoreClosedError: the store was closed.
             InvalidArgumentError: `max_count` below 1, a topic or key that is not a str.
         """
-        self._dispatch_behind()
+        if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
+            self._dispatch_behind()
         self._check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"query: max_count must be an int of at least 1, not {max_count!r}")

@@ -83,6 +83,39 @@ def test_a_failed_group_commit_releases_waiters_unconfirmed(tmp_path, monkeypatc
     assert service.flushed_offset == 0 and checkpoint.values.physic_msg_timestamp == 0
 
 
+def _resident_pages(mm, start: int, end: int) -> int:
+    """How many pages of [start, end) of a mapping are in memory (mincore, through ctypes)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    pages = (end - start) // fs.PAGE_SIZE
+    vec = (ctypes.c_ubyte * pages)()
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mm)) + start
+    assert libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(end - start), vec) == 0, ctypes.get_errno()
+    return sum(v & 1 for v in vec)
+
+
+def test_the_async_flush_populates_twice_what_the_log_grew_ahead_of_the_writes(tmp_path, msyncs):
+    commitlog = CommitLog(tmp_path, 4 * 1024 * 1024)
+    commitlog.load()
+    service = CommitLogFlushService(commitlog, StoreCheckpoint(tmp_path), Clock(), interval_ms=500, least_pages=1,
+                                    thorough_interval_ms=10_000, last_store_timestamp=lambda: T0,
+                                    lock=threading.Lock())
+    service.run_once()
+    assert service._warmed_to == 0, "nothing written: nothing populated"
+    end = _append(commitlog, 64 * 1024)
+    mm = commitlog.queue.last.mm
+    assert _resident_pages(mm, end, end + 128 * 1024) == 0
+    if not fs.populate(mm, 0, fs.PAGE_SIZE):  # a page written already: populating it changes nothing
+        pytest.skip("no compiled module or a kernel before Linux 5.14: nothing is populated")
+    service.run_once()
+    ahead = end + 128 * 1024
+    assert service._warmed_to == ahead
+    assert _resident_pages(mm, end, ahead) == 128 * 1024 // fs.PAGE_SIZE
+    assert bytes(mm[end:ahead]) == bytes(ahead - end), "populating writes no data"
+    service.run_once()
+    assert service._warmed_to == ahead, "the log did not grow: nothing more"
+
+
 def test_async_flush_waits_for_least_pages_until_the_thorough_interval(tmp_path, msyncs):
     commitlog, checkpoint = _log(tmp_path)
     clock = Clock()
