@@ -204,13 +204,15 @@ class StoreReadPath(StoreCore):
         """
         if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
             self._dispatch_behind()
-        self._check_open()
+        if self._closed:
+            self._check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"query: max_count must be an int of at least 1, not {max_count!r}")
-        if not isinstance(topic, str) or not isinstance(key, str):
+        if (type(topic) is not str or type(key) is not str) and not (isinstance(topic, str) and isinstance(key, str)):
             raise InvalidArgumentError(f"query: topic and key must be str, not {type(topic).__name__} and "
                                        f"{type(key).__name__}")
-        max_count = min(max_count, self.config.max_query_results)
+        if max_count > self._max_query_results:
+            max_count = self._max_query_results
         end = LONG_MAX if end_ms is None else end_ms
         any_time = begin_ms <= 0 and end_ms is None
         found = None if _query_records is None else _query_records(
