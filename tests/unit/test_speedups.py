@@ -964,3 +964,24 @@ def test_pack_requests_twins(case):
 def test_pack_requests_refuses_what_is_not_a_request():
     with pytest.raises(TypeError, match="DispatchRequests"):
         _speedups.pack_requests([("T", 0)], 0, 0, True)
+
+
+def test_populate_takes_a_range_of_a_writable_mapping_and_writes_no_data(tmp_path):
+    import mmap
+
+    path = tmp_path / "file"
+    path.write_bytes(b"\x07" * 4096 + bytes(8 * 4096))
+    with path.open("r+b") as f, mmap.mmap(f.fileno(), 0) as mm:
+        assert _speedups.populate(mm, 100, 3 * 4096) is True  # from the page holding byte 100
+        assert _speedups.populate(mm, 5 * 4096, 10**9) is True  # clamped to the mapping
+        assert _speedups.populate(mm, 10**9, 1) is True and _speedups.populate(mm, 0, 0) is True  # nothing to do
+        assert mm[:4096] == b"\x07" * 4096 and mm[4096:] == bytes(8 * 4096)
+        with pytest.raises(ValueError, match="populate: a negative start or length"):
+            _speedups.populate(mm, -1, 10)
+        with pytest.raises(TypeError, match="populate"):
+            _speedups.populate(mm, 0)
+        with pytest.raises(BufferError):
+            _speedups.populate(b"read-only bytes", 0, 1)
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as ro:
+        with pytest.raises(BufferError):
+            _speedups.populate(ro, 0, 1)  # a read-only mapping is no place to write

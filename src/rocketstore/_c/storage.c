@@ -9,6 +9,29 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* The arguments (mapping, start, length) of msync and populate: 0 with `start`, `length` and the
+ * mapping's buffer (`flags`) held in `view`; -1 after a TypeError, or a ValueError for a negative start
+ * or length, naming `name`. */
+static int
+mapping_range(PyObject *const *args, Py_ssize_t nargs, const char *name, int flags, Py_buffer *view,
+              Py_ssize_t *start, Py_ssize_t *length)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "%s(mapping, start, length) takes three arguments", name);
+        return -1;
+    }
+    *start = PyLong_AsSsize_t(args[1]);
+    *length = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (*start < 0 || *length < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: a negative start or length", name);
+        return -1;
+    }
+    return PyObject_GetBuffer(args[0], view, flags);
+}
+
 /* msync(mapping, start, length): msync(MS_SYNC) of bytes [start, start + length) of a shared mapping,
  * like mmap.flush(start, length) but without holding the interpreter lock while the disk works, so
  * that other threads (the producers of a group commit) go on meanwhile. The mapping's buffer stays
@@ -16,27 +39,19 @@
 PyObject *
 speedups_msync(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "msync(mapping, start, length) takes three arguments");
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t length = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+    Py_ssize_t start, length;
+    if (mapping_range(args, nargs, "msync", PyBUF_SIMPLE, &view, &start, &length) < 0) {
         return NULL;
     }
     long page = sysconf(_SC_PAGESIZE);
-    char *at = (char *)view.buf + (start > 0 ? start : 0);
-    if (start < 0 || length < 0 || start > view.len || length > view.len - start || page <= 0
-        || (uintptr_t)at % (uintptr_t)page != 0) {
+    if (start > view.len || length > view.len - start || page <= 0
+        || ((uintptr_t)view.buf + (uintptr_t)start) % (uintptr_t)page != 0) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "msync: range outside the mapping or start not page-aligned");
         return NULL;
     }
+    char *at = (char *)view.buf + start;
     int rc = 0;
     if (length > 0) {
         Py_BEGIN_ALLOW_THREADS
@@ -63,21 +78,9 @@ speedups_msync(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
 PyObject *
 speedups_populate(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "populate(mapping, start, length) takes three arguments");
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t length = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    if (start < 0 || length < 0) {
-        PyErr_SetString(PyExc_ValueError, "populate: a negative start or length");
-        return NULL;
-    }
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+    Py_ssize_t start, length;
+    if (mapping_range(args, nargs, "populate", PyBUF_WRITABLE, &view, &start, &length) < 0) {
         return NULL;
     }
     long page = sysconf(_SC_PAGESIZE);

@@ -1246,6 +1246,18 @@ appended_to(const struct appended *a, long long pos)
 
 #define PUT_ONE_KEYS 8 /* a message with more index keys goes the Python way */
 
+/* What a call that may decline answers: NULL after an error (got < 0; `answer`, if any, is dropped),
+ * None when it declined (no answer), else the answer. */
+static PyObject *
+declined_or(int got, PyObject *answer)
+{
+    if (got < 0) {
+        Py_XDECREF(answer);
+        return NULL;
+    }
+    return answer != NULL ? answer : Py_NewRef(Py_None);
+}
+
 /* The PutResult of the prepared message `p` written at `phy` (also as `phy_obj`), as put_results makes
  * one: the message id is `prefix` (ASCII) and `phy` in 16 hex digits. */
 static PyObject *
@@ -1457,14 +1469,7 @@ decline:
         PyBuffer_Release(&index_view);
     }
     Py_XDECREF(header);
-    if (got < 0) {
-        Py_XDECREF(answer);
-        return NULL;
-    }
-    if (answer == NULL) {
-        Py_RETURN_NONE;
-    }
-    return answer;
+    return declined_or(got, answer);
 }
 
 /* The time now in epoch milliseconds, as rocketstore.store.core._system_clock reads it
@@ -1640,12 +1645,5 @@ done:
     Py_XDECREF(in_table);
     Py_DECREF(p);
     release_lock(lock);
-    if (got < 0) {
-        Py_XDECREF(answer);
-        return NULL;
-    }
-    if (answer == NULL) {
-        Py_RETURN_NONE;
-    }
-    return answer;
+    return declined_or(got, answer);
 }
