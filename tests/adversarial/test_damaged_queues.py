@@ -6,6 +6,7 @@ queue offset 0 again (two records then claimed T/0 offset 0) and recovery report
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -141,3 +142,30 @@ def test_quarantine_keeps_earlier_copies(tmp_path):
     folder = root / QUARANTINE_DIR / "consumequeue" / "T" / "0"
     assert len([p for p in folder.iterdir() if p.name.startswith(first.name)]) == 2
     shutil.rmtree(folder)
+
+
+def test_verify_tells_puts_left_behind_their_dispatch_from_queues_that_lost_entries(tmp_path):
+    """A copy of an ASYNC store taken while puts were ahead of the dispatch (as a crash leaves it): the
+    tail of records in no queue and no index is `undispatched`, not a problem; the same records missing
+    from their queue before an indexed, queued record are problems."""
+    root, copy = tmp_path / "live", tmp_path / "copy"
+    # no queue flush pass while the directory is copied: it would dispatch the puts behind mid-copy
+    with MessageStore.open(root, dataclasses.replace(CONFIG, flush_consume_queue_interval_ms=3_600_000)) as store:
+        for i in range(20):
+            assert store.put(Message("T", b"m%d" % i, keys=(f"k{i}",))).ok
+        store.max_offset("T", 0)  # the first 20 dispatched
+        behind = [store.put(Message("T", b"b%d" % i, keys=(f"b{i}",))) for i in range(5)]
+        assert store._behind_to > store._dispatched_to
+        shutil.copytree(root, copy)
+    result = verify_store(copy, CONFIG)
+    assert result.ok, result.problems
+    assert (result.undispatched, result.undispatched_from) == (5, behind[0].phy_offset)
+    assert verify_store(root, CONFIG).undispatched == 0  # closed: dispatched
+    with MessageStore.open(copy, CONFIG) as reopened:  # the copy's open dispatches them
+        assert [m.body for m in reopened.query("T", "b4")] == [b"b4"]
+    assert verify_store(copy, CONFIG).undispatched == 0
+    middle = _queue_file(root, 1)  # entries 10-19 of T/0: lost, with records after them in the queue
+    middle.write_bytes(bytes(middle.stat().st_size))
+    damaged = verify_store(root, CONFIG)
+    assert not damaged.ok and damaged.undispatched == 0
+    assert sum("is in no consume queue" in p.message for p in damaged.problems) == 15  # and 20-24, after the gap

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from .cliharness import tree_digest
@@ -118,3 +119,21 @@ def test_dry_run_on_a_cleanly_closed_store_reports_no_work(cli, golden_store, go
     done = cli("recover", golden_store, *golden_flags, "--json").json()
     assert done["index_records_dispatched"] == 0
     assert tree_digest(golden_store / "index") == index_before, "recovery wrote no index entry"
+
+
+def test_verify_counts_the_records_a_live_writer_had_not_dispatched(cli, tmp_path):
+    from rocketstore import Message, MessageStore, StoreConfig
+
+    root, copy = tmp_path / "live", tmp_path / "copy"
+    # no queue flush pass while the directory is copied: it would dispatch the puts behind mid-copy
+    with MessageStore.open(root, StoreConfig(commitlog_file_size=1 << 20,
+                                             flush_consume_queue_interval_ms=3_600_000)) as store:
+        store.put(Message("T", b"dispatched", keys=("d",)))
+        store.max_offset("T", 0)
+        store.put(Message("T", b"behind", keys=("b",)))
+        shutil.copytree(root, copy)
+    out = cli("verify", str(copy), "--commitlog-file-size", str(1 << 20))
+    assert out.code == 0, out.err
+    assert "1 record(s) at the end of the log, from " in out.err and "not dispatched yet" in out.err  # the summary
+    document = cli("verify", str(copy), "--commitlog-file-size", str(1 << 20), "--json").json()
+    assert document["ok"] and document["undispatched"] == 1 and document["problems"] == []

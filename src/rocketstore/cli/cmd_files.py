@@ -45,6 +45,9 @@ def verify(store: Path) -> None:
                f"{result.blank_records} blank; commitlog [{result.min_phy_offset}, {result.max_phy_offset}); "
                f"{result.consume_queues} consume queue(s), {result.cq_entries} entries; "
                f"{result.index_files} index file(s), {result.index_entries} entries")
+    if result.undispatched:
+        summary += (f"; {result.undispatched} record(s) at the end of the log, from {result.undispatched_from}, not "
+                    "dispatched yet (in no queue or index: the next writable open dispatches them)")
     show(document, document["problems"], PROBLEM_COLUMNS, title="problems", footer=summary,
          empty="none: the store is consistent")
     if not result.ok:

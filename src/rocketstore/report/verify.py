@@ -14,6 +14,10 @@ files are mapped with `mmap.ACCESS_READ` and decoded with `rocketstore.format`. 
   indexed record is in the index.
 
 Each problem names its file (relative to the store root) and the byte position inside it.
+
+The records at the end of the log that are in no consume queue and under no index key are not
+problems but `undispatched`: what a store that stopped with puts ahead of its dispatch leaves (a crash
+of an ASYNC store, as RocketMQ's reput lag leaves it), which the next writable open dispatches.
 """
 
 from __future__ import annotations
@@ -65,6 +69,10 @@ class VerifyResult:
     cq_entries: int = 0
     index_files: int = 0
     index_entries: int = 0
+    undispatched: int = 0
+    """Records at the end of the log in no consume queue and under no index key (see the module's doc)."""
+    undispatched_from: int | None = None
+    """Where they start (None: every record is dispatched)."""
 
     @property
     def ok(self) -> bool:
@@ -117,6 +125,7 @@ class _Verifier:
         self.records: dict[int, _Record] = {}
         self.dispatched: set[int] = set()
         self.indexed: set[tuple[int, int]] = set()
+        self._first_indexed: int | None = None
         self._delays = config.delay_level_millis()
 
     def problem(self, file: str, pos: int, message: str) -> None:
@@ -221,7 +230,6 @@ class _Verifier:
         for topic, queue_id, queue_dir in queue_dirs(self.root):
             self.result.consume_queues += 1
             self._check_queue(topic, queue_id, queue_dir)
-        self._check_all_dispatched()
 
     def _check_queue(self, topic: str, queue_id: int, directory: Path) -> None:
         rel_dir = f"{CONSUME_QUEUE_DIR}/{topic}/{queue_id}"
@@ -260,8 +268,32 @@ class _Verifier:
                 self.problem(rel, pos, f"queue offset {queue_offset} -> record at {unit.phy_offset}: "
                                        f"{name} {value!r}, the record says {expected[name]!r}")
 
-    def _check_all_dispatched(self) -> None:
+    def dispatch(self) -> None:
+        """After the queues and the index: the undispatched tail, then every record before it that
+        misses its queue entry or an index key."""
+        tail = self._undispatched_tail()
+        self._check_all_dispatched(tail)
+        self._check_all_indexed(self._first_indexed, tail)
+
+    def _undispatched_tail(self) -> int:
+        """Where the records at the end of the log that are in no queue and under no index key start
+        (the log's end when the newest record is dispatched); counted in the result."""
+        tail = self.result.max_phy_offset
+        count = 0
+        for phy_offset in reversed(self.records):
+            record = self.records[phy_offset]
+            if phy_offset in self.dispatched or any((h, phy_offset) in self.indexed for h in record.key_hashes):
+                break
+            if gets_queue_entry(record.sys_flag) or (gets_index_entry(record.sys_flag) and record.key_hashes):
+                tail, count = phy_offset, count + 1
+        if count:
+            self.result.undispatched, self.result.undispatched_from = count, tail
+        return tail
+
+    def _check_all_dispatched(self, tail: int) -> None:
         for phy_offset, record in self.records.items():
+            if phy_offset >= tail:
+                break
             if gets_queue_entry(record.sys_flag) and phy_offset not in self.dispatched:
                 self.problem(record.file, record.pos, f"record at {phy_offset} ({record.topic}/{record.queue_id} "
                                                       f"offset {record.queue_offset}) is in no consume queue")
@@ -280,7 +312,7 @@ class _Verifier:
                 begin = self._check_index_file(buf, rel)
             if begin is not None and first_indexed is None:
                 first_indexed = begin
-        self._check_all_indexed(first_indexed)
+        self._first_indexed = first_indexed
 
     def _check_index_file(self, buf: Any, rel: str) -> int | None:
         """Check one index file; the begin physical offset of its header (None if unreadable)."""
@@ -338,8 +370,10 @@ class _Verifier:
                                    f"at {phy_offset}")
         self.indexed.add((key_hash, phy_offset))
 
-    def _check_all_indexed(self, first_indexed: int | None) -> None:
+    def _check_all_indexed(self, first_indexed: int | None, tail: int) -> None:
         for phy_offset, record in self.records.items():
+            if phy_offset >= tail:
+                break
             if first_indexed is None or phy_offset < first_indexed or not gets_index_entry(record.sys_flag):
                 continue
             missing = [h for h in record.key_hashes if (h, phy_offset) not in self.indexed]
@@ -362,4 +396,5 @@ def verify_store(root: Path, config: StoreConfig) -> VerifyResult:
     verifier.commitlog()
     verifier.consume_queues()
     verifier.index()
+    verifier.dispatch()
     return verifier.result
