@@ -90,9 +90,9 @@ decode_run: Callable[..., tuple[int, int, int]] = decode_run_py if speedups is N
 
 
 class EntryReader:
-    """Reads the messages of consume-queue entries for one get or scan: runs of `decode_run`, with each
-    entry it cannot decode in place read through `CommitLog.message_at`, whose file the next run then
-    decodes in place.
+    """Reads the messages of consume-queue entries for one get or scan: runs of `decode_run` in the
+    commitlog file of the entry that stopped the previous run, with each entry it cannot decode in place
+    there read through `CommitLog.message_at`, which says why a record is missing.
 
     After `read`: `messages` holds what was read, `full` says a limit stopped it, `removed` that an
     entry's record is no longer in the commitlog (deleted by retention, or not a record there).
@@ -124,6 +124,11 @@ class EntryReader:
                 self.full = state == _FULL
                 return i
             phy_offset, size, _ = UNIT.unpack_from(entries, i * UNIT_SIZE)
+            if not file_start <= phy_offset < file_start + file_size:  # in another file: decode the run there
+                found = self.commitlog.readable_file(phy_offset)
+                if found[1] >= 0 and found[0] != file_start:
+                    self._file = found
+                    continue
             i += 1
             try:  # the general path: finds the file, says why a record is missing
                 msg = self.commitlog.message_at(phy_offset, size)

@@ -100,6 +100,7 @@ class StoreCore:
         self._schedule: ScheduleService | None = None
         self._combiner = PutCombiner(self._append_locked)
         self._max_query_results = config.max_query_results  # the config is frozen
+        self._max_get_count = max(1, config.max_get_count)
         # A plain ASYNC put writes its record only (`_put_behind`, see StoreWritePath.put); its queue entry
         # and index keys follow in `_dispatch_behind`, as RocketMQ's ReputMessageService dispatches behind the
         # log. Records below `_dispatched_to` are dispatched; `_behind_to` is the end of the newest record

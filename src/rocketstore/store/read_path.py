@@ -143,7 +143,8 @@ class StoreReadPath(StoreCore):
         """
         if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
             self._dispatch_behind()
-        self._check_open()
+        if self._closed:
+            self._check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
         cq = self._queues.get((topic, queue_id))
@@ -156,12 +157,16 @@ class StoreReadPath(StoreCore):
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        max_count = max(1, min(max_count, self.config.max_get_count))
-        scan_end = min(hi, offset + max(CQ_SCAN_ENTRIES, max_count))
+        if max_count > self._max_get_count:
+            max_count = self._max_get_count
+        scan_end = offset + (CQ_SCAN_ENTRIES if CQ_SCAN_ENTRIES > max_count else max_count)
+        if scan_end > hi:
+            scan_end = hi
         if stop_at_file_end:
             per_file = self.config.consume_queue_file_entries
             scan_end = min(scan_end, offset - offset % per_file + per_file)
-        reader = EntryReader(self.commitlog, _subscription_codes(tags), max_count, MAX_TRANSFER_BYTES)
+        reader = EntryReader(self.commitlog, None if tags is None else _subscription_codes(tags), max_count,
+                             MAX_TRANSFER_BYTES)
         messages = reader.messages
         consumed = 0
         position, window = offset, max_count
