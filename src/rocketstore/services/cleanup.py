@@ -105,7 +105,9 @@ class _Closable(Protocol):
 
 
 class CleanupService(Service):
-    """Deletes expired files on a schedule; `run_once(now_ms)` is one pass."""
+    """Deletes expired files on a schedule; `run_once(now_ms)` is one pass. `queues()` is called under
+    the lock at the start of a pass, before any file goes (the store dispatches there what its puts
+    left behind the log)."""
 
     name = "cleanup"
 
@@ -145,10 +147,11 @@ class CleanupService(Service):
         if self.on_disk_full is not None:
             self.on_disk_full(report.disk_full, usage)
         with self._lock:
+            queues = self.queues()  # first: the store dispatches what is behind its log while the log is whole
             if report.by_time or report.by_space or report.at_once:
                 self._delete_commitlog(now, report)
             report.min_phy_offset = self.commitlog.min_offset
-            self._delete_queues(report.min_phy_offset, report)
+            self._delete_queues(queues, report.min_phy_offset, report)
             report.index_files_deleted = self._delete_index(report.min_phy_offset)
         self.last_report = report
         return report
@@ -186,8 +189,8 @@ class CleanupService(Service):
         if doomed:
             fs.fsync_dir(queue.directory)
 
-    def _delete_queues(self, min_phy: int, report: CleanupReport) -> None:
-        for cq in self.queues():
+    def _delete_queues(self, queues: list[ConsumeQueue], min_phy: int, report: CleanupReport) -> None:
+        for cq in queues:
             files = cq.queue.files
             count = 0
             while count < len(files) - 1:

@@ -275,7 +275,7 @@ class StoreLifecycle(StoreCore):
             thorough_interval_ms=cfg.flush_consume_queue_thorough_interval_ms, lock=self._lock,
             least_pages=cfg.flush_consume_queue_least_pages)
         self._cleanup = CleanupService(
-            self.path, self.commitlog, lambda: list(self._queues.values()), self.index, self.clock,
+            self.path, self.commitlog, self._caught_up_queues, self.index, self.clock,
             file_reserved_hours=cfg.file_reserved_hours, delete_when=cfg.delete_when,
             disk_max_used_ratio=cfg.disk_max_used_ratio, lock=self._lock, on_disk_full=self._on_disk_full,
             interval_ms=cfg.clean_interval_ms)

@@ -151,24 +151,32 @@ class StoreWritePath(StoreCore):
         return self._put_behind_compiled or self._put_behind_py
 
     def _put_behind_py(self, message: Message) -> PutResult | None:
-        """A plain put without its dispatch, the twin of the compiled `put_behind`: the record at the
-        log's write position, stamped by the clock, with the next queue offset of its queue; the
-        consume-queue entry and the index keys are left to `_dispatch_behind`. None (nothing written) when the
-        record needs the usual put: the file would roll, the record goes in by pwrite, the store stopped
-        putting behind."""
+        """A put without its dispatch, for any message: the twin of the compiled `put_behind`, and what
+        takes the messages it declines (properties, a record of 16 KiB or more, a file that rolls). The
+        record goes at the log's write position, stamped by the clock, with the next queue offset of
+        its queue; the consume-queue entry and the index keys are left to `_dispatch_behind`. None
+        (nothing written) when the store stopped putting behind: the caller's put dispatches at once.
+
+        Raises:
+            InvalidMessageError: the message breaks a rule (nothing was written).
+            StoreReadOnlyError: the write failed (the store turned read-only).
+        """
         p = self._preparer.prepare(message)
         (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, _, _, _, _, _) = p
-        if size >= fs.PWRITE_MIN:
-            return None
         with self._lock:
-            mf = self.commitlog.queue.last
-            if (self._put_behind is None or mf is None
-                    or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position):
+            if self._put_behind is None:
                 return None
-            store_ts = self.clock()
-            queue_offset = self._queue_table.get(queue_key, 0) if in_queue else 0
-            phy = mf.file_from_offset + mf.wrote_position
-            mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
+            try:
+                commitlog = self.commitlog
+                mf = commitlog.queue.last
+                if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
+                    mf = commitlog.file_for_append(size)
+                store_ts = self.clock()
+                queue_offset = self._queue_table.get(queue_key, 0) if in_queue else 0
+                phy = mf.file_from_offset + mf.wrote_position
+                mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
+            except OSError as exc:
+                raise self._write_failed(exc) from exc
             if in_queue:
                 self._queue_table[queue_key] = queue_offset + 1
             self._last_store_timestamp = store_ts
@@ -189,8 +197,10 @@ class StoreWritePath(StoreCore):
             StoreClosedError: the store was closed.
         """
         put_behind = self._put_behind
-        if put_behind is not None and fs.write_mapped is _WRITE_MAPPED:
-            result = put_behind(message)  # the record only: its dispatch follows in `_dispatch_behind`
+        if put_behind is not None:  # the record only: its dispatch follows in `_dispatch_behind`
+            result = put_behind(message) if fs.write_mapped is _WRITE_MAPPED else None
+            if result is None:  # what the compiled call declines, or the fs seam is replaced: in Python
+                result = self._put_behind_py(message)
             if result is not None:
                 if result.phy_offset - self._dispatched_to >= PUT_BEHIND_BYTES:
                     self._dispatch_behind()
