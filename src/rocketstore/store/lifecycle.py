@@ -106,10 +106,6 @@ def _record_geometry(root: Path, config: StoreConfig) -> None:
     fs.atomic_write(path, json.dumps(data, indent=2).encode("utf-8"), keep_backup=False)
 
 
-
-
-
-
 class StoreLifecycle(StoreCore):
     """Opening and closing (a part of `MessageStore`)."""
 

@@ -143,8 +143,9 @@ class StoreWritePath(StoreCore):
         self._put_behind_compiled = put_behind_for(self)
 
     def _put_behind_or_none(self) -> Callable[[Message], PutResult | None] | None:
-        """What `put` writes a plain message with while nothing needs its dispatch at once: the store is
-        writable, ASYNC, nobody listens for arrivals, and the fs seam is the real one; else None."""
+        """What `put` writes a message with while nothing needs its dispatch at once (the store is
+        writable, ASYNC, and nobody listens for arrivals): the compiled `put_behind`, or its twin without
+        the compiled module; else None."""
         if (self._closed or self._read_only_reason is not None or self._arrival_listeners
                 or not isinstance(self._flush_service, CommitLogFlushService)):
             return None
@@ -185,7 +186,9 @@ class StoreWritePath(StoreCore):
                                store_ts, topic, queue_id)
 
     def put(self, message: Message) -> PutResult:
-        """Append one message and dispatch it to its consume queue and the index.
+        """Append one message and dispatch it to its consume queue and the index (in an ASYNC store with
+        no arrival listener, behind the log: before the next read of the queues or the index; see
+        docs/architecture.md).
 
         Returns:
             where it went; status FLUSH_DISK_TIMEOUT in SYNC mode when the disk did not confirm in
