@@ -170,14 +170,15 @@ key_texts = st.one_of(st.sampled_from(["k1", "k2", "a", "b", "", " ", "k1 k2", "
                                                   max_size=12).map(b"".join)),
        key_texts, st.booleans())
 def test_carries_key_twins(properties, key, parsed_first):
-    """MessageBase.carries_key reads the stored bytes; _MessageFields.carries_key the parsed properties:
+    """MessageBase.carries_key and keys read the stored bytes; _MessageFields' the parsed properties:
     the same answer on any properties (not UTF-8, repeated names, empty values) and any key (empty,
     U+FFFD, a lone surrogate), with the properties parsed before or not."""
     raw = _record(b"T", b"", properties, 0, 1)
     twin = fm.build_message_py(fm._MessageFields, raw, fm.MAGIC_V1)
     native = _speedups.build_message(_speedups.MessageBase, raw, fm.MAGIC_V1)
+    assert native.keys == twin.keys and native._properties is None  # read on the bytes
     if parsed_first:
-        assert native.keys == twin.keys
+        assert native.tags == twin.tags and native.keys == twin.keys  # from the parsed properties
     expected = key in twin.keys or twin._properties.get("UNIQ_KEY") == key
     assert native.carries_key(key) is twin.carries_key(key) is expected
 

@@ -338,11 +338,36 @@ message_tags(MessageBase *self, void *Py_UNUSED(closure))
     return message_property(self, rs_property_tags);
 }
 
+/* The KEYS property (a new reference, None when absent) read on the stored bytes while the properties
+ * are not parsed (rs_last_property: the value the parsed dict would hold, decoded as its text is, UTF-8
+ * with bad bytes replaced), else from the parsed properties. */
+static PyObject *
+message_keys_value(MessageBase *self)
+{
+    PyObject *raw = self->fields[F_RAW], *start_obj = self->fields[F_PROPERTIES_START];
+    if ((self->fields[F_PROPERTIES] != NULL && self->fields[F_PROPERTIES] != Py_None) || raw == NULL
+        || !PyBytes_CheckExact(raw) || start_obj == NULL || !PyLong_CheckExact(start_obj)) {
+        return message_property(self, rs_property_keys);
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(start_obj);
+    if (start == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    const char *text = PyBytes_AS_STRING(raw);
+    Py_ssize_t size = PyBytes_GET_SIZE(raw);
+    const char *props = text + (start >= 0 && start < size ? start : size), *end = text + size;
+    const char *value, *value_end;
+    if (props < end && rs_last_property(props, end, "KEYS", 4, &value, &value_end)) {
+        return PyUnicode_DecodeUTF8(value, value_end - value, "replace");
+    }
+    return Py_NewRef(Py_None);
+}
+
 /* keys: the non-empty space-separated tokens of the KEYS property (props_codec.split_keys). */
 static PyObject *
 message_keys(MessageBase *self, void *Py_UNUSED(closure))
 {
-    PyObject *value = message_property(self, rs_property_keys);
+    PyObject *value = message_keys_value(self);
     if (value == NULL) {
         return NULL;
     }
