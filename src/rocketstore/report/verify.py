@@ -280,8 +280,7 @@ class _Verifier:
         (the log's end when the newest record is dispatched); counted in the result."""
         tail = self.result.max_phy_offset
         count = 0
-        for phy_offset in reversed(self.records):
-            record = self.records[phy_offset]
+        for phy_offset, record in reversed(self.records.items()):
             if phy_offset in self.dispatched or any((h, phy_offset) in self.indexed for h in record.key_hashes):
                 break
             if gets_queue_entry(record.sys_flag) or (gets_index_entry(record.sys_flag) and record.key_hashes):

@@ -389,6 +389,7 @@ class StoreLifecycle(StoreCore):
                 clean = True
         finally:
             self._closed = True
+            self._behind_to = 0  # what a failed store kept behind its log is the next open's to dispatch
             if clean:
                 remove_abort_file(self.path)
             self._release()

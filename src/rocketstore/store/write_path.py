@@ -168,10 +168,7 @@ class StoreWritePath(StoreCore):
             if self._put_behind is None:
                 return None
             try:
-                commitlog = self.commitlog
-                mf = commitlog.queue.last
-                if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
-                    mf = commitlog.file_for_append(size)
+                mf = self.commitlog.file_for_append(size)
                 store_ts = self.clock()
                 queue_offset = self._queue_table.get(queue_key, 0) if in_queue else 0
                 phy = mf.file_from_offset + mf.wrote_position
@@ -338,7 +335,8 @@ class StoreWritePath(StoreCore):
         the plain case, else through `_append_one_py`. Called under the lock."""
         (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
          tags_code, _, _) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
-        self._dispatch_behind_locked()
+        if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
+            self._dispatch_behind_locked()
         commitlog = self.commitlog
         mf = commitlog.queue.last
         if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:

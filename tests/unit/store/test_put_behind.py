@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rocketstore import FlushMode, Message, MessageStore, StoreConfig
+import pytest
+
+from rocketstore import FlushMode, Message, MessageStore, StoreClosedError, StoreConfig
 from rocketstore.format.consume_queue import UNIT_SIZE
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR
 from rocketstore.store.write_path import PUT_BEHIND_BYTES
@@ -129,3 +131,18 @@ def test_what_the_compiled_put_declines_goes_behind_too(tmp_path):
         assert [m.body for m in store.query("T", "k3")] == [bodies[3]]
         assert store.get("T", 0, 0, 1).messages[0].properties.get("A") is None
         assert store.get("T", 0, 1, 1).messages[0].properties["A"] == "b"
+
+
+def test_a_store_closed_after_a_write_failure_with_puts_behind_answers_as_closed(tmp_path):
+    """close() skips the flush of a failed store: what stayed behind is left to the next open, and a
+    read of the closed store says the store is closed (it does not try to dispatch into closed files)."""
+    store = MessageStore.open(tmp_path, CONFIG)
+    for i in range(3):
+        store.put(Message("T", b"m%d" % i))
+    store._turn_read_only("write failed: test")
+    store.close()
+    with pytest.raises(StoreClosedError, match=f"store {tmp_path} is closed"):
+        store.get("T", 0, 0)
+    assert store.max_offset("T", 0) == 0
+    with MessageStore.open(tmp_path, CONFIG) as reopened:
+        assert [m.body for m in reopened.get("T", 0, 0).messages] == [b"m0", b"m1", b"m2"]
