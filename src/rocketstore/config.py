@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from rocketstore.format.consume_queue import UNIT_SIZE as CQ_UNIT_SIZE
@@ -51,7 +52,34 @@ _ROCKETMQ_NAMES = {
     "flush_consume_queue_least_pages": "flushConsumeQueueLeastPages",
     "flush_consume_queue_thorough_interval_ms": "flushConsumeQueueThoroughInterval",
     "clean_interval_ms": "cleanResourceInterval",
+    "disk_clean_forcibly_ratio": "diskSpaceCleanForciblyRatio",
+    "disk_full_ratio": "diskSpaceWarningLevelRatio",
 }
+
+# RocketMQ reads its two disk levels from Java system properties (-Drocketmq.broker.
+# diskSpaceCleanForciblyRatio, -Drocketmq.broker.diskSpaceWarningLevelRatio), for every store of the
+# process. These environment variables play that part: they give the defaults of `disk_clean_forcibly_ratio`
+# and `disk_full_ratio` to every store a process and its children open (a broker, Spark workers).
+DISK_CLEAN_FORCIBLY_ENV = "ROCKETSTORE_DISK_SPACE_CLEAN_FORCIBLY_RATIO"
+DISK_FULL_ENV = "ROCKETSTORE_DISK_SPACE_WARNING_LEVEL_RATIO"
+
+
+def _env_ratio(name: str, default: float) -> float:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={value!r} is not a ratio such as 0.85") from None
+
+
+def _clean_forcibly_default() -> float:
+    return _env_ratio(DISK_CLEAN_FORCIBLY_ENV, 0.85)
+
+
+def _disk_full_default() -> float:
+    return _env_ratio(DISK_FULL_ENV, 0.90)
 
 
 @dataclass(frozen=True)
@@ -80,6 +108,8 @@ class StoreConfig:
     file_reserved_hours: int = 72
     delete_when: str = "04"
     disk_max_used_ratio: float = 0.75
+    disk_clean_forcibly_ratio: float = field(default_factory=_clean_forcibly_default)
+    disk_full_ratio: float = field(default_factory=_disk_full_default)
     delay_levels: str = DEFAULT_DELAY_LEVELS
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval_ms: int = 60_000
@@ -99,6 +129,8 @@ class StoreConfig:
             "max_query_results": self.max_query_results >= 1,
             "max_get_count": self.max_get_count >= 1,
             "disk_max_used_ratio": 0.0 < self.disk_max_used_ratio <= 1.0,
+            "disk_clean_forcibly_ratio": 0.0 < self.disk_clean_forcibly_ratio <= 1.0,
+            "disk_full_ratio": 0.0 < self.disk_full_ratio <= 1.0,
         }
         for name, ok in checks.items():
             if not ok:

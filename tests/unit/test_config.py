@@ -23,10 +23,31 @@ def test_rocketmq_names_map_with_their_units():
     assert config.disk_max_used_ratio == 0.95  # clamped as RocketMQ clamps it
     assert config.file_reserved_hours == 48
     assert config.flush_consume_queue_interval_ms == 1000
+    levels = StoreConfig.from_rocketmq({"diskSpaceCleanForciblyRatio": "0.8", "diskSpaceWarningLevelRatio": 0.95})
+    assert (levels.disk_clean_forcibly_ratio, levels.disk_full_ratio) == (0.8, 0.95)
+
+
+def test_the_disk_levels_default_to_rocketmqs_and_follow_the_environment(monkeypatch):
+    from rocketstore.config import DISK_CLEAN_FORCIBLY_ENV, DISK_FULL_ENV
+
+    monkeypatch.delenv(DISK_CLEAN_FORCIBLY_ENV)  # tests/conftest.py sets both for the suite
+    monkeypatch.delenv(DISK_FULL_ENV)
+    assert (StoreConfig().disk_clean_forcibly_ratio, StoreConfig().disk_full_ratio) == (0.85, 0.90)
+    monkeypatch.setenv(DISK_CLEAN_FORCIBLY_ENV, " 0.7 ")
+    monkeypatch.setenv(DISK_FULL_ENV, "")
+    assert (StoreConfig().disk_clean_forcibly_ratio, StoreConfig().disk_full_ratio) == (0.7, 0.90)
+    assert StoreConfig(disk_clean_forcibly_ratio=0.9).disk_clean_forcibly_ratio == 0.9
+    monkeypatch.setenv(DISK_FULL_ENV, "ninety")
+    with pytest.raises(ValueError, match=f"{DISK_FULL_ENV}='ninety' is not a ratio"):
+        StoreConfig()
+    monkeypatch.setenv(DISK_FULL_ENV, "1.5")
+    with pytest.raises(ValueError, match="disk_full_ratio out of range: 1.5"):
+        StoreConfig()
 
 
 @pytest.mark.parametrize("field", ["commitlog_file_size", "consume_queue_file_entries", "index_hash_slots",
-                                   "max_message_size", "max_get_count"])
+                                   "max_message_size", "max_get_count", "disk_clean_forcibly_ratio",
+                                   "disk_full_ratio"])
 def test_out_of_range_values_name_the_field(field):
     with pytest.raises(ValueError, match=field):
         StoreConfig(**{field: 0})

@@ -5,8 +5,8 @@ RocketMQ 4.9.8's CleanCommitLogService / CleanConsumeQueueService (spec §8), on
 * a pass may delete commitlog files when the local hour of `now` is one of `delete_when` ("04" or
   "03;04"), or when the disk holding the store is more than `disk_max_used_ratio` full;
 * it deletes, oldest first and never the file being written, the files whose newest message is older
-  than `file_reserved_hours` (every file, regardless of age, above 85 % disk use), stopping at the
-  first file it keeps and after 10 files;
+  than `file_reserved_hours` (every file, regardless of age, above `disk_clean_forcibly_ratio`, 85 %),
+  stopping at the first file it keeps and after 10 files;
 * then every consume-queue file (but the last of its queue) whose last entry points below the new
   commitlog min offset, and index files the same way, and moves each queue's min offset.
 
@@ -14,8 +14,9 @@ A deleted file's name goes at once; its mapping is closed at the next pass, so t
 started before the deletion finishes on valid memory (RocketMQ's delayed destroy of a shut-down file).
 
 Unlike RocketMQ, a file's age is the store time of its newest message (the first record of the next
-file, which is never younger), not its mtime: a copied or restored store keeps its ages. Above 90 %
-disk use the store refuses puts until a pass finds the disk below that level again.
+file, which is never younger), not its mtime: a copied or restored store keeps its ages. Above
+`disk_full_ratio` (90 %) of disk use the store refuses puts until a pass finds the disk below that level
+again.
 """
 
 from __future__ import annotations
@@ -39,8 +40,6 @@ from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
 
 MAX_FILES_PER_PASS = 10  # RocketMQ 4.9.8 deletes at most 10 commitlog files per run
-CLEAN_FORCIBLY_RATIO = 0.85  # diskSpaceCleanForciblyRatio: delete regardless of age
-DISK_FULL_RATIO = 0.90  # diskSpaceWarningLevelRatio: the store stops accepting puts
 CLEAN_INTERVAL_MS = 10_000  # cleanResourceInterval
 HOUR_MS = 3_600_000
 
@@ -113,7 +112,8 @@ class CleanupService(Service):
 
     def __init__(self, root: Path, commitlog: CommitLog, queues: Callable[[], list[ConsumeQueue]],
                  index: IndexService, clock: Clock, *, file_reserved_hours: float, delete_when: str,
-                 disk_max_used_ratio: float, lock: threading.Lock,
+                 disk_max_used_ratio: float, clean_forcibly_ratio: float, disk_full_ratio: float,
+                 lock: threading.Lock,
                  on_disk_full: Callable[[bool, float], None] | None = None,
                  interval_ms: int = CLEAN_INTERVAL_MS) -> None:
         super().__init__(interval_ms)
@@ -125,6 +125,8 @@ class CleanupService(Service):
         self.reserved_ms = int(file_reserved_hours * HOUR_MS)
         self.delete_hours = parse_delete_when(delete_when)
         self.disk_max_used_ratio = disk_max_used_ratio
+        self.clean_forcibly_ratio = clean_forcibly_ratio  # diskSpaceCleanForciblyRatio: delete regardless of age
+        self.disk_full_ratio = disk_full_ratio  # diskSpaceWarningLevelRatio: the store stops accepting puts
         self.on_disk_full = on_disk_full
         self._lock = lock
         self.last_report: CleanupReport | None = None
@@ -142,8 +144,8 @@ class CleanupService(Service):
         report = CleanupReport(now, usage)
         report.by_time = local_hour(now) in self.delete_hours
         report.by_space = usage > self.disk_max_used_ratio
-        report.at_once = usage > CLEAN_FORCIBLY_RATIO
-        report.disk_full = usage > DISK_FULL_RATIO
+        report.at_once = usage > self.clean_forcibly_ratio
+        report.disk_full = usage > self.disk_full_ratio
         if self.on_disk_full is not None:
             self.on_disk_full(report.disk_full, usage)
         with self._lock:

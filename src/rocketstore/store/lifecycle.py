@@ -273,7 +273,8 @@ class StoreLifecycle(StoreCore):
         self._cleanup = CleanupService(
             self.path, self.commitlog, self._caught_up_queues, self.index, self.clock,
             file_reserved_hours=cfg.file_reserved_hours, delete_when=cfg.delete_when,
-            disk_max_used_ratio=cfg.disk_max_used_ratio, lock=self._lock, on_disk_full=self._on_disk_full,
+            disk_max_used_ratio=cfg.disk_max_used_ratio, clean_forcibly_ratio=cfg.disk_clean_forcibly_ratio,
+            disk_full_ratio=cfg.disk_full_ratio, lock=self._lock, on_disk_full=self._on_disk_full,
             interval_ms=cfg.clean_interval_ms)
         self.index.on_file_flushed = self._on_index_file_flushed
         services: list[Service] = [self._flush_service, self._queue_flush, self._cleanup]
@@ -399,8 +400,8 @@ class StoreLifecycle(StoreCore):
 
         Deletes the commitlog files older than `file_reserved_hours` when the local hour of `now_ms`
         is one of `delete_when` or the disk is fuller than `disk_max_used_ratio` (all but the file being
-        written above 85 %), then the consume-queue and index files whose messages are all gone; min
-        offsets move, and `get()` answers OFFSET_TOO_SMALL below them.
+        written above `disk_clean_forcibly_ratio`), then the consume-queue and index files whose messages
+        are all gone; min offsets move, and `get()` answers OFFSET_TOO_SMALL below them.
 
         Args:
             now_ms: the time to judge ages by (default: the store clock).

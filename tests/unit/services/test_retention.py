@@ -28,7 +28,8 @@ def config(delete_hour: int, **kw: object) -> StoreConfig:
     values: dict[str, object] = dict(
         commitlog_file_size=4096, consume_queue_file_entries=4, index_hash_slots=8, index_max_entries=8,
         file_reserved_hours=1, delete_when=f"{delete_hour:02d}", flush_consume_queue_interval_ms=3_600_000,
-        clean_interval_ms=3_600_000, deliver_delayed_messages=False)
+        clean_interval_ms=3_600_000, deliver_delayed_messages=False,
+        disk_clean_forcibly_ratio=0.85, disk_full_ratio=0.90)  # RocketMQ's levels (the suite sets 1.0)
     values.update(kw)
     return StoreConfig(**values)  # type: ignore[arg-type]
 

@@ -24,7 +24,8 @@ class Clock:
 
 def open_store(root, clock, **kw) -> MessageStore:
     cfg = StoreConfig(commitlog_file_size=64 * 1024, consume_queue_file_entries=50, index_hash_slots=16,
-                      index_max_entries=64, schedule_interval_ms=3_600_000, clean_interval_ms=3_600_000, **kw)
+                      index_max_entries=64, schedule_interval_ms=3_600_000, clean_interval_ms=3_600_000,
+                      disk_full_ratio=0.90, **kw)
     return MessageStore.open(root, cfg, clock=clock)
 
 
