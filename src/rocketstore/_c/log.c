@@ -530,12 +530,43 @@ log_record(PyTypeObject *cls, PyObject *log_files, long long file_size, long lon
     return message;
 }
 
+/* The newest `max_count` messages of `found` ({phy: message}) in ascending phy order, as a new list
+ * (read_path.newest_ascending, the ordering `query` gives query_py's answer). */
+static PyObject *
+newest_ascending(PyObject *found, Py_ssize_t max_count)
+{
+    if (PyDict_GET_SIZE(found) <= 1) {
+        return PyDict_Values(found);
+    }
+    PyObject *keys = PyDict_Keys(found);
+    if (keys == NULL || PyList_Sort(keys) < 0) {
+        Py_XDECREF(keys);
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(keys), first = count > max_count ? count - max_count : 0;
+    PyObject *out = PyList_New(count - first);
+    for (Py_ssize_t i = first; out != NULL && i < count; i++) {
+        PyObject *message = PyDict_GetItemWithError(found, PyList_GET_ITEM(keys, i)); /* borrowed */
+        if (message == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError, "query_records: a phy offset left its dict");
+            }
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i - first, Py_NewRef(message));
+    }
+    Py_DECREF(keys);
+    return out;
+}
+
 /* query_records(cls, index_files, log_files, log_file_size, topic, key, max_count, begin, end, any_time) ->
- * {phy: message} or None: the loop of MessageStore.query_py over the index files (IndexService.files)
+ * [message] or None: the loop of MessageStore.query_py over the index files (IndexService.files)
  * and the commitlog files (MappedFileQueue.files, each `log_file_size` bytes): the offsets the index
  * gives for `key` in [begin - 1 s, end], each record read as a `cls` (a StoredMessage) and kept when
  * its topic is `topic`, its store time in [begin, end] (unless `any_time` is true) and it carries
- * `key`; more offsets asked for until `max_count` are kept or the index has no more.
+ * `key`; more offsets asked for until `max_count` are kept or the index has no more. The messages come
+ * as `query` answers, the newest `max_count` in ascending phy order (newest_ascending).
  * None, having read nothing that matters, when an index file or a text is beyond what it takes:
  * query_py answers then. */
 PyObject *
@@ -650,5 +681,10 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
         limit *= 4;
     }
     offsets_release(&offsets);
-    return found;
+    if (found == NULL) {
+        return NULL;
+    }
+    PyObject *ordered = newest_ascending(found, (Py_ssize_t)max_count);
+    Py_DECREF(found);
+    return ordered;
 }

@@ -104,5 +104,9 @@ def test_query_records_declines_bounds_it_does_not_take(store_root):
         assert read_path._query_records(*args, 0.5, 2**63 - 1, False) is None  # a float: query_py compares it
         assert read_path._query_records(*args, 0, 2**64, False) is None  # past int64
         found = read_path._query_records(*args, 0, 2**63 - 1, True)
-        assert found and all(isinstance(m, StoredMessage) and m.phy_offset == phy for phy, m in found.items())
+        assert found and all(isinstance(m, StoredMessage) for m in found)
+        twin = store.query_py("Orders", "k1", 64, 0, 2**63 - 1, True)
+        assert [m.phy_offset for m in found] == sorted(twin) == [m.phy_offset for m in read_path.newest_ascending(
+            twin, 64)]
+        assert [m.phy_offset for m in read_path._query_records(*args[:-1], 2, 0, 2**63 - 1, True)] == sorted(twin)[-2:]
         assert store.query("Orders", "k1", begin_ms=0.5) == store.query("Orders", "k1")  # type: ignore[arg-type]
