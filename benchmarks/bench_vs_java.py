@@ -45,10 +45,16 @@ QUERIES = 10_000
 BORN_HOST = "127.0.0.1:40000"
 
 
+def _java_env(root: Path, java_opts: str) -> dict[str, str]:
+    """The reference's environment: its JVM options, and its log in the scratch directory `root` (removed
+    with it) instead of a file of its own in /tmp."""
+    return dict(os.environ, JAVA_OPTS=java_opts, RMQ_LOG=str(root / "java.log"))
+
+
 def java_bench(root: Path, count: int, body: int) -> dict[str, float]:
     store = root / "java"
     out = subprocess.run([str(SCRIPT), "bench", str(store), str(count), str(body)], check=True,
-                         capture_output=True, text=True, env=dict(os.environ, JAVA_OPTS="-Xmx4g")).stdout
+                         capture_output=True, text=True, env=_java_env(root, "-Xmx4g")).stdout
     shutil.rmtree(store, ignore_errors=True)
     line = next(s for s in out.splitlines() if s.startswith("{"))
     return {k: float(v) for k, v in json.loads(line).items() if k in ("put", "get", "q50", "q99")}
@@ -123,9 +129,8 @@ def compare_workload(report: Report, root: Path, count: int, body: int, rounds: 
 def java_crashed_store(root: Path, count: int, body: int) -> Path:
     """A store of `count` messages written by the Java store and halted without shutdown (abort file left)."""
     store = root / "crashed"
-    env = dict(os.environ, JAVA_OPTS="-Xmx4g -DcommitlogFileSize=1073741824 -DconsumeQueueFileEntries=300000 "
-                                     "-DindexHashSlots=5000000 -DindexMaxEntries=20000000 -Dcrash=true "
-                                     "-DcrashWaitMs=2000")
+    env = _java_env(root, "-Xmx4g -DcommitlogFileSize=1073741824 -DconsumeQueueFileEntries=300000 "
+                          "-DindexHashSlots=5000000 -DindexMaxEntries=20000000 -Dcrash=true -DcrashWaitMs=2000")
     subprocess.run([str(SCRIPT), "write", str(store), str(count), "rc", str(root / "write.json")], check=True,
                    capture_output=True, env=env)
     del body  # the harness's write mode picks its own body sizes (100 B to 3 KiB)
@@ -167,7 +172,7 @@ def compare_recovery(report: Report, root: Path, count: int, rounds: int, source
         copy = root / "copy"
         shutil.copytree(crashed, copy)
         out = subprocess.run([str(SCRIPT), "recover", str(copy)], check=True, capture_output=True, text=True,
-                             env=dict(os.environ, JAVA_OPTS="-Xmx4g")).stdout
+                             env=_java_env(root, "-Xmx4g")).stdout
         answer = json.loads(next(s for s in out.splitlines() if s.startswith("{")))
         java_s.append(float(answer["seconds"]))
         end = int(answer["maxPhyOffset"])

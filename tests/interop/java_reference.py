@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,15 @@ def missing_reason() -> str | None:
 
 def run(mode: str, *args: str | Path, opts: Sequence[str] = (), timeout: float = 180) -> str:
     """Run `rocketmq-java MODE ARGS` with the small golden geometry; returns its stderr (its log line)."""
-    env = dict(os.environ, JAVA_OPTS=" ".join(["-Xmx512m", *JAVA_GEOMETRY_OPTS, *opts]))
-    proc = subprocess.run([str(SCRIPT), mode, *map(str, args)], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-    if proc.returncode != 0:
-        raise AssertionError(f"rocketmq-java {mode} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    with tempfile.TemporaryDirectory(prefix="rocketmq-java-") as logs:
+        log = Path(logs) / "java.log"  # the reference's log goes here, not to a file of its own in /tmp
+        env = dict(os.environ, JAVA_OPTS=" ".join(["-Xmx512m", *JAVA_GEOMETRY_OPTS, *opts]), RMQ_LOG=str(log))
+        proc = subprocess.run([str(SCRIPT), mode, *map(str, args)], env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+        if proc.returncode != 0:
+            tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
+            raise AssertionError(f"rocketmq-java {mode} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}\n"
+                                 f"its log:\n{tail}")
     return proc.stderr
 
 
