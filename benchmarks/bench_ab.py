@@ -31,7 +31,7 @@ from rocketstore import Message, MessageStore, StoreConfig
 n = int(sys.argv[1])
 body = b"x" * 100
 out = {}
-with tempfile.TemporaryDirectory() as tmp:
+with tempfile.TemporaryDirectory(dir=sys.argv[2]) as tmp:  # in the worktree: a killed run leaves nothing
     msgs = [Message("AbTopic", body, queue_id=i % 4, tags="TagA", keys=(f"key-{i}",)) for i in range(n)]
     with MessageStore.open(Path(tmp) / "one", StoreConfig()) as store:
         t = time.perf_counter()
@@ -82,8 +82,8 @@ def worktree(rev: str, base: Path, side: str) -> Path:
 
 def run(tree: Path, count: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
-    done = subprocess.run([sys.executable, "-c", WORKLOAD, str(count)], env=env, capture_output=True, text=True,
-                          timeout=1800)
+    done = subprocess.run([sys.executable, "-c", WORKLOAD, str(count), str(tree)], env=env, capture_output=True,
+                          text=True, timeout=1800)
     if done.returncode != 0:
         sys.exit(f"workload failed in {tree}:\n{done.stderr}")
     return json.loads(done.stdout)
