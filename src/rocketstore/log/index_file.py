@@ -176,9 +176,17 @@ class IndexFile:
         Raises:
             OSError: the disk did not accept it.
         """
-        if self.header.index_count != self._flushed_count:
-            fs.msync(self.mm, 0, self.file_size)
-            self._flushed_count = self.header.index_count
+        count = self.header.index_count  # the keys this sync covers (the dispatch may add more meanwhile)
+        if count == self._flushed_count:
+            return
+        mm = self.mm
+        try:
+            pinned = memoryview(mm)  # a close meanwhile (retention) lets the mapping go after the sync
+        except ValueError:  # closed (deleted) before: nothing left to flush
+            return
+        with pinned:
+            fs.msync(mm, 0, self.file_size)
+        self._flushed_count = count
 
     def pin(self) -> None:
         """Nothing to do: an index file stays mapped until `close`."""

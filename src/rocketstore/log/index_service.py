@@ -178,12 +178,13 @@ class IndexService:
         return found
 
     def flush(self) -> None:
-        """Force every file to disk.
+        """Force every file to disk (the queue flush runs this without the store lock, beside the
+        dispatch and retention: see IndexFile.flush).
 
         Raises:
             OSError: the disk did not accept it.
         """
-        for f in self.files:
+        for f in list(self.files):
             f.flush()
 
     def close(self) -> None:

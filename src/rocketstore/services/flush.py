@@ -64,13 +64,13 @@ class CommitLogFlushService(Service):
         if now >= self._last_thorough + self.thorough_interval_ms:
             least = 0
             self._last_thorough = now
-        with self._lock:
+        with self._lock:  # what the flush covers: every record written before this point
             store_ts = self._last_store_timestamp()
-            self.commitlog.queue.flush(least)
-            if least == 0 and store_ts > 0:
-                self.checkpoint.values.physic_msg_timestamp = store_ts
             mf = self.commitlog.queue.last
             end = self.commitlog.max_offset
+        self.commitlog.queue.flush(least)  # outside the lock: puts go on while the disk works
+        if least == 0 and store_ts > 0:
+            self.checkpoint.values.physic_msg_timestamp = store_ts
         grown, self._last_end = end - self._last_end, end
         if mf is not None and grown > 0:
             start = max(end, self._warmed_to) - mf.file_from_offset
@@ -191,8 +191,8 @@ class QueueFlushService(Service):
             cq.flush(0 if thorough else self.least_pages)
         if thorough:
             self._last_thorough = now
+            self.index.flush()  # outside the lock: a sync of the index files takes long, puts go on
             with self._lock:
-                self.index.flush()
                 if logics > 0:
                     self.checkpoint.values.logics_msg_timestamp = logics
                 self.checkpoint.flush()

@@ -177,6 +177,10 @@ class MappedFile:
         Returns:
             the flushed position afterwards.
 
+        A flush thread runs this without the store lock, beside the writer and beside retention deleting
+        the file: the mapping stays pinned while the disk works (a close meanwhile lets it go when the
+        sync is done), and a file closed before has nothing left to flush.
+
         Raises:
             OSError: the disk did not accept the bytes.
         """
@@ -187,9 +191,16 @@ class MappedFile:
             dirty_pages = write // fs.PAGE_SIZE - flushed // fs.PAGE_SIZE
             if dirty_pages < least_pages:
                 return flushed
-        fs.msync(self.mm, flushed, write)
-        self.flushed_position = write
-        return write
+        try:
+            mm = self.mm
+            pinned = memoryview(mm)
+        except (StoreClosedError, ValueError):  # closed meanwhile (deleted): nothing left to flush
+            return flushed
+        with pinned:
+            fs.msync(mm, flushed, write)
+        if write > self.flushed_position:  # another flush may have gone further meanwhile
+            self.flushed_position = write
+        return self.flushed_position
 
     def close(self) -> None:
         """Unmap and close (idempotent)."""

@@ -183,7 +183,8 @@ class MappedFileQueue:
         Raises:
             OSError: the disk did not accept the bytes.
         """
-        for mf in self.files:
+        files = list(self.files)  # a flush thread runs this beside retention, which removes files
+        for mf in files:
             if mf.wrote_position > mf.flushed_position:
-                mf.flush(least_pages if mf is self.files[-1] else 0)
+                mf.flush(least_pages if mf is files[-1] else 0)
         return self.flushed_offset

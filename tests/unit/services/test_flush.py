@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import errno
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from rocketstore import FlushMode, Message, MessageStore, PutStatus, StoreConfig, StoreReadOnlyError
 from rocketstore.format.checkpoint import FIELDS_V4, FIELDS_V5, PAGE_SIZE
+from rocketstore.format.index import index_file_size
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.index_service import IndexService
@@ -301,3 +303,72 @@ def test_an_async_background_flush_error_turns_the_store_read_only(tmp_path, mon
     with MessageStore.open(tmp_path, cfg, clock=Clock()) as again:
         assert again.recovery.mode.value == "abnormal"
         assert [m.body for m in again.get("T", 0, 0).messages][:2] == [b"kept", b"in the page cache"]
+
+
+def _held_msync(monkeypatch: pytest.MonkeyPatch, thread: str, size: int) -> tuple[threading.Event, threading.Event]:
+    """msync holds the first sync of a file of `size` bytes by the service thread named `thread` until
+    the test releases it: (entered, release)."""
+    entered, release = threading.Event(), threading.Event()
+    real = fs.msync
+
+    def held(mm, start, end):
+        if threading.current_thread().name == thread and len(mm) == size and not entered.is_set():
+            entered.set()
+            release.wait(20)
+        real(mm, start, end)
+
+    monkeypatch.setattr(fs, "msync", held)
+    return entered, release
+
+
+def _puts_while_held(store: MessageStore, entered: threading.Event, release: threading.Event) -> float:
+    """Seconds 50 puts take while the held sync is under way (the sync is released afterwards)."""
+    try:
+        assert entered.wait(20), "the service never synced"
+        t0 = time.monotonic()
+        for i in range(50):
+            assert store.put(Message("T", b"during the sync %d" % i, keys=(f"k{i}",))).ok
+        took = time.monotonic() - t0
+        assert not release.is_set()
+        return took
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("thread, size, cfg", [
+    ("rocketstore-commitlog-flush", FILE, {"flush_interval_ms": 1, "flush_least_pages": 0}),
+    ("rocketstore-queue-flush", index_file_size(4, 4), {"flush_consume_queue_interval_ms": 1,
+                                                        "flush_consume_queue_thorough_interval_ms": 1}),
+], ids=["commitlog", "index"])
+def test_puts_go_on_while_a_flush_service_syncs(tmp_path, monkeypatch, thread, size, cfg):
+    """RocketMQ's flush threads sync without the put lock: a put never waits for the disk in ASYNC mode."""
+    entered, release = _held_msync(monkeypatch, thread, size)
+    with MessageStore.open(tmp_path, _small(**cfg)) as store:
+        assert store.put(Message("T", b"first", keys=("k",))).ok
+        took = _puts_while_held(store, entered, release)
+        assert took < 10, f"50 puts took {took:.1f} s: they waited for the sync"
+        assert len(store.query("T", "k49")) == 1
+    with MessageStore.open(tmp_path, _small()) as again:
+        assert again.recovery.mode.value == "normal"
+        assert again.get("T", 0, 0).max_offset == 51
+        assert [m.body for m in again.get("T", 0, 50).messages] == [b"during the sync 49"]
+
+
+def test_a_file_closed_during_its_flush_is_let_go_after_the_sync(tmp_path, monkeypatch):
+    """Retention may delete a file while a flush thread syncs it: the sync finishes on the pinned
+    mapping, and a file closed before its flush has nothing left to flush."""
+    commitlog, _ = _log(tmp_path)
+    end = _append(commitlog, 100)
+    mf = commitlog.queue.last
+    real = fs.msync
+
+    def closing(mm, start, stop):
+        mf.close()  # what retention does from its thread meanwhile
+        real(mm, start, stop)
+
+    monkeypatch.setattr(fs, "msync", closing)
+    assert mf.flush() == end
+    assert mf._mm is None
+    monkeypatch.setattr(fs, "msync", real)
+    mf.wrote_position += 10
+    assert mf.flush() == end, "a closed file is not flushed again"
