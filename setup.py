@@ -11,6 +11,7 @@ Before compiling, `src/rocketstore/_c/_layout.h` is generated from the Python de
 layout or a field order.
 """
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +30,8 @@ C_HEADERS = [f"{C_DIR}/{name}.h" for name in ("common", "_crc32", "_layout")]
 def write_layout_header() -> None:
     code = ("import sys; sys.path.insert(0, sys.argv[1]); from rocketstore.store.c_layout import header; "
             "open(sys.argv[2], 'w', encoding='utf-8').write(header())")
-    subprocess.run([sys.executable, "-S", "-c", code, str(SRC), str(LAYOUT_HEADER)], check=True)
+    env = dict(os.environ, ROCKETSTORE_PURE_PYTHON="1")  # not the compiled module being rebuilt (it may be stale)
+    subprocess.run([sys.executable, "-S", "-c", code, str(SRC), str(LAYOUT_HEADER)], check=True, env=env)
 
 
 class BuildWithLayout(build_ext):

@@ -246,6 +246,7 @@ PyObject *speedups_prepare_plain(PyObject *module, PyObject *const *args, Py_ssi
 PyObject *speedups_prepare_many(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_pack_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_fill_slots(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_install_message_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_behind(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

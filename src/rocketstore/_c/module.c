@@ -9,7 +9,8 @@
  *   columns.c   record_columns
  *   storage.c   msync, populate
  *   log.c       index_lookup, index_put_keys, decode_run, query_records
- *   store.c     prepare_plain, prepare_many, pack_run, put_one, put_behind, fill_slots, put_results
+ *   store.c     prepare_plain, prepare_many, pack_run, put_one, put_behind, fill_slots,
+ *               install_message_call, put_results
  *
  * Each one has a pure-Python twin that is the reference (the tests hold the two equal on generated
  * inputs) and that runs wherever this module could not be built. common.h holds what the files share;
@@ -83,6 +84,9 @@ static PyMethodDef methods[] = {
      "Walk an IndexFile slot chain; False when a position falls outside the buffer."},
     {"index_put_keys", (PyCFunction)(void (*)(void))speedups_index_put_keys, METH_FASTCALL,
      "Write IndexFile entries, slots and header for a run of keys; None when a value is out of range."},
+    {"install_message_call", (PyCFunction)(void (*)(void))speedups_install_message_call, METH_FASTCALL,
+     "Calls of the Message class build the common message (a bytes body, keys as a tuple) without a Python "
+     "frame, and hand any other call to its __new__."},
     {"fill_slots", (PyCFunction)(void (*)(void))speedups_fill_slots, METH_FASTCALL,
      "A new instance of `cls` with each value stored through its slot descriptor."},
     {"build_message", (PyCFunction)(void (*)(void))speedups_build_message, METH_FASTCALL,
