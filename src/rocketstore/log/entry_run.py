@@ -115,6 +115,8 @@ class EntryReader:
         how many entries were consumed (all of them unless `full`)."""
         i = 0
         messages = self.messages
+        if self._file[1] < 0 and len(entries) >= UNIT_SIZE:  # the first run: in the file of the first entry
+            self._file = self.commitlog.readable_file(UNIT.unpack_from(entries)[0])
         while True:
             file_start, file_size, mm = self._file
             i, self.total_bytes, state = decode_run(StoredMessage, entries, i, mm, file_start, file_size,
