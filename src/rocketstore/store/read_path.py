@@ -4,6 +4,8 @@ whole-log iteration, and single records by offset or message id."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import fields
+from functools import partial
 
 from rocketstore.errors import (
     InvalidArgumentError,
@@ -28,6 +30,11 @@ CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per
 _query_records: Callable[..., list[StoredMessage] | None] | None = (
     None if speedups is None else speedups.query_records)
 """The compiled loop of `query_py` and `newest_ascending` (None without the compiled module)."""
+_get_result: Callable[[GetStatus, int, int, int, list[StoredMessage]], GetResult] = (
+    GetResult if speedups is None
+    else partial(speedups.fill_slots, GetResult, tuple(getattr(GetResult, f.name) for f in fields(GetResult))))
+"""`GetResult(status, next_offset, min_offset, max_offset, messages)`, its frozen slots filled in one
+compiled call (the dataclass's __init__ sets each through object.__setattr__: 0.64 -> 0.09 us)."""
 
 
 def newest_ascending(found: dict[int, StoredMessage], max_count: int) -> list[StoredMessage]:
@@ -157,14 +164,14 @@ class StoreReadPath(StoreCore):
             raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
         cq = self._queues.get((topic, queue_id))
         if cq is None or cq.max_offset == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+            return _get_result(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0, [])
         lo, hi = cq.min_offset, cq.max_offset
         if offset < lo:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+            return _get_result(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi, [])
         if offset == hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+            return _get_result(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi, [])
         if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+            return _get_result(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, [])
         if max_count > self._max_get_count:
             max_count = self._max_get_count
         scan_end = offset + (CQ_SCAN_ENTRIES if CQ_SCAN_ENTRIES > max_count else max_count)
@@ -191,7 +198,7 @@ class StoreReadPath(StoreCore):
             status = GetStatus.FOUND
         else:
             status = GetStatus.MESSAGE_WAS_REMOVING if reader.removed else GetStatus.NO_MATCHED_MESSAGE
-        return GetResult(status, offset + consumed, lo, hi, messages)
+        return _get_result(status, offset + consumed, lo, hi, messages)
 
     def index_lookup(self, topic: str, key: str, *, max_count: int = 64, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[int]:
