@@ -291,8 +291,10 @@ class ConsumeQueue:
     def entry_bytes(self, start: int, end: int) -> bytes:
         """The 20-byte entries [start, end) clipped to [min, max), crossing file boundaries, as one
         bytes object (what `units` decodes)."""
-        start = max(start, self.min_offset)
-        end = min(end, self.max_offset)
+        return self.entry_bytes_within(max(start, self.min_offset), min(end, self.max_offset))
+
+    def entry_bytes_within(self, start: int, end: int) -> bytes:
+        """`entry_bytes` for bounds the caller clipped to [min, max) already (a get, which read both)."""
         parts: list[bytes] = []
         byte_offset = start * UNIT_SIZE
         end_byte = end * UNIT_SIZE

@@ -98,6 +98,9 @@ class EntryReader:
     entry's record is no longer in the commitlog (deleted by retention, or not a record there).
     """
 
+    __slots__ = ("_file", "commitlog", "full", "max_bytes", "max_count", "messages", "removed", "total_bytes",
+                 "wanted")
+
     def __init__(self, commitlog: CommitLog, wanted: Collection[int] | None, max_count: int,
                  max_bytes: int) -> None:
         self.commitlog = commitlog

@@ -163,9 +163,9 @@ class StoreReadPath(StoreCore):
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
         cq = self._queues.get((topic, queue_id))
-        if cq is None or cq.max_offset == 0:
+        if cq is None or (hi := cq.max_offset) == 0:
             return _get_result(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0, [])
-        lo, hi = cq.min_offset, cq.max_offset
+        lo = cq.min_offset
         if offset < lo:
             return _get_result(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi, [])
         if offset == hi:
@@ -188,7 +188,7 @@ class StoreReadPath(StoreCore):
         while not reader.full and position < scan_end:
             # read the queue in growing windows: a plain get needs max_count entries, not 800
             want = min(scan_end, position + window) - position
-            entries = cq.entry_bytes(position, position + want)
+            entries = cq.entry_bytes_within(position, position + want)  # lo <= position, the end <= hi
             consumed += reader.read(entries)
             if len(entries) < want * UNIT_SIZE or len(messages) >= max_count:
                 break
