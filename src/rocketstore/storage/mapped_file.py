@@ -174,12 +174,12 @@ class MappedFile:
     def flush(self, least_pages: int = 0) -> int:
         """Force written bytes to disk when at least `least_pages` pages are dirty (0: any).
 
-        Returns:
-            the flushed position afterwards.
-
         A flush thread runs this without the store lock, beside the writer and beside retention deleting
         the file: the mapping stays pinned while the disk works (a close meanwhile lets it go when the
         sync is done), and a file closed before has nothing left to flush.
+
+        Returns:
+            the flushed position afterwards.
 
         Raises:
             OSError: the disk did not accept the bytes.
