@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from rocketstore.errors import InvalidArgumentError
 from rocketstore.format.consume_queue import UNIT_SIZE as CQ_UNIT_SIZE
 from rocketstore.format.index import index_file_size
 
@@ -71,7 +72,7 @@ def _env_ratio(name: str, default: float) -> float:
     try:
         return float(value)
     except ValueError:
-        raise ValueError(f"environment variable {name}={value!r} is not a ratio such as 0.85") from None
+        raise InvalidArgumentError(f"environment variable {name}={value!r} is not a ratio such as 0.85") from None
 
 
 def _clean_forcibly_default() -> float:
@@ -87,7 +88,8 @@ class StoreConfig:
     """Settings of one store. Geometry fields must match the files of an existing store.
 
     Raises:
-        ValueError: (at construction) a setting out of its range.
+        InvalidArgumentError: (at construction) a setting out of its range, or a disk level in the
+            environment that is not a number (a ValueError too).
     """
 
     commitlog_file_size: int = 1024 * 1024 * 1024
@@ -134,7 +136,7 @@ class StoreConfig:
         }
         for name, ok in checks.items():
             if not ok:
-                raise ValueError(f"StoreConfig.{name} out of range: {getattr(self, name)!r}")
+                raise InvalidArgumentError(f"StoreConfig.{name} out of range: {getattr(self, name)!r}")
 
     @property
     def consume_queue_file_size(self) -> int:
@@ -166,7 +168,7 @@ class StoreConfig:
         """Build from `to_dict()` output; unknown keys are ignored.
 
         Raises:
-            ValueError: a value out of range.
+            InvalidArgumentError: a value out of range.
         """
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
@@ -178,7 +180,7 @@ class StoreConfig:
         `mappedFileSizeConsumeQueue` is in bytes, rounded up to whole 20-byte entries as RocketMQ does.
 
         Raises:
-            ValueError: a value out of range.
+            InvalidArgumentError: a value out of range.
         """
         values: dict[str, Any] = {}
         for ours, theirs in _ROCKETMQ_NAMES.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rocketstore import FlushMode, StoreConfig
+from rocketstore.errors import InvalidArgumentError
 
 
 def test_rocketmq_names_map_with_their_units():
@@ -38,10 +39,10 @@ def test_the_disk_levels_default_to_rocketmqs_and_follow_the_environment(monkeyp
     assert (StoreConfig().disk_clean_forcibly_ratio, StoreConfig().disk_full_ratio) == (0.7, 0.90)
     assert StoreConfig(disk_clean_forcibly_ratio=0.9).disk_clean_forcibly_ratio == 0.9
     monkeypatch.setenv(DISK_FULL_ENV, "ninety")
-    with pytest.raises(ValueError, match=f"{DISK_FULL_ENV}='ninety' is not a ratio"):
+    with pytest.raises(InvalidArgumentError, match=f"{DISK_FULL_ENV}='ninety' is not a ratio"):
         StoreConfig()
     monkeypatch.setenv(DISK_FULL_ENV, "1.5")
-    with pytest.raises(ValueError, match="disk_full_ratio out of range: 1.5"):
+    with pytest.raises(InvalidArgumentError, match="disk_full_ratio out of range: 1.5"):
         StoreConfig()
 
 
@@ -49,8 +50,9 @@ def test_the_disk_levels_default_to_rocketmqs_and_follow_the_environment(monkeyp
                                    "max_message_size", "max_get_count", "disk_clean_forcibly_ratio",
                                    "disk_full_ratio"])
 def test_out_of_range_values_name_the_field(field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(InvalidArgumentError, match=field) as raised:
         StoreConfig(**{field: 0})
+    assert isinstance(raised.value, ValueError)  # what callers caught before
 
 
 def test_round_trip_through_a_dict():
