@@ -19,6 +19,7 @@ Rules (as RocketMQ 5's broker pops):
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,13 @@ from rocketstore.format.properties import DELAY, REAL_QID, REAL_TOPIC
 from rocketstore.format.topics import DLQ_PREFIX
 
 HANDLE_PREFIX = "rs1"
+TOKEN_BYTES = 8  # a delivery's token: 16 lowercase hex digits
+JAVA_INT_MAX = 2**31 - 1
+JAVA_LONG_MAX = 2**63 - 1
+# rs1.<queue id>.<queue offset>.<token>: ASCII digits only (str.isdigit also takes "²" and other digits
+# int() refuses), at most as many as Java's int and long hold.
+_HANDLE = re.compile(r"rs1\.(0|[1-9][0-9]{0,9})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{16})", re.ASCII)
+_HANDLE_MAX_CHARS = 3 + 1 + 10 + 1 + 19 + 1 + 2 * TOKEN_BYTES
 
 
 @dataclass(frozen=True)
@@ -63,13 +71,21 @@ class Handle:
         return f"{HANDLE_PREFIX}.{self.queue_id}.{self.queue_offset}.{self.token}"
 
     @classmethod
-    def parse(cls, text: str) -> Handle:
-        """Raises: GrpcStatusError: INVALID_RECEIPT_HANDLE for anything this module did not write."""
-        parts = text.split(".")
-        if len(parts) != 4 or parts[0] != HANDLE_PREFIX or not parts[1].isdigit() or not parts[2].isdigit() \
-                or not parts[3]:
+    def parse(cls, text: object) -> Handle:
+        """The handle `text` names: a queue id within Java's int, a queue offset within Java's long and
+        the token of one delivery, each of ASCII characters and bounded length.
+
+        Raises:
+            GrpcStatusError: INVALID_RECEIPT_HANDLE for anything else (any string, of any length or
+                characters, and any non-string), never another error.
+        """
+        match = _HANDLE.fullmatch(text) if isinstance(text, str) and len(text) <= _HANDLE_MAX_CHARS else None
+        if match is None:
             raise GrpcStatusError(pb.Code.INVALID_RECEIPT_HANDLE, "receipt handle is malformed")
-        return cls(int(parts[1]), int(parts[2]), parts[3])
+        queue_id, queue_offset = int(match[1]), int(match[2])
+        if queue_id > JAVA_INT_MAX or queue_offset > JAVA_LONG_MAX:
+            raise GrpcStatusError(pb.Code.INVALID_RECEIPT_HANDLE, "receipt handle is malformed")
+        return cls(queue_id, queue_offset, match[3])
 
 
 def tag_filter(expression: str) -> frozenset[str] | None:
@@ -204,7 +220,7 @@ class PopService:
     def _deliver(self, entry: Inflight, message: StoredMessage, invisible_ms: int, now_ms: int) -> Delivery:
         entry.attempt += 1
         entry.visible_at_ms = now_ms + invisible_ms
-        entry.handle = secrets.token_hex(8)
+        entry.handle = secrets.token_hex(TOKEN_BYTES)
         handle = Handle(message.queue_id, message.queue_offset, entry.handle).encode()
         return Delivery(message, handle, entry.attempt, invisible_ms)
 
@@ -243,7 +259,7 @@ class PopService:
         """
         handle, state, entry = self._find(group, topic, receipt_handle, now_ms)
         entry.visible_at_ms = now_ms + invisible_ms
-        entry.handle = secrets.token_hex(8)
+        entry.handle = secrets.token_hex(TOKEN_BYTES)
         self._changed()
         return Handle(handle.queue_id, handle.queue_offset, entry.handle).encode()
 
