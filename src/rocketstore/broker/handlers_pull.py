@@ -122,10 +122,14 @@ class PullHandlers:
         return cmd.response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
     async def update_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """UPDATE_CONSUMER_OFFSET."""
+        """UPDATE_CONSUMER_OFFSET. A negative offset (-1: the npm `ali-ons` client's "no offset") is
+        answered SUCCESS as RocketMQ 4.9.8 answers it, and changes nothing: the group's committed offset,
+        if any, stays (4.9.8 records the -1, which its QUERY_CONSUMER_OFFSET then treats as none)."""
         try:
             group, topic = field_str(cmd, "consumerGroup"), field_str(cmd, "topic")
             queue_id, offset = field_int(cmd, "queueId"), field_int(cmd, "commitOffset")
+            if offset < 0:
+                return cmd.response(ResponseCode.SUCCESS)
             self.ctx.store.commit_offset(group, topic, queue_id, offset)
         except RequestError as exc:
             return cmd.response(exc.code, exc.remark)

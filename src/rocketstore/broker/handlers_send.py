@@ -9,7 +9,7 @@ import random
 from rocketstore import FlushMode, Message, MessageStore, PutResult, PutStatus
 from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str
 from rocketstore.broker.server import Connection, Handler
-from rocketstore.broker.topics import PERM_WRITE, TopicConfig, valid_topic
+from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig, valid_topic
 from rocketstore.errors import InvalidMessageError, MessageNotFoundError, RemoteProtocolError, StoreError
 from rocketstore.format.properties import decode_properties
 from rocketstore.format.topics import AUTO_CREATE_TOPIC, DLQ_PREFIX, RETRY_PREFIX, refuses_sends
@@ -45,6 +45,7 @@ PROPERTY_DELAY = "DELAY"
 PROPERTY_TRANSACTION = "TRAN_MSG"
 RETRY_QUEUE_NUMS = 1
 DLQ_QUEUE_NUMS = 1
+DLQ_PERM = PERM_READ | PERM_WRITE  # RocketMQ 5 (4.x made it write-only): consumers of %DLQ%<group> read it
 FIRST_RETRY_DELAY_LEVEL = 3  # a send-back with delayLevel 0 waits 3 + reconsumeTimes levels
 
 
@@ -142,7 +143,7 @@ class SendHandlers:
         if field_int(cmd, "reconsumeTimes", 0) < limit:
             return topic, queue_id
         dlq = DLQ_PREFIX + topic[len(RETRY_PREFIX):]
-        self.ctx.topics.ensure(dlq, DLQ_QUEUE_NUMS, PERM_WRITE)
+        self.ctx.topics.ensure(dlq, DLQ_QUEUE_NUMS, DLQ_PERM)
         return dlq, 0
 
     def _batch_messages(self, cmd: RemotingCommand, conn: Connection, topic: str, queue_id: int,
@@ -188,7 +189,7 @@ class SendHandlers:
             delay_level = field_int(cmd, "delayLevel", 0)
             if original.reconsume_times >= limit or delay_level < 0:
                 topic = DLQ_PREFIX + group
-                self.ctx.topics.ensure(topic, DLQ_QUEUE_NUMS, PERM_WRITE)
+                self.ctx.topics.ensure(topic, DLQ_QUEUE_NUMS, DLQ_PERM)
                 props.pop(PROPERTY_DELAY, None)
             else:
                 topic = RETRY_PREFIX + group

@@ -11,6 +11,7 @@ anything is written.
 from __future__ import annotations
 
 import hashlib
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +54,7 @@ MAX_USER_PROPERTY_BYTES = 16 * 1024
 MAX_USER_PROPERTIES = 128
 MAX_MESSAGE_GROUP_BYTES = 64
 MAX_DELAY_MS = 24 * 3600 * 1000
+GZIP_PROBE_BYTES = 64 * 1024  # a GZIP body must inflate this far (or to its end) to be taken
 
 
 class GrpcStatusError(Exception):
@@ -148,6 +150,31 @@ def delay_level_for(delay_ms: int, level_millis: list[int]) -> int:
     return level
 
 
+def _check_enums(sysprops: Any) -> None:
+    """A message type or body encoding that is not a value of the API's enums (a proto3 enum field keeps
+    any number it is sent).
+
+    Raises:
+        GrpcStatusError: BAD_REQUEST.
+    """
+    for field, name, enum in (("message_type", "MessageType", pb.MessageType),
+                              ("body_encoding", "Encoding", pb.Encoding)):
+        value = getattr(sysprops, field)
+        if value not in vars(enum).values():
+            raise GrpcStatusError(pb.Code.BAD_REQUEST, f"{field} {value} is not a {name} of the API")
+
+
+def compressed(body: bytes) -> bool:
+    """True when `body` starts as gzip or zlib data does and its first `GZIP_PROBE_BYTES` inflate (or all
+    of it does): what RocketMQ 5 clients undo for a GZIP message (gzip by its magic, else zlib)."""
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # +32: gzip or zlib header, detected
+    try:
+        inflater.decompress(body, GZIP_PROBE_BYTES)
+    except zlib.error:
+        return False
+    return inflater.eof or bool(inflater.unconsumed_tail)
+
+
 @dataclass(frozen=True)
 class SendPlan:
     """A checked message ready for the store, with what the response needs."""
@@ -172,6 +199,9 @@ def to_store_message(message: Any, topic: str, peer: str, now_ms: int, level_mil
     if len(body) > max_body_bytes:
         raise GrpcStatusError(pb.Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {max_body_bytes}")
     sysprops = message.system_properties
+    _check_enums(sysprops)
+    if sysprops.body_encoding == pb.Encoding.GZIP and not compressed(body):
+        raise GrpcStatusError(pb.Code.MESSAGE_CORRUPTED, "body_encoding is GZIP but the body is not compressed data")
     props = _user_properties(message)
     tag, keys = _tag(sysprops), _keys(sysprops)
     size = sum(len(k.encode()) + len(v.encode()) for k, v in props.items()) + len(tag.encode()) + \

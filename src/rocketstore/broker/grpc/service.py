@@ -36,7 +36,7 @@ from rocketstore.broker.grpc.convert import (
 from rocketstore.broker.grpc.pop import PopService, tag_filter
 from rocketstore.broker.grpc.protos import SERVICE, pb
 from rocketstore.broker.grpc.settings import client_settings
-from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig
+from rocketstore.broker.topics import MESSAGE_TYPES, PERM_READ, PERM_WRITE, TopicConfig
 from rocketstore.broker.transactions import TransactionError
 from rocketstore.errors import InvalidMessageError, StoreError
 from rocketstore.format.message import StoredMessage
@@ -116,7 +116,7 @@ class MessagingService:
         self._arrival = asyncio.Event()
 
     def _ensure_dlq(self, topic: str) -> None:
-        self.ctx.topics.ensure(topic, 1, PERM_WRITE)
+        self.ctx.topics.ensure(topic, 1, PERM_READ | PERM_WRITE)  # readable, as RocketMQ 5 creates it
 
     def _topic(self, resource: Any, perm: int) -> TopicConfig:
         check_topic(resource.name)
@@ -137,7 +137,7 @@ class MessagingService:
             return pb.QueryRouteResponse(status=status(exc.code, exc.message))
         response = pb.QueryRouteResponse(status=status(pb.Code.OK))
         for queue_id in range(config.write_queue_nums):
-            self._queue(response.message_queues.add(), request, queue_id)
+            self._queue(response.message_queues.add(), request, queue_id, config)
         return response
 
     async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -145,15 +145,17 @@ class MessagingService:
         queue, as RocketMQ 5's proxy assigns for pop consumption)."""
         try:
             check_group(request.group.name)
-            self._topic(request.topic, PERM_READ)
+            config = self._topic(request.topic, PERM_READ)
         except GrpcStatusError as exc:
             return pb.QueryAssignmentResponse(status=status(exc.code, exc.message))
         response = pb.QueryAssignmentResponse(status=status(pb.Code.OK))
-        self._queue(response.assignments.add().message_queue, request, -1)
+        self._queue(response.assignments.add().message_queue, request, -1, config)
         return response
 
-    def _queue(self, queue: Any, request: Any, queue_id: int) -> None:
-        """Fill a MessageQueue of the request's topic on this endpoint (the one the client named, if any)."""
+    def _queue(self, queue: Any, request: Any, queue_id: int, config: TopicConfig) -> None:
+        """Fill a MessageQueue of the request's topic on this endpoint (the one the client named, if any);
+        it accepts the topic's message type, or every type when the topic has none (RocketMQ 5's proxy
+        gives the one type of a NORMAL, FIFO, DELAY or TRANSACTION topic)."""
         queue.id = queue_id
         queue.permission = pb.Permission.READ_WRITE
         queue.topic.CopyFrom(request.topic)
@@ -165,8 +167,9 @@ class MessagingService:
             host, _, port = self.advertised.rpartition(":")
             queue.broker.endpoints.scheme = pb.AddressScheme.IPv4
             queue.broker.endpoints.addresses.add(host=host, port=int(port))
-        queue.accept_message_types.extend([pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY,
-                                           pb.MessageType.TRANSACTION])
+        kind = config.message_type
+        queue.accept_message_types.extend([getattr(pb.MessageType, kind)] if kind in MESSAGE_TYPES else [
+            pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION])
 
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         if request.HasField("group") and request.group.name:
