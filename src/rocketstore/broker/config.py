@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocketstore.broker.server import ConnectionLimits
+from rocketstore.broker.topics import TopicSpec
 from rocketstore.broker.transactions import TransactionSettings
 from rocketstore.config import StoreConfig
 from rocketstore.protocol.address import split_address
@@ -35,6 +36,7 @@ class BrokerConfig:
             answers, unfinished frames, idle time).
         store_config: the store's settings (`--config`, geometry flags); None: what the store recorded.
         transactions: when open transactions are asked about, and how often before they are given up.
+        topics: topics created (or updated) at start, before the broker listens (`serve --topic`).
     """
 
     store_path: Path
@@ -53,6 +55,7 @@ class BrokerConfig:
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     store_config: StoreConfig | None = None
     transactions: TransactionSettings = field(default_factory=TransactionSettings)
+    topics: tuple[TopicSpec, ...] = ()
 
     @property
     def broker_addr(self) -> str:

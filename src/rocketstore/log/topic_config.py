@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +70,18 @@ class TopicConfigs:
             self._counter += 1
             self._dirty = True
 
-    def put(self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int) -> None:
-        """Know `topic` with exactly these queue counts and permission (an admin's create or update)."""
+    def put(self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
+            attributes: Mapping[str, str] | None = None) -> None:
+        """Know `topic` with exactly these queue counts and permission (an admin's create or update);
+        `attributes` are set over the recorded ones (RocketMQ 5's, e.g. ``{"message.type": "FIFO"}``)."""
         with self._lock:
             current = self._table.get(topic) or {"order": False, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0}
             self._table[topic] = {**current, "perm": perm, "readQueueNums": read_queue_nums,
                                   "topicName": topic, "writeQueueNums": write_queue_nums}
+            if attributes:
+                recorded = current.get("attributes")
+                self._table[topic]["attributes"] = {**(recorded if isinstance(recorded, dict) else {}),
+                                                    **attributes}
             self._write_queue_nums.pop(topic, None)
             self._counter += 1
             self._dirty = True
