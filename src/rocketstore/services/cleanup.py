@@ -17,10 +17,17 @@ Unlike RocketMQ, a file's age is the store time of its newest message (the first
 file, which is never younger), not its mtime: a copied or restored store keeps its ages. Above
 `disk_full_ratio` (90 %) of disk use the store refuses puts until a pass finds the disk below that level
 again.
+
+Every deletion is logged, as RocketMQ's cleaner logs them, on the logger `rocketstore.services.cleanup`:
+INFO for each file deleted, with its reason (expired; disk over diskMaxUsedSpaceRatio; forced above
+diskSpaceCleanForciblyRatio; a queue or index file whose messages are all gone) and its size in bytes;
+WARNING once a pass when the disk's use makes it delete, and when the disk passes (or falls back under)
+the level at which puts are refused.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -30,6 +37,7 @@ from pathlib import Path
 from typing import Protocol
 
 from rocketstore._types import Clock
+from rocketstore.config import StoreConfig
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
 from rocketstore.format.message import MAGIC_V1, MAGIC_V2, peek_prefix, store_timestamp_in
 from rocketstore.log.commitlog import CommitLog
@@ -38,6 +46,8 @@ from rocketstore.log.index_service import IndexService
 from rocketstore.services.service import Service
 from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
 
 MAX_FILES_PER_PASS = 10  # RocketMQ 4.9.8 deletes at most 10 commitlog files per run
 CLEAN_INTERVAL_MS = 10_000  # cleanResourceInterval
@@ -78,9 +88,27 @@ def parse_delete_when(text: str) -> set[int]:
     return hours
 
 
+def _hours(hours: set[int]) -> str:
+    return ";".join(f"{hour:02d}" for hour in sorted(hours)) or "none"
+
+
 def local_hour(now_ms: int) -> int:
     """Hour of the day of `now_ms` in the local time zone (as RocketMQ's Calendar)."""
     return time.localtime(now_ms / 1000).tm_hour
+
+
+def describe_retention(config: StoreConfig, *, read_only: bool = False) -> str:
+    """One line saying which files the retention of a store opened with `config` deletes, in RocketMQ's
+    names (what `serve` logs at start)."""
+    if read_only:
+        return "retention: off (the store is open read-only: no file is deleted or written)"
+    hours = _hours(parse_delete_when(config.delete_when))
+    return (f"retention: commitlog files whose newest message is older than fileReservedTime="
+            f"{config.file_reserved_hours} h are deleted at deleteWhen={hours} (local hour), or at any hour while "
+            f"the disk is more than diskMaxUsedSpaceRatio={100 * config.disk_max_used_ratio:.0f}% used; every file "
+            f"but the newest above diskSpaceCleanForciblyRatio={config.disk_clean_forcibly_ratio:g}; puts are "
+            f"refused above diskSpaceWarningLevelRatio={config.disk_full_ratio:g}; consume-queue and index files "
+            "follow their messages")
 
 
 def newest_message_time(files: list[MappedFile], index: int) -> int:
@@ -131,6 +159,7 @@ class CleanupService(Service):
         self._lock = lock
         self.last_report: CleanupReport | None = None
         self._retired: list[_Closable] = []
+        self._disk_was_full = False
 
     def run_once(self, now_ms: int | None = None) -> CleanupReport:  # type: ignore[override]
         """One retention pass at `now_ms` (default: the clock).
@@ -146,6 +175,14 @@ class CleanupService(Service):
         report.by_space = usage > self.disk_max_used_ratio
         report.at_once = usage > self.clean_forcibly_ratio
         report.disk_full = usage > self.disk_full_ratio
+        if report.disk_full != self._disk_was_full:
+            self._disk_was_full = report.disk_full
+            if report.disk_full:
+                log.warning("disk of %s is %.1f%% used, above diskSpaceWarningLevelRatio %.0f%%: puts are refused "
+                            "until retention frees space", self.root, 100 * usage, 100 * self.disk_full_ratio)
+            else:
+                log.warning("disk of %s is %.1f%% used, back under diskSpaceWarningLevelRatio %.0f%%: puts are "
+                            "accepted again", self.root, 100 * usage, 100 * self.disk_full_ratio)
         if self.on_disk_full is not None:
             self.on_disk_full(report.disk_full, usage)
         with self._lock:
@@ -164,10 +201,15 @@ class CleanupService(Service):
         for f in retired:
             f.close()
 
-    def _retire(self, f: _Closable) -> str:
+    def _retire(self, f: _Closable, what: str, reason: str) -> str:
         f.pin()  # a deleted file cannot be mapped again: its readers keep the mapping until the next pass
+        try:
+            size = f.path.stat().st_size
+        except OSError:
+            size = 0
         f.path.unlink(missing_ok=True)
         self._retired.append(f)
+        log.info("retention deleted %s %s (%d bytes): %s", what, f.path, size, reason)
         return f.path.name
 
     def _delete_index(self, min_phy: int) -> list[str]:
@@ -176,7 +218,8 @@ class CleanupService(Service):
         while count < len(files) - 1 and files[count].header.end_phy_offset < min_phy:
             count += 1
         self.index.files = files[count:]
-        return [self._retire(f) for f in files[:count]]
+        reason = f"every message it indexes is gone (commitlog min offset {min_phy})"
+        return [self._retire(f, "index file", reason) for f in files[:count]]
 
     def _delete_commitlog(self, now: int, report: CleanupReport) -> None:
         files = self.commitlog.queue.files
@@ -187,9 +230,31 @@ class CleanupService(Service):
             count += 1
         queue = self.commitlog.queue
         doomed, queue.files = files[:count], files[count:]
-        report.commitlog_files_deleted = [self._retire(mf) for mf in doomed]
+        if doomed and (report.by_space or report.at_once):
+            level = (f"above diskSpaceCleanForciblyRatio {100 * self.clean_forcibly_ratio:.0f}%: every file but "
+                     "the newest goes, whatever its age" if report.at_once else
+                     f"above diskMaxUsedSpaceRatio {100 * self.disk_max_used_ratio:.0f}%: expired files go at "
+                     "any hour")
+            log.warning("disk of %s is %.1f%% used, %s", self.root, 100 * report.disk_used_ratio, level)
+        reasons = [self._reason(files, index, now, report) for index in range(count)]  # before any file goes
+        report.commitlog_files_deleted = [self._retire(mf, "commitlog file", reason)
+                                          for mf, reason in zip(doomed, reasons, strict=True)]
         if doomed:
             fs.fsync_dir(queue.directory)
+
+    def _reason(self, files: list[MappedFile], index: int, now: int, report: CleanupReport) -> str:
+        """Why file `index` of the commitlog goes (the three reasons RocketMQ's cleaner logs)."""
+        age_hours = (now - newest_message_time(files, index)) / HOUR_MS
+        reserved = self.reserved_ms / HOUR_MS
+        if report.at_once and (age_hours < reserved or not (report.by_time or report.by_space)):
+            return (f"forced: disk {100 * report.disk_used_ratio:.1f}% used, above diskSpaceCleanForciblyRatio "
+                    f"{100 * self.clean_forcibly_ratio:.0f}% (newest message {age_hours:.1f} h old, "
+                    f"fileReservedTime {reserved:g} h)")
+        expired = f"expired: newest message {age_hours:.1f} h old, fileReservedTime {reserved:g} h"
+        if report.by_time:
+            return f"{expired}, deleteWhen {_hours(self.delete_hours)}"
+        return (f"{expired}; disk {100 * report.disk_used_ratio:.1f}% used, above diskMaxUsedSpaceRatio "
+                f"{100 * self.disk_max_used_ratio:.0f}%")
 
     def _delete_queues(self, queues: list[ConsumeQueue], min_phy: int, report: CleanupReport) -> None:
         for cq in queues:
@@ -202,6 +267,8 @@ class CleanupService(Service):
                     break
                 count += 1
             doomed, cq.queue.files = files[:count], files[count:]
+            reason = f"every message it lists is gone (commitlog min offset {min_phy})"
             for mf in doomed:
-                report.queue_files_deleted.append(f"{cq.topic}/{cq.queue_id}/{self._retire(mf)}")
+                name = self._retire(mf, "consume-queue file", reason)
+                report.queue_files_deleted.append(f"{cq.topic}/{cq.queue_id}/{name}")
             cq.correct_min_offset(min_phy)
