@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rocketstore import MessageStore
+from rocketstore import InvalidArgumentError, MessageStore
 from rocketstore.broker.clients import ClientRegistry
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.long_poll import PullWaiters
@@ -22,9 +22,55 @@ class RequestError(Exception):
         self.remark = remark
 
 
+JAVA_INT_MAX = 2**31 - 1
+JAVA_LONG_MAX = 2**63 - 1
+READ_ONLY_REMARK = "the broker[{}] sending message is forbidden: it serves a read-only store"
+
+
+class ConsumerOffsets:
+    """The consumer offsets groups commit: the store's (config/consumerOffset.json). Over a store opened
+    read-only nothing is written: a commit is kept in memory, over the store's own offsets, until the
+    broker stops.
+
+    Args:
+        store: the broker's store.
+    """
+
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self._memory: dict[tuple[str, str, int], int] = {}
+
+    def get(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The offset `group` committed for (topic, queue id), None if never."""
+        if self._memory:
+            offset = self._memory.get((group, topic, queue_id))
+            if offset is not None:
+                return offset
+        return self.store.committed_offset(group, topic, queue_id)
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record that `group` will next consume `offset` of (topic, queue id).
+
+        Raises:
+            InvalidArgumentError: what `MessageStore.commit_offset` refuses (an empty group or topic, `@`
+                in either, a queue id or offset that Java's int or long cannot hold).
+        """
+        if not self.store.read_only:
+            self.store.commit_offset(group, topic, queue_id, offset)
+            return
+        for name, text in (("group", group), ("topic", topic)):
+            if not text or "@" in text:
+                raise InvalidArgumentError(f"commit_offset: {name} {text!r} must be a non-empty str without '@'")
+        for name, value, high in (("queue_id", queue_id, JAVA_INT_MAX), ("offset", offset, JAVA_LONG_MAX)):
+            if not 0 <= value <= high:
+                raise InvalidArgumentError(f"commit_offset: {name} {value} is not in 0..{high}")
+        self._memory[(group, topic, queue_id)] = offset
+
+
 @dataclass
 class BrokerContext:
-    """Shared state of one broker process."""
+    """Shared state of one broker process. Over a store opened read-only (`serve --read-only`) every
+    request that would write is refused and consumer offsets are kept in memory (`offsets`)."""
 
     config: BrokerConfig
     store: MessageStore
@@ -32,6 +78,21 @@ class BrokerContext:
     clients: ClientRegistry
     transactions: TransactionTable
     waiters: PullWaiters = field(default_factory=PullWaiters)
+    offsets: ConsumerOffsets = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.offsets = ConsumerOffsets(self.store)
+
+    @property
+    def read_only(self) -> bool:
+        """True when the store was opened read-only: nothing is written or deleted."""
+        return self.store.read_only
+
+    def refuse_writes(self) -> None:
+        """Raises: RequestError: NO_PERMISSION when the store is read-only (as RocketMQ answers a send to
+        a broker without write permission)."""
+        if self.store.read_only:
+            raise RequestError(ResponseCode.NO_PERMISSION, READ_ONLY_REMARK.format(self.config.broker_addr))
 
     def notify_arrival(self, topic: str, queue_id: int) -> None:
         """A message landed in (topic, queue id): wake held pulls."""

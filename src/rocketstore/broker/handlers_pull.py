@@ -1,5 +1,6 @@
 """Consumer-side reads: PULL_MESSAGE (11) with long polling, consumer offsets (14, 15) and queue
-bounds (29, 30, 31, 32). Thin calls into `MessageStore.get`, `commit_offset`, `committed_offset`."""
+bounds (29, 30, 31, 32). Thin calls into `MessageStore.get` and the broker's `ConsumerOffsets` (the store's
+offsets; kept in memory over a read-only store)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ class PullHandlers:
             commit = field_int(cmd, "commitOffset", -1)
             if sys_flag & PULL_COMMIT_OFFSET and commit >= 0:
                 try:
-                    self.ctx.store.commit_offset(group, topic, queue_id, commit)
+                    self.ctx.offsets.commit(group, topic, queue_id, commit)
                 except InvalidArgumentError as exc:
                     raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
             if sys_flag & PULL_SUBSCRIPTION:
@@ -114,7 +115,7 @@ class PullHandlers:
             queue_id = field_int(cmd, "queueId")
         except RequestError as exc:
             return cmd.response(exc.code, exc.remark)
-        offset = self.ctx.store.committed_offset(group, topic, queue_id)
+        offset = self.ctx.offsets.get(group, topic, queue_id)
         if offset is None:
             if self.ctx.store.min_offset(topic, queue_id) > 0:
                 return cmd.response(ResponseCode.QUERY_NOT_FOUND, "no committed offset for this group")
@@ -130,7 +131,7 @@ class PullHandlers:
             queue_id, offset = field_int(cmd, "queueId"), field_int(cmd, "commitOffset")
             if offset < 0:
                 return cmd.response(ResponseCode.SUCCESS)
-            self.ctx.store.commit_offset(group, topic, queue_id, offset)
+            self.ctx.offsets.commit(group, topic, queue_id, offset)
         except RequestError as exc:
             return cmd.response(exc.code, exc.remark)
         except InvalidArgumentError as exc:  # an offset or queue id RocketMQ's Java types cannot hold

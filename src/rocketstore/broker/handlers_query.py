@@ -55,6 +55,7 @@ class QueryHandlers:
     async def create_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC."""
         try:
+            self.ctx.refuse_writes()
             topic = field_str(cmd, "topic")
             if not valid_topic(topic):
                 raise RequestError(ResponseCode.SYSTEM_ERROR, f"topic name {topic!r} is not allowed")

@@ -114,6 +114,7 @@ class SendHandlers:
         """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE."""
         cmd = _v1(cmd)
         try:
+            self.ctx.refuse_writes()
             topic = field_str(cmd, "topic")
             config = self._topic_for_send(cmd, topic)
             queue_id = field_int(cmd, "queueId", -1)
@@ -175,6 +176,7 @@ class SendHandlers:
     async def send_back(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK: re-deliver a consumed message through the group's retry topic."""
         try:
+            self.ctx.refuse_writes()
             group = field_str(cmd, "group")
             phy_offset = field_int(cmd, "offset")
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.server import Connection, Handler
-from rocketstore.broker.topics import TopicTable
+from rocketstore.broker.topics import PERM_WRITE, TopicTable
 from rocketstore.format.topics import RETRY_PREFIX
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import encode_json_body, topic_route_body
@@ -17,11 +17,14 @@ class NameServerHandlers:
     Args:
         config: the broker's settings (name, cluster, address).
         topics: the broker's topics.
+        read_only: the broker serves a read-only store: routes give its queues without write permission
+            (as RocketMQ routes a broker whose brokerPermission is read-only), so producers do not pick it.
     """
 
-    def __init__(self, config: BrokerConfig, topics: TopicTable) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicTable, *, read_only: bool = False) -> None:
         self.config = config
         self.topics = topics
+        self.read_only = read_only
 
     def table(self) -> dict[int, Handler]:
         """Request code -> handler."""
@@ -42,7 +45,7 @@ class NameServerHandlers:
                                 f"{topic}")
         return cmd.response(ResponseCode.SUCCESS, body=topic_route_body(
             config.write_queue_nums, self.config.broker_name, self.config.cluster, self.config.broker_addr,
-            config.perm))
+            config.perm & ~PERM_WRITE if self.read_only else config.perm))
 
     async def cluster_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """GET_BROKER_CLUSTER_INFO."""

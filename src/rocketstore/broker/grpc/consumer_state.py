@@ -163,11 +163,13 @@ class StateSaver:
         sync: fsync each save (the store's SYNC flush mode); False, as RocketMQ's ASYNC flush mode
             treats its acknowledgement records: a save is in the file (the page cache) before the change
             is answered, so it outlives a crash of the process, not of the machine.
+        in_memory: never write (a broker over a read-only store): the state lives until the process ends.
     """
 
-    def __init__(self, table: ConsumerStateTable, *, sync: bool = True) -> None:
+    def __init__(self, table: ConsumerStateTable, *, sync: bool = True, in_memory: bool = False) -> None:
         self.table = table
         self.sync = sync
+        self.in_memory = in_memory
         self._saved = table.version
         self._saving: asyncio.Task[None] | None = None
 
@@ -177,6 +179,8 @@ class StateSaver:
         Raises:
             OSError: the file could not be written.
         """
+        if self.in_memory:
+            return
         wanted = self.table.version
         while self._saved < wanted:
             if self._saving is None or self._saving.done():

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rocketstore import Message, MessageStore
+from rocketstore.broker.context import ConsumerOffsets
 from rocketstore.broker.grpc.consumer_state import ConsumerStateTable, Inflight, Key, QueueState
 from rocketstore.broker.grpc.convert import (
     PROPERTY_DLQ_ORIGIN_MESSAGE_ID,
@@ -114,12 +115,18 @@ class PopService:
         on_put: called with (topic, queue id) after a DLQ copy is stored.
         ensure_dlq: called with the DLQ topic before a copy is stored (topic table).
         autosave: save the table at each change (False: the caller saves before answering).
+        offsets: where group offsets are committed (default: the store's; the broker's `ConsumerOffsets`
+            keeps them in memory over a read-only store).
+
+    Over a read-only store nothing is written: a message past its attempts is delivered again instead of
+    copied to the DLQ, and `forward_to_dlq` is refused.
     """
 
     def __init__(self, store: MessageStore, table: ConsumerStateTable, max_attempts: int,
                  on_put: Callable[[str, int], None], ensure_dlq: Callable[[str], None], *,
-                 autosave: bool = True) -> None:
+                 autosave: bool = True, offsets: ConsumerOffsets | None = None) -> None:
         self.store = store
+        self.offsets = offsets if offsets is not None else ConsumerOffsets(store)
         self.table = table
         self.autosave = autosave  # False: changes are only counted, the caller saves (StateSaver)
         self.max_attempts = max_attempts
@@ -137,7 +144,7 @@ class PopService:
         state = self.table.get(key)
         if state is None:
             low = self.store.min_offset(topic, queue_id)
-            committed = self.store.committed_offset(group, topic, queue_id)
+            committed = self.offsets.get(group, topic, queue_id)
             start = max(committed, low) if committed is not None else low
             state = QueueState(start, start)
             self.table.put(key, state)
@@ -180,7 +187,7 @@ class PopService:
                 state.finish(queue_offset)
                 changed = True
                 continue
-            if entry.handle is not None and entry.attempt >= self.max_attempts:
+            if entry.handle is not None and entry.attempt >= self.max_attempts and not self.store.read_only:
                 self._dead_letter(group, message, entry.attempt)
                 state.finish(queue_offset)
                 if entry.message_group is not None:
@@ -225,8 +232,8 @@ class PopService:
         return Delivery(message, handle, entry.attempt, invisible_ms)
 
     def _commit(self, group: str, topic: str, queue_id: int, state: QueueState) -> None:
-        if self.store.committed_offset(group, topic, queue_id) != state.offset:
-            self.store.commit_offset(group, topic, queue_id, state.offset)
+        if self.offsets.get(group, topic, queue_id) != state.offset:
+            self.offsets.commit(group, topic, queue_id, state.offset)
 
     def _find(self, group: str, topic: str, receipt_handle: str, now_ms: int) -> tuple[Handle, QueueState, Inflight]:
         handle = Handle.parse(receipt_handle)
@@ -267,9 +274,12 @@ class PopService:
         """Copy the message of a current receipt handle to ``%DLQ%<group>`` and finish it.
 
         Raises:
-            GrpcStatusError: INVALID_RECEIPT_HANDLE; MESSAGE_NOT_FOUND when its record is gone.
+            GrpcStatusError: INVALID_RECEIPT_HANDLE; FORBIDDEN over a read-only store; MESSAGE_NOT_FOUND
+                when its record is gone.
         """
         handle, state, entry = self._find(group, topic, receipt_handle, now_ms)
+        if self.store.read_only:
+            raise GrpcStatusError(pb.Code.FORBIDDEN, "the broker serves a read-only store: nothing is moved to the DLQ")
         message = self._read(topic, handle.queue_id, handle.queue_offset)
         if message is None:
             raise GrpcStatusError(pb.Code.MESSAGE_NOT_FOUND, "the message is no longer in the store")

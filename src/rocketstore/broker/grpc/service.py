@@ -97,9 +97,12 @@ class MessagingService:
         self.state = ConsumerStateTable(ctx.store.path)
         self.state.load()
         self.pop = PopService(ctx.store, self.state, ctx.config.max_reconsume_times + 1,
-                              on_put=ctx.notify_arrival, ensure_dlq=self._ensure_dlq, autosave=False)
-        # every change is in the file before it is answered; fsynced too when the store flushes SYNC
-        self.saver = StateSaver(self.state, sync=ctx.store.config.flush_mode is FlushMode.SYNC)
+                              on_put=ctx.notify_arrival, ensure_dlq=self._ensure_dlq, autosave=False,
+                              offsets=ctx.offsets)
+        # every change is in the file before it is answered; fsynced too when the store flushes SYNC; kept in
+        # memory only over a read-only store
+        self.saver = StateSaver(self.state, sync=ctx.store.config.flush_mode is FlushMode.SYNC,
+                                in_memory=ctx.read_only)
         self._round_robin = itertools.count()
         self._arrival = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -117,6 +120,13 @@ class MessagingService:
 
     def _ensure_dlq(self, topic: str) -> None:
         self.ctx.topics.ensure(topic, 1, PERM_READ | PERM_WRITE)  # readable, as RocketMQ 5 creates it
+
+    def _refuse_writes(self) -> None:
+        """Raises: GrpcStatusError: FORBIDDEN over a read-only store (the proxy's answer to a broker without
+        write permission, NO_PERMISSION)."""
+        if self.ctx.read_only:
+            raise GrpcStatusError(pb.Code.FORBIDDEN, f"the broker {self.ctx.config.broker_name} serves a read-only "
+                                                     "store: sending messages is forbidden")
 
     def _topic(self, resource: Any, perm: int) -> TopicConfig:
         check_topic(resource.name)
@@ -157,7 +167,7 @@ class MessagingService:
         it accepts the topic's message type, or every type when the topic has none (RocketMQ 5's proxy
         gives the one type of a NORMAL, FIFO, DELAY or TRANSACTION topic)."""
         queue.id = queue_id
-        queue.permission = pb.Permission.READ_WRITE
+        queue.permission = pb.Permission.READ if self.ctx.read_only else pb.Permission.READ_WRITE
         queue.topic.CopyFrom(request.topic)
         queue.broker.name = self.ctx.config.broker_name
         queue.broker.id = 0
@@ -247,6 +257,7 @@ class MessagingService:
 
     async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            self._refuse_writes()
             if not request.messages:
                 raise GrpcStatusError(pb.Code.MESSAGE_CORRUPTED, "no message to send")
             first = request.messages[0]
@@ -310,6 +321,7 @@ class MessagingService:
     async def EndTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Commit or roll back a half message (from the producer, or answering a check)."""
         try:
+            self._refuse_writes()
             config = self._topic(request.topic, PERM_WRITE)
             if request.resolution not in (pb.TransactionResolution.COMMIT, pb.TransactionResolution.ROLLBACK):
                 raise GrpcStatusError(pb.Code.BAD_REQUEST, "resolution must be COMMIT or ROLLBACK")
@@ -590,5 +602,6 @@ class GrpcEndpoint:
             self.server = None
         if self.service is not None:
             self.service.close()
-            self.service.state.save()
+            if not self.ctx.read_only:
+                self.service.state.save()
             self.service = None
