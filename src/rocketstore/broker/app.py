@@ -32,6 +32,7 @@ from rocketstore.broker.topics import TopicTable
 from rocketstore.broker.transactions import TransactionTable
 from rocketstore.protocol import RemotingCommand, ResponseCode
 from rocketstore.protocol.address import split_address
+from rocketstore.services.cleanup import describe_retention
 
 if TYPE_CHECKING:
     from rocketstore.broker.grpc.service import GrpcEndpoint
@@ -42,9 +43,10 @@ FLUSH_CONFIG_INTERVAL_S = 5.0
 
 
 def open_store(config: BrokerConfig, delay_levels: str | None = None,
-               flush_mode: FlushMode | None = None) -> MessageStore:
+               flush_mode: FlushMode | None = None, *, read_only: bool = False) -> MessageStore:
     """Open the store with its recorded geometry, the broker address as store host (so msgIds point
-    at this broker) and, when given, other delay levels and flush mode.
+    at this broker) and, when given, other delay levels and flush mode; `read_only`: take no lock, write
+    and delete nothing (no recovery, no retention, no delayed delivery).
 
     Raises:
         StoreLockedError: another process owns the store.
@@ -55,15 +57,15 @@ def open_store(config: BrokerConfig, delay_levels: str | None = None,
         given = config.store_config
         return MessageStore.open(config.store_path, replace(
             given, store_host=config.broker_addr, delay_levels=delay_levels or given.delay_levels,
-            flush_mode=flush_mode or given.flush_mode))
-    store = MessageStore.open(config.store_path)
+            flush_mode=flush_mode or given.flush_mode), read_only=read_only)
+    store = MessageStore.open(config.store_path, read_only=read_only)
     wanted = replace(store.config, store_host=config.broker_addr,
                      delay_levels=delay_levels or store.config.delay_levels,
                      flush_mode=flush_mode or store.config.flush_mode)
     if wanted == store.config:
         return store
     store.close()
-    return MessageStore.open(config.store_path, wanted)
+    return MessageStore.open(config.store_path, wanted, read_only=read_only)
 
 
 class BrokerApp:
@@ -74,11 +76,15 @@ class BrokerApp:
         delay_levels: delay of each level (``"1s 5s ..."``) instead of the store's.
         flush_mode: the store's flush mode (default ASYNC).
         grpc_address: ``host:port`` of the gRPC endpoint for RocketMQ 5 clients (None: none).
+        read_only: open the store read-only: consumers, queries and admin reads are served, every request
+            that would write is refused, consumer offsets are kept in memory, nothing on disk changes.
     """
 
     def __init__(self, config: BrokerConfig, delay_levels: str | None = None,
-                 flush_mode: FlushMode | None = None, grpc_address: str | None = None) -> None:
+                 flush_mode: FlushMode | None = None, grpc_address: str | None = None, *,
+                 read_only: bool = False) -> None:
         self.config = config
+        self.read_only = read_only
         self.grpc_address = grpc_address
         self.grpc: GrpcEndpoint | None = None
         self.delay_levels = delay_levels
@@ -98,7 +104,8 @@ class BrokerApp:
             OSError: an address cannot be bound.
         """
         cfg = self.config
-        store = open_store(cfg, self.delay_levels, self.flush_mode)
+        store = open_store(cfg, self.delay_levels, self.flush_mode, read_only=self.read_only)
+        log.info("%s", describe_retention(store.config, read_only=store.read_only))
         try:
             topics = TopicTable(cfg.default_queue_nums)
             topics.adopt(store.topic_config(), store.queues())
@@ -111,7 +118,7 @@ class BrokerApp:
             broker_table: dict[int, Handler] = {}
             for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx)):
                 broker_table.update(group.table())
-            namesrv_table = NameServerHandlers(cfg, topics).table()
+            namesrv_table = NameServerHandlers(cfg, topics, read_only=store.read_only).table()
             host, port = split_address(cfg.listen)
             if cfg.namesrv and split_address(cfg.namesrv) == (host, port):
                 broker_table.update(namesrv_table)
@@ -134,9 +141,10 @@ class BrokerApp:
             await self._close_servers()
             store.close()
             raise
-        self._tasks = [asyncio.create_task(self._flush_loop()), asyncio.create_task(self._transaction_check_loop())]
-        log.info("broker %s serving %s on %s (name server %s, gRPC %s)", cfg.broker_name, cfg.store_path,
-                 cfg.listen, cfg.namesrv or "-", self.grpc_address or "-")
+        if not store.read_only:  # read-only: nothing to flush, no transaction is ended or given up
+            self._tasks = [asyncio.create_task(self._flush_loop()), asyncio.create_task(self._transaction_check_loop())]
+        log.info("broker %s serving %s%s on %s (name server %s, gRPC %s)", cfg.broker_name, cfg.store_path,
+                 " read-only" if store.read_only else "", cfg.listen, cfg.namesrv or "-", self.grpc_address or "-")
 
     def _check_acl(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         if self.acl is None or cmd.code in self._unchecked_codes:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -15,6 +17,7 @@ from rocketstore.broker.transactions import TransactionSettings
 from rocketstore.cli._state import store_options
 from rocketstore.errors import RocketStoreError
 from rocketstore.protocol.address import split_address
+from rocketstore.services.cleanup import parse_delete_when
 
 
 def _address(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -32,6 +35,34 @@ def _optional_address(ctx: click.Context, param: click.Parameter, value: str | N
 
 
 DEFAULT_GRPC = "127.0.0.1:8081"  # RocketMQ 5 proxy's grpcServerPort
+
+
+def _retention(file_reserved_time: int | None, delete_when: str | None, disk_max_used_space_ratio: int | None,
+               clean_forcibly_ratio: float | None, warning_level_ratio: float | None) -> dict[str, Any]:
+    """The StoreConfig fields the retention flags set (RocketMQ's names and units: hours, "HH;HH", a
+    percentage for diskMaxUsedSpaceRatio, ratios for the two disk levels).
+
+    Raises:
+        click.BadParameter: a --delete-when that is not hours 00..23 joined by ';'.
+    """
+    given: dict[str, Any] = {}
+    if file_reserved_time is not None:
+        given["file_reserved_hours"] = file_reserved_time
+    if delete_when is not None:
+        try:
+            if not parse_delete_when(delete_when):
+                raise ValueError("no hour")
+        except ValueError as exc:
+            raise click.BadParameter(f"{delete_when!r} is not hours 00..23 joined by ';' ({exc})",
+                                     param_hint="--delete-when") from exc
+        given["delete_when"] = delete_when
+    if disk_max_used_space_ratio is not None:
+        given["disk_max_used_ratio"] = disk_max_used_space_ratio / 100
+    if clean_forcibly_ratio is not None:
+        given["disk_clean_forcibly_ratio"] = clean_forcibly_ratio
+    if warning_level_ratio is not None:
+        given["disk_full_ratio"] = warning_level_ratio
+    return given
 
 
 def _grpc_address(value: str | None) -> str | None:
@@ -106,24 +137,56 @@ def _grpc_address(value: str | None) -> str | None:
                    "'off' for none. Default 127.0.0.1:8081; with --acl its calls must be signed too.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+@click.option("--read-only", is_flag=True,
+              help="Open the store read-only: consumers, queries and admin reads are served, sends and every "
+                   "other write are refused, consumer offsets are kept in memory; nothing on disk is written or "
+                   "deleted (no retention). For a copied or restored store.")
+@click.option("--file-reserved-time", type=click.IntRange(0), default=None, metavar="HOURS",
+              help="RocketMQ's fileReservedTime: commitlog files whose newest message is older are deleted "
+                   "(default: --config's, else 72).")
+@click.option("--delete-when", default=None, metavar="HH[;HH...]",
+              help="RocketMQ's deleteWhen: local hours at which expired files are deleted (default: --config's, "
+                   "else 04).")
+@click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95), default=None, metavar="PERCENT",
+              help="RocketMQ's diskMaxUsedSpaceRatio: above this disk use expired files are deleted at any hour "
+                   "(default: --config's, else 75).")
+@click.option("--disk-space-clean-forcibly-ratio", type=click.FloatRange(0, 1, min_open=True), default=None,
+              metavar="RATIO", help="RocketMQ's diskSpaceCleanForciblyRatio: above this disk use every commitlog "
+                                    "file but the newest is deleted, whatever its age (default 0.85).")
+@click.option("--disk-space-warning-level-ratio", type=click.FloatRange(0, 1, min_open=True), default=None,
+              metavar="RATIO", help="RocketMQ's diskSpaceWarningLevelRatio: above this disk use sends are refused "
+                                    "(default 0.90).")
 @store_options
 def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, cluster: str,
           acl_file: Path | None, max_frame_size: int, max_connections: int, max_in_flight: int,
           max_unsent_bytes: int, max_buffered_bytes: int, idle_timeout: float, frame_timeout: float,
           delay_levels: str | None, max_reconsume_times: int, transaction_timeout: float,
           transaction_check_interval: float, transaction_check_max: int, flush_mode: str,
-          grpc_address: str | None, log_level: str) -> None:
+          grpc_address: str | None, log_level: str, read_only: bool,
+          file_reserved_time: int | None, delete_when: str | None, disk_max_used_space_ratio: int | None,
+          disk_space_clean_forcibly_ratio: float | None, disk_space_warning_level_ratio: float | None) -> None:
     """Serve the store at STORE to RocketMQ clients (Broker and NameServer roles). Stops on SIGTERM."""
-    from rocketstore import FlushMode, StoreConfig
+    from rocketstore import FlushMode, MessageStore, StoreConfig
     from rocketstore.broker.acl import AclConfigError
     from rocketstore.broker.app import BrokerApp
     from rocketstore.cli._errors import UsageProblem
     from rocketstore.cli._geometry import geometry_for
+    from rocketstore.cli._state import check_store_dir
 
+    retention = _retention(file_reserved_time, delete_when, disk_max_used_space_ratio,
+                           disk_space_clean_forcibly_ratio, disk_space_warning_level_ratio)
+    if read_only and click.get_current_context().params.get("topics"):
+        raise click.UsageError("--topic creates topics in the store: it cannot be given with --read-only")
     try:
-        store_config = geometry_for(store, read_only=False)  # refuses a geometry the files contradict
+        if read_only:
+            check_store_dir(store)
+        store_config = geometry_for(store, read_only=read_only)  # refuses a geometry the files contradict
+        if retention:
+            store_config = replace(store_config or MessageStore.config_of(store), **retention)
     except UsageProblem as exc:
         raise click.UsageError(str(exc)) from exc
+    except RocketStoreError as exc:
+        raise click.ClickException(str(exc)) from exc
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -144,6 +207,6 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
     grpc_address = _grpc_address(grpc_address)
     try:
         mode = FlushMode.SYNC if flush_mode == "sync" else FlushMode.ASYNC
-        asyncio.run(BrokerApp(config, delay_levels, mode, grpc_address).serve_forever())
+        asyncio.run(BrokerApp(config, delay_levels, mode, grpc_address, read_only=read_only).serve_forever())
     except (RocketStoreError, AclConfigError, OSError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
