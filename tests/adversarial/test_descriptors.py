@@ -1,7 +1,9 @@
-"""File descriptors: a store of 10,000 consume queues opens, takes puts and reopens under `ulimit -n 1024`.
+"""File descriptors: a store of 10,000 consume queues opens, takes puts and reopens under `ulimit -n 1024`;
+a store of hundreds of index files does the same under `ulimit -n 256`, with readers beside its writer.
 
-A mapping holds one descriptor, so files are mapped when touched and let go past a budget of half the
-descriptor limit (storage/mapping_budget.py); running out anyway is a StoreResourceError, not a bare OSError.
+A mapping holds one descriptor, so files (commitlog, consume queue and index files alike) are mapped when
+touched and let go past a budget of half the descriptor limit (storage/mapping_budget.py); running out
+anyway is a StoreResourceError, not a bare OSError.
 """
 
 from __future__ import annotations
@@ -34,6 +36,39 @@ def test_ten_thousand_queues_open_and_take_puts_under_1024_descriptors(tmp_path)
     assert result["last"] == f"1-{QUEUES - 1}"
     files = list((tmp_path / "store" / "consumequeue").glob("*/*/*"))
     assert len(files) == QUEUES
+
+
+INDEX_MESSAGES = 6_000
+INDEX_LIMIT = 256
+
+
+def test_hundreds_of_index_files_take_puts_beside_readers_close_and_reopen_under_256_descriptors(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tests.adversarial.fd_workload", "index", str(tmp_path / "store"),
+                           str(INDEX_MESSAGES), str(INDEX_LIMIT)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.splitlines()[-1])
+    assert result["errors"] == 0, result["first_errors"]
+    assert result["clean"] is True
+    assert result["index_files"] > INDEX_LIMIT  # more index files than descriptors
+    assert result["missing"] == []
+    assert result["most_open"] < INDEX_LIMIT * 3 // 4, result["most_open"]
+
+
+def test_index_files_are_mapped_within_the_budget_and_answer_after_being_let_go(tmp_path, monkeypatch):
+    monkeypatch.setattr(mapping_budget, "BUDGET", mapping_budget.MappingBudget(capacity=4))
+    monkeypatch.setattr("rocketstore.storage.mapped_file.BUDGET", mapping_budget.BUDGET)
+    monkeypatch.setattr("rocketstore.log.index_file.BUDGET", mapping_budget.BUDGET)
+    cfg = StoreConfig(index_hash_slots=4, index_max_entries=4, deliver_delayed_messages=False)
+    with MessageStore.open(tmp_path, cfg) as store:
+        offsets = [store.put(Message("T", f"m{n}".encode(), keys=(f"k{n}",))).phy_offset for n in range(30)]
+        assert [m.phy_offset for n in range(30) for m in store.query("T", f"k{n}")] == offsets
+        assert len(store.index.files) == 10 and len(mapping_budget.BUDGET) <= 4
+        assert sum(f._mm is not None for f in store.index.files) <= 4
+    with MessageStore.open(tmp_path, cfg, read_only=True) as store:
+        assert sum(f._mm is not None for f in store.index.files) == 0  # an open reads the headers only
+        assert [m.phy_offset for n in range(30) for m in store.query("T", f"k{n}")] == offsets
+        assert len(mapping_budget.BUDGET) <= 4
 
 
 def test_running_out_of_descriptors_is_a_store_resource_error_naming_the_limit(tmp_path, monkeypatch):

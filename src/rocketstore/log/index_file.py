@@ -1,13 +1,18 @@
-"""IndexFile: one hash-index file (layout in rocketstore.format.index)."""
+"""IndexFile: one hash-index file (layout in rocketstore.format.index).
+
+An index file is mapped when first touched and may be let go again, as every store file is
+(storage/mapping_budget.py): a store of any number of index files holds at most the budget's mappings.
+"""
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from pathlib import Path
 
 from rocketstore._types import Buffer
-from rocketstore.errors import StoreLayoutError
+from rocketstore.errors import StoreClosedError, StoreLayoutError
 from rocketstore.format.index import (
     ENTRY,
     ENTRY_SIZE,
@@ -24,7 +29,7 @@ from rocketstore.format.index import (
 )
 from rocketstore.native import speedups
 from rocketstore.storage import fs
-from rocketstore.storage.mapping_budget import map_file, with_descriptors
+from rocketstore.storage.mapping_budget import BUDGET, map_file, with_descriptors
 
 _native_lookup = None if speedups is None else speedups.index_lookup
 _native_put = None if speedups is None else speedups.index_put_keys
@@ -35,12 +40,17 @@ offset, native int64 each."""
 
 
 class IndexFile:
-    """A mapped index file. The header is kept in memory and written through on every put.
+    """An index file, mapped in memory when first touched (`mm`). The header is read at open, kept in
+    memory and written through on every put.
+
+    No descriptor stays open for the file itself: the mapping holds one, and the process's
+    `mapping_budget.BUDGET` lets the least recently touched mappings go when too many are held (the
+    file taking keys is touched by every put, so it stays).
 
     Raises:
         StoreLayoutError: (at open) a file whose size does not match the geometry.
         StoreResourceError: (at open) no file descriptor left.
-        OSError: the file cannot be created or mapped.
+        OSError: the file cannot be created or read.
     """
 
     def __init__(self, path: Path, slots: int, max_entries: int, *, create: bool = False,
@@ -49,21 +59,52 @@ class IndexFile:
         self.slots = slots
         self.max_entries = max_entries
         self.file_size = index_file_size(slots, max_entries)
-        if create and not read_only:
-            fd = with_descriptors("create", path, lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
-            try:
-                if os.fstat(fd).st_size == 0:
-                    os.ftruncate(fd, self.file_size)
-            finally:
-                os.close(fd)
-        actual = with_descriptors("read", path, lambda: os.stat(path)).st_size
-        if actual != self.file_size:
-            raise StoreLayoutError(f"{path}: index file of {actual} bytes, geometry says "
-                                   f"{self.file_size} ({slots} slots x {max_entries} entries)")
-        self.mm = map_file(path, self.file_size, read_only=read_only)
+        self.read_only = read_only
+        self.touched = False
+        self._mm: mmap.mmap | None = None
         self._closed = False
-        self.header = IndexHeader.unpack(self.mm)
+        flags = os.O_RDWR | os.O_CREAT if create and not read_only else os.O_RDONLY
+        fd = with_descriptors("open", path, lambda: os.open(path, flags, 0o644))
+        try:
+            actual = os.fstat(fd).st_size
+            if actual == 0 and flags & os.O_CREAT:
+                os.ftruncate(fd, self.file_size)
+                actual = self.file_size
+            if actual != self.file_size:
+                raise StoreLayoutError(f"{path}: index file of {actual} bytes, geometry says "
+                                       f"{self.file_size} ({slots} slots x {max_entries} entries)")
+            self.header = IndexHeader.unpack(os.pread(fd, HEADER_SIZE, 0))
+        finally:
+            os.close(fd)
         self._flushed_count = self.header.index_count
+
+    @property
+    def mm(self) -> mmap.mmap:
+        """The file's mapping (mapped now if it was not).
+
+        Raises:
+            StoreClosedError: the file was closed.
+            StoreResourceError: no file descriptor left to map it.
+        """
+        mm = self._mm
+        if mm is None:
+            mm = self._map()
+        self.touched = True
+        return mm
+
+    def _map(self) -> mmap.mmap:
+        if self._closed:
+            raise StoreClosedError(f"{self.path} is closed")
+        mm = map_file(self.path, self.file_size, read_only=self.read_only)
+        self._mm = mm
+        self.touched = True
+        BUDGET.admit(self)
+        return mm
+
+    def unmap(self) -> None:
+        """Let the mapping go (it is unmapped when no reader holds it any more); the next touch maps the
+        file again."""
+        self._mm = None
 
     @property
     def full(self) -> bool:
@@ -179,27 +220,30 @@ class IndexFile:
         count = self.header.index_count  # the keys this sync covers (the dispatch may add more meanwhile)
         if count == self._flushed_count:
             return
-        mm = self.mm
         try:
+            mm = self.mm
             pinned = memoryview(mm)  # a close meanwhile (retention) lets the mapping go after the sync
-        except ValueError:  # closed (deleted) before: nothing left to flush
+        except (StoreClosedError, ValueError):  # closed (deleted) before: nothing left to flush
             return
         with pinned:
             fs.msync(mm, 0, self.file_size)
         self._flushed_count = count
 
     def pin(self) -> None:
-        """Nothing to do: an index file stays mapped until `close`."""
+        """Map the file and keep the mapping until `close` (a file about to be deleted)."""
+        if self.mm is not None:
+            BUDGET.release(self)
 
     def close(self) -> None:
         """Unmap (idempotent)."""
-        if self._closed:
-            return
         self._closed = True
-        try:
-            self.mm.close()
-        except BufferError:
-            pass
+        BUDGET.release(self)
+        mm, self._mm = self._mm, None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a reader still holds a view; the mapping is released with it
 
     def destroy(self) -> None:
         """Close and delete the file."""

@@ -2,8 +2,10 @@
 
 A mapping holds one file descriptor (Python's `mmap` keeps a duplicate of the descriptor it was made
 from), and a process has few of them (`ulimit -n` is often 1024). A store of 10,000 consume queues has
-at least 10,000 files, so files are mapped when first touched and unmapped again when the budget is
-spent: the mapping touched least recently, by a clock sweep, is let go.
+at least 10,000 files, and one of small index files may have thousands of those, so every store file
+(commitlog, consume queue and index files alike) is mapped when first touched and unmapped again when
+the budget is spent: the mapping touched least recently, by a clock sweep, is let go. The files being
+written are touched by every put, so they stay.
 
 Letting a mapping go drops the file's reference to it; the mapping is unmapped, and its descriptor
 closed, when the last reader holding it lets go as well (a reader in another thread never finds a
