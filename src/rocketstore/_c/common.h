@@ -187,6 +187,8 @@ int rs_check_message_class(PyObject *cls);
 PyObject *rs_record_in(PyTypeObject *cls, const unsigned char *at, long long room, long long phy_offset,
                        struct topic_cache *cache);
 PyObject *rs_space_separated(PyObject *text);
+/* The topic of a message that rs_record_in made (a borrowed reference). */
+PyObject *rs_message_topic(PyObject *message);
 /* message.carries_key(key) for a message that rs_record_in made (a MessageBase subclass). */
 PyObject *rs_message_carries_key(PyObject *message, PyObject *key);
 /* The checks of format.message.record_layout on `total` bytes holding one record of magic v1 or v2:

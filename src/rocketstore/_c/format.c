@@ -579,6 +579,12 @@ new_message(PyTypeObject *cls, PyObject *raw, unsigned long magic, struct topic_
     return (PyObject *)msg;
 }
 
+PyObject *
+rs_message_topic(PyObject *message)
+{
+    return ((MessageBase *)message)->fields[F_TOPIC];
+}
+
 int
 rs_check_message_class(PyObject *cls)
 {

@@ -306,16 +306,30 @@ done:
 /* enum run_state (RUN_END, RUN_FULL, RUN_ELSEWHERE) comes from _layout.h */
 
 /* decode_run(cls, entries, i, log, log_start, log_size, wanted, messages, max_count, total_bytes,
- * max_bytes) -> (i, total_bytes, state): the read loop of MessageStore.get over the consume-queue
- * entries in `entries` from entry i, decoding in place the records that lie in `log` (bytes
- * [0, log_size) of the commitlog file starting at log_start); rocketstore.log.entry_run.decode_run_py
- * is its twin and documents the rules. */
+ * max_bytes[, topic, queue_id, first_offset]) -> (i, total_bytes, state): the read loop of
+ * MessageStore.get over the consume-queue entries in `entries` from entry i, decoding in place the
+ * records that lie in `log` (bytes [0, log_size) of the commitlog file starting at log_start); with
+ * `topic` (a str), only a record of that topic, queue id and queue offset first_offset + (its entry's
+ * index) is taken in place. rocketstore.log.entry_run.decode_run_py is its twin and documents the rules. */
 PyObject *
 speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "decode_run takes eleven arguments");
+    if (nargs != 11 && nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "decode_run takes eleven or fourteen arguments");
         return NULL;
+    }
+    PyObject *topic = nargs == 14 ? args[11] : Py_None;
+    long long queue_id = 0, first_offset = 0;
+    if (topic != Py_None) {
+        if (!PyUnicode_Check(topic)) {
+            PyErr_SetString(PyExc_TypeError, "decode_run: topic must be a str or None");
+            return NULL;
+        }
+        queue_id = PyLong_AsLongLong(args[12]);
+        first_offset = PyLong_AsLongLong(args[13]);
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
     }
     if (rs_check_message_class(args[0]) < 0) {
         return NULL;
@@ -359,6 +373,7 @@ speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     const unsigned char *units = (const unsigned char *)PyBytes_AS_STRING(entries);
     Py_ssize_t end = PyBytes_GET_SIZE(entries) / UNIT_SIZE;
     struct topic_cache cache = {.len = -1, .text = NULL};
+    PyObject *matched = NULL; /* the last decoded topic found equal to `topic` (records of a run repeat it) */
     enum run_state state = RUN_END;
     int failed = 0;
     for (; i < end; i++) {
@@ -400,6 +415,26 @@ speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
                 state = RUN_ELSEWHERE; /* not the record the entry names, or not a whole one */
             }
             break;
+        }
+        if (topic != Py_None) { /* a record of another queue or queue offset: the caller looks at it */
+            PyObject *record_topic = rs_message_topic(msg);
+            int same = read_be(log + pos + REC_QUEUEID_POS, 4) == queue_id
+                       && read_be(log + pos + REC_QUEUEOFFSET_POS, 8) == first_offset + i;
+            if (same && record_topic != matched) {
+                same = PyUnicode_Compare(record_topic, topic) == 0;
+                if (same) {
+                    matched = record_topic;
+                } else if (PyErr_Occurred()) {
+                    Py_DECREF(msg);
+                    failed = 1;
+                    break;
+                }
+            }
+            if (!same) {
+                Py_DECREF(msg);
+                state = RUN_ELSEWHERE;
+                break;
+            }
         }
         int appended = PyList_Append(messages, msg);
         Py_DECREF(msg);

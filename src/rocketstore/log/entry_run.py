@@ -13,14 +13,19 @@ commitlog file that holds them.
   calls again with the next entry and that record's file.
 
 Entries with an invalid position or size and filler entries are skipped, as are entries whose tags
-code is not in `wanted` (None wants every code). A decoded message is appended to `messages` and its
-entry's size added to `total_bytes`. The compiled `rocketstore._speedups.decode_run` runs the same loop
-when it is there; `decode_run_py` is its twin and the reference.
+code is not in `wanted` (None wants every code). Given a `topic`, a record is only decoded in place when
+it is of that topic and queue `queue_id` and its queue offset is `first_offset + i` for entry `i` (the
+queue offset of the first entry of `entries` being `first_offset`); any other record is `ELSEWHERE`, for
+the caller to judge: the entry is damaged (it points at a valid record of another queue or offset, or at
+a record whose topic bytes, which no CRC covers, were rewritten). A decoded message is appended to
+`messages` and its entry's size added to `total_bytes`. The compiled `rocketstore._speedups.decode_run`
+runs the same loop when it is there; `decode_run_py` is its twin and the reference.
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Callable, Collection, Iterator
 
 from rocketstore._types import Buffer
@@ -32,6 +37,8 @@ from rocketstore.format.message import (
     MIN_RECORD_SIZE,
     PREFIX,
     PREFIX_SIZE,
+    QUEUE_ID_POS,
+    QUEUE_OFFSET_POS,
     StoredMessage,
     build_message_py,
 )
@@ -40,6 +47,9 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.native import speedups
 
 __all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py", "queue_messages", "queue_runs"]
+
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
 
 
 class RunStop(enum.IntEnum):
@@ -56,7 +66,8 @@ _END, _FULL, _ELSEWHERE = RunStop.END, RunStop.FULL, RunStop.ELSEWHERE
 
 def decode_run_py(cls: type[StoredMessage], entries: bytes, i: int, log: Buffer, log_start: int, log_size: int,
                   wanted: Collection[int] | None, messages: list[StoredMessage], max_count: int, total_bytes: int,
-                  max_bytes: int) -> tuple[int, int, RunStop]:
+                  max_bytes: int, topic: str | None = None, queue_id: int = 0,
+                  first_offset: int = 0) -> tuple[int, int, RunStop]:
     """The loop in pure Python (see the module's text)."""
     log_size = min(log_size, len(log))
     end = len(entries) // UNIT_SIZE
@@ -80,6 +91,10 @@ def decode_run_py(cls: type[StoredMessage], entries: bytes, i: int, log: Buffer,
             return i, total_bytes, _ELSEWHERE
         if msg.phy_offset != phy_offset:  # not the record the entry names
             return i, total_bytes, _ELSEWHERE
+        if topic is not None and (_INT32.unpack_from(log, pos + QUEUE_ID_POS)[0] != queue_id
+                                  or _INT64.unpack_from(log, pos + QUEUE_OFFSET_POS)[0] != first_offset + i
+                                  or msg.topic != topic):  # a record of another queue or offset
+            return i, total_bytes, _ELSEWHERE
         messages.append(msg)
         total_bytes += size
         i += 1
@@ -90,32 +105,41 @@ decode_run: Callable[..., tuple[int, int, int]] = decode_run_py if speedups is N
 
 
 class EntryReader:
-    """Reads the messages of consume-queue entries for one get or scan: runs of `decode_run` in the
-    commitlog file of the entry that stopped the previous run, with each entry it cannot decode in place
-    there read through `CommitLog.message_at`, which says why a record is missing.
+    """Reads the messages of consume-queue entries of the queue (`topic`, `queue_id`) for one get or
+    scan: runs of `decode_run` in the commitlog file of the entry that stopped the previous run, with each
+    entry it cannot decode in place there read through `CommitLog.message_at`, which says why a record is
+    missing.
+
+    A message is only ever taken for an entry when its record is of `topic`, `queue_id` and the entry's
+    queue offset; an entry pointing at any other record (a damaged entry) is passed over and its queue
+    offset listed in `misplaced`.
 
     After `read`: `messages` holds what was read, `full` says a limit stopped it, `removed` that an
-    entry's record is no longer in the commitlog (deleted by retention, or not a record there).
+    entry's record is no longer in the commitlog (deleted by retention, or not a record of the queue there).
     """
 
-    __slots__ = ("_file", "commitlog", "full", "max_bytes", "max_count", "messages", "removed", "total_bytes",
-                 "wanted")
+    __slots__ = ("_file", "commitlog", "full", "max_bytes", "max_count", "messages", "misplaced", "queue_id",
+                 "removed", "topic", "total_bytes", "wanted")
 
     def __init__(self, commitlog: CommitLog, wanted: Collection[int] | None, max_count: int,
-                 max_bytes: int) -> None:
+                 max_bytes: int, topic: str, queue_id: int) -> None:
         self.commitlog = commitlog
         self.wanted = wanted
         self.max_count = max_count
         self.max_bytes = max_bytes
+        self.topic = topic
+        self.queue_id = queue_id
         self.messages: list[StoredMessage] = []
+        self.misplaced: list[int] = []
         self.total_bytes = 0
         self.full = False
         self.removed = False
         self._file: tuple[int, int, Buffer] = (0, -1, b"")  # start, bytes written, mapping
 
-    def read(self, entries: bytes) -> int:
-        """Read the messages of `entries` (whole 20-byte entries) until a limit is reached; returns
-        how many entries were consumed (all of them unless `full`)."""
+    def read(self, entries: bytes, first_offset: int) -> int:
+        """Read the messages of `entries` (whole 20-byte entries, the first at queue offset
+        `first_offset`) until a limit is reached; returns how many entries were consumed (all of them
+        unless `full`)."""
         i = 0
         messages = self.messages
         if self._file[1] < 0 and len(entries) >= UNIT_SIZE:  # the first run: in the file of the first entry
@@ -124,7 +148,7 @@ class EntryReader:
             file_start, file_size, mm = self._file
             i, self.total_bytes, state = decode_run(StoredMessage, entries, i, mm, file_start, file_size,
                                                     self.wanted, messages, self.max_count, self.total_bytes,
-                                                    self.max_bytes)
+                                                    self.max_bytes, self.topic, self.queue_id, first_offset)
             if state != _ELSEWHERE:
                 self.full = state == _FULL
                 return i
@@ -141,6 +165,10 @@ class EntryReader:
                 self.removed = True
                 continue
             self._file = self.commitlog.readable_file(phy_offset)
+            if msg.topic != self.topic or msg.queue_id != self.queue_id or msg.queue_offset != first_offset + i - 1:
+                self.misplaced.append(first_offset + i - 1)  # a damaged entry: never served as this queue's
+                self.removed = True
+                continue
             messages.append(msg)
             self.total_bytes += size
 
@@ -148,26 +176,35 @@ class EntryReader:
 _NO_LIMIT = 2**63 - 1
 
 
-def queue_runs(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int, chunk: int = 1024
-               ) -> Iterator[list[StoredMessage]]:
+MisplacedHandler = Callable[[str, int, list[int]], object]
+"""Told (topic, queue id, queue offsets) of the entries a read passed over as misplaced."""
+
+
+def queue_runs(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int, chunk: int = 1024,
+               on_misplaced: MisplacedHandler | None = None) -> Iterator[list[StoredMessage]]:
     """Every message of the queue `cq` at queue offsets `[start, end)` (clipped to the queue's bounds),
     in order, in lists of the messages of `chunk` entries read at a time by `EntryReader`: fillers,
-    invalid entries and entries whose record is gone are passed over. `MessageStore.iter_queue` and the
-    Spark queue reader both read a queue this way."""
+    invalid entries, entries whose record is gone and entries pointing at a record of another queue or
+    queue offset (`EntryReader`) are passed over (the last told to `on_misplaced`, when given).
+    `MessageStore.iter_queue` and the Spark queue reader both read a queue this way."""
     lo, hi = max(start, cq.min_offset), min(end, cq.max_offset)
-    reader = EntryReader(commitlog, None, _NO_LIMIT, _NO_LIMIT)
+    reader = EntryReader(commitlog, None, _NO_LIMIT, _NO_LIMIT, cq.topic, cq.queue_id)
     while lo < hi:
         entries = cq.entry_bytes(lo, min(hi, lo + chunk))
         if not entries:
             return
-        reader.read(entries)
+        reader.read(entries, lo)
+        if reader.misplaced:
+            if on_misplaced is not None:
+                on_misplaced(cq.topic, cq.queue_id, reader.misplaced)
+            reader.misplaced = []
         run, reader.messages = reader.messages, []
         yield run
         lo += len(entries) // UNIT_SIZE
 
 
-def queue_messages(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int, chunk: int = 1024
-                   ) -> Iterator[StoredMessage]:
+def queue_messages(commitlog: CommitLog, cq: ConsumeQueue, start: int, end: int, chunk: int = 1024,
+                   on_misplaced: MisplacedHandler | None = None) -> Iterator[StoredMessage]:
     """The messages of `queue_runs` one by one."""
-    for run in queue_runs(commitlog, cq, start, end, chunk):
+    for run in queue_runs(commitlog, cq, start, end, chunk, on_misplaced):
         yield from run

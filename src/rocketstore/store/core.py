@@ -3,6 +3,7 @@ table of consume queues, the state files (consumer offsets, topics), and the che
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -47,6 +48,9 @@ from rocketstore.store.prepare import Prepared, Preparer, checked_topic
 
 DISK_FULL_REASON = "disk full"
 LONG_MAX = 2**63 - 1
+log = logging.getLogger("rocketstore.store")
+
+
 def _system_clock() -> int:
     return time.time_ns() // 1_000_000
 
@@ -76,6 +80,7 @@ class StoreCore:
         self.clock = clock
         self.recovery: recovery.RecoveryReport = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY)
         self._closed = False
+        self._misplaced: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
         self._read_only_reason: str | None = "opened read-only" if read_only else None
         self._store_ip, self._store_port = parse_host(config.store_host)
@@ -112,6 +117,29 @@ class StoreCore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"store {self.path} is closed")
+
+    def misplaced_entries(self) -> dict[tuple[str, int], int]:
+        """(topic, queue id) -> how many consume-queue entries reads have passed over since the open
+        because they point at a record of another topic, queue or queue offset (a damaged queue, which
+        `rocketstore recover` rebuilds); empty when none did.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
+        return dict(self._misplaced)
+
+    def _passed_over(self, topic: str, queue_id: int, offsets: list[int]) -> None:
+        """Reads passed over the misplaced entries `offsets` of a queue: counted, and a warning once a
+        queue."""
+        key = (topic, queue_id)
+        seen = self._misplaced.get(key, 0)
+        self._misplaced[key] = seen + len(offsets)
+        if not seen:
+            log.warning("%s: the consume queue %s-%d has an entry at queue offset %d that points at a record "
+                        "of another queue or queue offset; reads pass over such entries (this is logged once "
+                        "a queue); run `rocketstore recover` to rebuild the queue", self.path, topic, queue_id,
+                        offsets[0])
 
     def _disk_failed(self) -> bool:
         """True after a write or sync failed (a merely full disk still flushes and closes cleanly)."""

@@ -122,14 +122,15 @@ class StoreReadPath(StoreCore):
 
     def iter_queue(self, topic: str, queue_id: int, start: int | None = None,
                    end: int | None = None, *, chunk: int = 1024) -> Iterator[StoredMessage]:
-        """Every message of a queue in [start, end) queue offsets, no count cap (fillers skipped)."""
+        """Every message of a queue in [start, end) queue offsets, no count cap (fillers skipped, and
+        entries that point at a record of another queue or queue offset passed over, as `get` does)."""
         self._dispatch_behind()
         self._check_open()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return
         yield from queue_messages(self.commitlog, cq, cq.min_offset if start is None else start,
-                                  cq.max_offset if end is None else end, chunk)
+                                  cq.max_offset if end is None else end, chunk, self._passed_over)
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
         """Every record of the commitlog in log order from physical offset `start` (a record start).
@@ -150,6 +151,11 @@ class StoreReadPath(StoreCore):
         Args:
             tags: subscription expression ("TagA || TagB"; None or "*" for all).
             stop_at_file_end: stop at a consume-queue file boundary as RocketMQ 4.9.8 does.
+
+        A get never answers a message that is not of `topic`, `queue_id` and its queue offset: a
+        consume-queue entry that points at any other record (a damaged queue) is passed over as if
+        its message were gone (`next_offset` moves past it; MESSAGE_WAS_REMOVING when nothing else was
+        found), counted in `misplaced_entries()` and logged once a queue.
 
         Raises:
             StoreClosedError: the store was closed.
@@ -181,7 +187,7 @@ class StoreReadPath(StoreCore):
             per_file = self.config.consume_queue_file_entries
             scan_end = min(scan_end, offset - offset % per_file + per_file)
         reader = EntryReader(self.commitlog, None if tags is None else _subscription_codes(tags), max_count,
-                             MAX_TRANSFER_BYTES)
+                             MAX_TRANSFER_BYTES, topic, queue_id)
         messages = reader.messages
         consumed = 0
         position, window = offset, max_count
@@ -189,11 +195,13 @@ class StoreReadPath(StoreCore):
             # read the queue in growing windows: a plain get needs max_count entries, not 800
             want = min(scan_end, position + window) - position
             entries = cq.entry_bytes_within(position, position + want)  # lo <= position, the end <= hi
-            consumed += reader.read(entries)
+            consumed += reader.read(entries, position)
             if len(entries) < want * UNIT_SIZE or len(messages) >= max_count:
                 break
             position += want
             window *= 4
+        if reader.misplaced:
+            self._passed_over(topic, queue_id, reader.misplaced)
         if messages:
             status = GetStatus.FOUND
         else:
