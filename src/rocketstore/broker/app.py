@@ -28,7 +28,7 @@ from rocketstore.broker.handlers_query import QueryHandlers
 from rocketstore.broker.handlers_send import SendHandlers
 from rocketstore.broker.namesrv import NameServerHandlers
 from rocketstore.broker.server import Connection, Dispatcher, Handler, RemotingServer
-from rocketstore.broker.topics import TopicTable
+from rocketstore.broker.topics import TopicTable, declare_topics
 from rocketstore.broker.transactions import TransactionTable
 from rocketstore.protocol import RemotingCommand, ResponseCode
 from rocketstore.protocol.address import split_address
@@ -109,6 +109,7 @@ class BrokerApp:
         try:
             topics = TopicTable(cfg.default_queue_nums)
             topics.adopt(store.topic_config(), store.queues())
+            declare_topics(store, topics, cfg.topics)
             transactions = TransactionTable(store, cfg.transactions)
             transactions.load()
             ctx = BrokerContext(cfg, store, topics, ClientRegistry(cfg.lock_expiry_ms), transactions)

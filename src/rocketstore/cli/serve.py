@@ -13,6 +13,7 @@ import click
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.server import ConnectionLimits
+from rocketstore.broker.topics import TopicSpec
 from rocketstore.broker.transactions import TransactionSettings
 from rocketstore.cli._state import store_options
 from rocketstore.errors import RocketStoreError
@@ -32,6 +33,24 @@ def _optional_address(ctx: click.Context, param: click.Parameter, value: str | N
     if value is None or value.lower() in ("", "none", "off"):
         return None
     return _address(ctx, param, value)
+
+
+def _topics(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[TopicSpec, ...]:
+    """--topic NAME[:QUEUES[:TYPE]], repeatable: the specs, one per name.
+
+    Raises:
+        click.BadParameter: a spec that does not parse, or two different specs of one topic.
+    """
+    specs: dict[str, TopicSpec] = {}
+    for text in value:
+        try:
+            spec = TopicSpec.parse(text, BrokerConfig.default_queue_nums)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from exc
+        if specs.get(spec.name, spec) != spec:
+            raise click.BadParameter(f"topic {spec.name!r} is declared twice: {specs[spec.name]} and {spec}")
+        specs[spec.name] = spec
+    return tuple(specs.values())
 
 
 DEFAULT_GRPC = "127.0.0.1:8081"  # RocketMQ 5 proxy's grpcServerPort
@@ -135,6 +154,10 @@ def _grpc_address(value: str | None) -> str | None:
 @click.option("--grpc", "grpc_address", default=None, metavar="HOST:PORT|off",
               help="Address of the gRPC endpoint for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService); "
                    "'off' for none. Default 127.0.0.1:8081; with --acl its calls must be signed too.")
+@click.option("--topic", "topics", multiple=True, callback=_topics, metavar="NAME[:QUEUES[:TYPE]]",
+              help="Create (or update) this topic at start, before clients connect; repeatable. QUEUES "
+                   f"defaults to {BrokerConfig.default_queue_nums}; TYPE is RocketMQ 5's message.type attribute: "
+                   "NORMAL, FIFO, DELAY or TRANSACTION (without it the topic takes every type).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 @click.option("--read-only", is_flag=True,
@@ -162,7 +185,7 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
           max_unsent_bytes: int, max_buffered_bytes: int, idle_timeout: float, frame_timeout: float,
           delay_levels: str | None, max_reconsume_times: int, transaction_timeout: float,
           transaction_check_interval: float, transaction_check_max: int, flush_mode: str,
-          grpc_address: str | None, log_level: str, read_only: bool,
+          grpc_address: str | None, topics: tuple[TopicSpec, ...], log_level: str, read_only: bool,
           file_reserved_time: int | None, delete_when: str | None, disk_max_used_space_ratio: int | None,
           disk_space_clean_forcibly_ratio: float | None, disk_space_warning_level_ratio: float | None) -> None:
     """Serve the store at STORE to RocketMQ clients (Broker and NameServer roles). Stops on SIGTERM."""
@@ -198,7 +221,8 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
                           store_config=store_config,
                           transactions=TransactionSettings(int(transaction_timeout * 1000),
                                                            int(transaction_check_interval * 1000),
-                                                           transaction_check_max))
+                                                           transaction_check_max),
+                          topics=topics)
     if delay_levels is not None:
         try:
             StoreConfig(delay_levels=delay_levels).delay_level_millis()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -258,13 +258,16 @@ class StoreCore:
             raise ValueError(f"queue_nums must be at least 1, not {queue_nums}")
         self.topics.ensure(topic, queue_nums)
 
-    def record_topic(self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int) -> None:
+    def record_topic(self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
+                     attributes: Mapping[str, str] | None = None) -> None:
         """Record `topic` in config/topics.json with these queue counts and permission (RocketMQ's
-        updateAndCreateTopic), replacing what was recorded; written at flush and close.
+        updateAndCreateTopic), replacing what was recorded; written at flush and close. `attributes`
+        (RocketMQ 5's, e.g. ``{"message.type": "FIFO"}``) are set over the recorded ones.
 
         Raises:
             InvalidMessageError: a topic name a put would refuse.
-            InvalidArgumentError: queue counts outside 1..65535 or a permission outside 0..7.
+            InvalidArgumentError: queue counts outside 1..65535, a permission outside 0..7, or an
+                attribute that is not a string.
             StoreReadOnlyError: the store is read-only.
         """
         if self.read_only:
@@ -274,7 +277,10 @@ class StoreCore:
                                        ("write_queue_nums", write_queue_nums, 1, 65535), ("perm", perm, 0, 7)):
             if not isinstance(value, int) or not low <= value <= high:
                 raise InvalidArgumentError(f"record_topic: {name} {value!r} is not in {low}..{high}")
-        self.topics.put(topic, read_queue_nums, write_queue_nums, perm)
+        for key, text in (attributes or {}).items():
+            if not isinstance(key, str) or not isinstance(text, str):
+                raise InvalidArgumentError(f"record_topic: attribute {key!r}={text!r} is not a string pair")
+        self.topics.put(topic, read_queue_nums, write_queue_nums, perm, attributes)
 
     def check_message(self, message: Message) -> None:
         """Apply every put-time rule to `message` without writing (works on read-only stores too).
