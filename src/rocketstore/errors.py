@@ -11,6 +11,7 @@
     │   ├── StoreLayoutError              files on disk do not match the configured geometry
     │   ├── MessageNotFoundError          no record at that offset or id
     │   ├── StoreResourceError            the process ran out of file descriptors
+    │   ├── IndexDamagedError             a query met an index file that is damaged
     │   └── RecoveryError                 recovery found damage it will not repair on its own
     ├── InvalidMessageError (ValueError)  caller input: too large, bad topic, properties too long
     ├── InvalidArgumentError (ValueError) any other argument out of its range (offsets, counts, names)
@@ -84,6 +85,21 @@ class StoreLayoutError(StoreError):
 
 class StoreResourceError(StoreError):
     """The process has no file descriptor left to open or map a store file (`ulimit -n`)."""
+
+
+class IndexDamagedError(StoreError):
+    """A query met an index file whose slots or entries break the index's invariants; its answer would be
+    incomplete, so none is given. `rocketstore recover` (a writable open) rebuilds the file.
+
+    Attributes:
+        path: the index file.
+        reason: what is wrong in it.
+    """
+
+    def __init__(self, path: Any, reason: str) -> None:
+        super().__init__(f"index file {path} is damaged ({reason}); `rocketstore recover` rebuilds it")
+        self.path = path
+        self.reason = reason
 
 
 class MessageNotFoundError(StoreError, LookupError):

@@ -119,6 +119,7 @@ def index_main(path: Path, messages: int, limit: int) -> None:
     with MessageStore.open(path, INDEX_CONFIG) as store:
         clean = store.recovery.clean
         files = len(store.index.files)
+        damaged = [f.path.name for f in store.index.files if f.find_damage(full=True) is not None]
         missing = [n for n in range(0, messages, 23)
                    if [m.body for m in store.query(f"T{n % TOPICS}", f"k{n}")] != [f"m{n}".encode()]]
         most[0] = max(most[0], open_descriptors())
@@ -127,7 +128,7 @@ def index_main(path: Path, messages: int, limit: int) -> None:
                     if [m.body for m in reader.query(f"T{n % TOPICS}", f"k{n}")] != [f"m{n}".encode()]]
         most[0] = max(most[0], open_descriptors())
     print(json.dumps({"most_open": most[0], "errors": len(errors), "first_errors": errors[:5], "clean": clean,
-                      "index_files": files, "missing": missing}))
+                      "index_files": files, "damaged": damaged, "missing": missing}))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import Message, StoreConfig, native
+from rocketstore.errors import IndexDamagedError
 from rocketstore.format import javahash
 from rocketstore.format import message as fm
 from rocketstore.format.index import IndexHeader
@@ -279,8 +280,9 @@ def test_index_lookup_twins(index_file, key_hash, max_count, begin, span):
     expected: list[int] = [-1]
     f.lookup_py(*args, expected)
     got: list[int] = [-1]
-    assert _speedups.index_lookup(f.mm, f.slots, key_hash, f.header.index_count, f.header.begin_timestamp,
-                                  begin, begin + span, max_count, got) is True
+    h = f.header
+    assert _speedups.index_lookup(f.mm, f.slots, key_hash, h.index_count, h.begin_timestamp, h.begin_phy_offset,
+                                  h.end_phy_offset, begin, begin + span, max_count, got) is True
     assert got == expected
 
 
@@ -288,13 +290,14 @@ def test_index_lookup_declines_what_it_cannot_read(index_file):
     f = index_file
     out = [5]
     short = bytes(f.mm[:100])  # the slots and entries lie past the end
-    assert _speedups.index_lookup(short, f.slots, 3, f.header.index_count, 0, 0, 2**63 - 1, 10, out) is False
-    assert _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 0, 0, 2**64, 10, out) is False
-    assert _speedups.index_lookup(f.mm, 2**41, 3, f.header.index_count, 0, 0, 1, 10, out) is False
-    assert _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 2**63 - 5, 0, 1, 10, out) is False
+    n, phy = f.header.index_count, 2**40
+    assert _speedups.index_lookup(short, f.slots, 3, n, 0, 0, phy, 0, 2**63 - 1, 10, out) is False
+    assert _speedups.index_lookup(f.mm, f.slots, 3, n, 0, 0, phy, 0, 2**64, 10, out) is False
+    assert _speedups.index_lookup(f.mm, 2**41, 3, n, 0, 0, phy, 0, 1, 10, out) is False
+    assert _speedups.index_lookup(f.mm, f.slots, 3, n, 2**63 - 5, 0, phy, 0, 1, 10, out) is False
     assert out == [5]
     with pytest.raises(TypeError):
-        _speedups.index_lookup(f.mm, f.slots, 3, f.header.index_count, 0, 0, 1, 10, (5,))
+        _speedups.index_lookup(f.mm, f.slots, 3, n, 0, 0, phy, 0, 1, 10, (5,))
 
 
 @settings(deadline=None, max_examples=300)
@@ -339,8 +342,8 @@ def test_index_put_keys_declines_what_it_cannot_write(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_index_lookup_stops_on_a_damaged_chain(tmp_path):
-    """A chain that does not go strictly backwards (only damage makes one) ends the walk in both twins
-    instead of going round for ever."""
+    """A chain that does not go strictly backwards (only damage makes one) is an IndexDamagedError in
+    both twins instead of a walk going round for ever or an answer silently cut short."""
     f = IndexFile(tmp_path / "20261123000000002", 4, 16, create=True)
     try:
         f.put_keys(b"".join(map(KEY.pack, (5, 9, 9), (100, 200, 300))), 1_700_000_000_000)  # one slot: 5 % 4 == 9 % 4
@@ -348,10 +351,11 @@ def test_index_lookup_stops_on_a_damaged_chain(tmp_path):
         f.mm[entry_2 + 16:entry_2 + 20] = (3).to_bytes(4, "big")  # entry 2 now points forwards, at 3
         for lookup in (f.lookup, f.lookup_py):
             out: list[int] = []
-            lookup(5, 10, 0, 2**63 - 1, out)  # 3 -> 2 -> (3: not backwards) stop; entry 1 is cut off
+            with pytest.raises(IndexDamagedError, match="entry 2 links to entry 3"):
+                lookup(5, 10, 0, 2**63 - 1, out)  # 3 -> 2 -> 3: not backwards; entry 1 would be cut off
             assert out == []
-            lookup(9, 10, 0, 2**63 - 1, out)
-            assert out == [300, 200]
+            lookup(9, 1, 0, 2**63 - 1, out)  # one asked for: the walk stops before the damage
+            assert out == [300]
     finally:
         f.close()
 

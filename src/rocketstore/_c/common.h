@@ -219,6 +219,7 @@ PyObject *speedups_populate(PyObject *module, PyObject *const *args, Py_ssize_t 
 /* log.c */
 PyObject *speedups_index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_index_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* Whether rs_index_put can write the `count` keys at `pairs` into an index file of `len` bytes with
  * `slots` hash slots and that `header`: 1 when it can, 0 when a value or position is out of range. */
 int rs_index_fits(Py_ssize_t len, long long slots, const long long header[6], const unsigned char *pairs,

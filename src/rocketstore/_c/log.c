@@ -4,6 +4,7 @@
  *
  *   index_lookup(...)               rocketstore.log.index_file.IndexFile.lookup_py
  *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
+ *   index_damage(buffer, ...)       rocketstore.format.index.index_damage_scan
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
  *
  * decode_run decodes each record through format.c's rs_record_in.
@@ -60,12 +61,16 @@ offsets_add(struct offsets *o, long long value)
 
 /* The slot chain walk of IndexFile.lookup_py over the index file in `buf` (`size` bytes): appends to
  * `out` the physical offsets of the entries carrying `key_hash` whose time lies in [begin, end], newest
- * first, while `out` holds fewer than `max_count`. 1 when done, 0 when a position falls outside the
- * buffer or a value outside what the arithmetic takes (the caller lets the Python twin answer), -1 after
- * an error. */
+ * first, while `out` holds fewer than `max_count`. `n_max`, `begin_ts`, `begin_phy` and `end_phy` are the
+ * header's indexCount, beginTimestamp, beginPhyOffset and endPhyOffset. 1 when done; 0 when the chain is
+ * damaged (lookup_py's rules: a slot or link outside the file's entries or not strictly backwards, a
+ * negative key hash or timeDiff, a physical offset outside the header's), a position falls outside the
+ * buffer or a value outside what the arithmetic takes (the caller lets the Python twin answer, or raise
+ * IndexDamagedError); -1 after an error. */
 static int
 index_walk(const unsigned char *buf, Py_ssize_t size, long long slots, long long key_hash, long long n_max,
-           long long begin_ts, long long begin, long long end, Py_ssize_t max_count, struct offsets *out)
+           long long begin_ts, long long begin_phy, long long end_phy, long long begin, long long end,
+           Py_ssize_t max_count, struct offsets *out)
 {
     /* beyond these the position and time arithmetic could overflow int64 */
     if (slots <= 0 || slots > MAX_SLOTS || key_hash < 0 || begin_ts > LLONG_MAX - MAX_DIFF_MS
@@ -77,28 +82,30 @@ index_walk(const unsigned char *buf, Py_ssize_t size, long long slots, long long
         return 0;
     }
     long long n = read_be(buf + slot_at, 4);
-    if (n <= 0 || n > n_max || n_max <= 1) {
+    if (n == 0) {
         return 1;
     }
     long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
     while (out->count < max_count) {
         long long at = entries_at + n * INDEX_ENTRY_SIZE;
-        if (at < 0 || at + INDEX_ENTRY_SIZE > size) {
-            return 0;
+        if (n <= 0 || at + INDEX_ENTRY_SIZE > size) {
+            return 0; /* no such entry in the file */
         }
         const unsigned char *entry = buf + at;
         long long entry_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, 4);
         long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, 8);
         long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, 4);
         long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, 4);
-        if (diff < 0) {
-            break;
+        /* the header's newest entry may be written before its endPhyOffset (RocketMQ counts it first) */
+        if (entry_hash < 0 || diff < 0 || phy < begin_phy || (n < n_max - 1 && phy > end_phy) || prev < 0
+            || prev >= n) {
+            return 0;
         }
         long long time_read = begin_ts + diff * 1000;
         if (entry_hash == key_hash && begin <= time_read && time_read <= end && offsets_add(out, phy) < 0) {
             return -1;
         }
-        if (prev <= 0 || prev > n_max || prev >= n || time_read < begin) {
+        if (prev == 0 || time_read < begin) {
             break;
         }
         n = prev;
@@ -106,26 +113,28 @@ index_walk(const unsigned char *buf, Py_ssize_t size, long long slots, long long
     return 1;
 }
 
-/* index_lookup(buffer, slots, key_hash, index_count, begin_timestamp, begin, end, max_count, out)
- * walks the slot chain of key_hash (index_walk) and appends matching physical offsets to `out`, newest
- * first, while `out` holds fewer than max_count. Returns True, or False without appending anything when
- * a position falls outside the buffer or an argument outside int64 (the Python twin then runs: it raises
- * its own error or handles the int). */
+/* index_lookup(buffer, slots, key_hash, index_count, begin_timestamp, begin_phy_offset, end_phy_offset, begin,
+ * end, max_count, out) walks the slot chain of key_hash (index_walk) and appends matching physical offsets
+ * to `out`, newest first, while `out` holds fewer than max_count. Returns True, or False without
+ * appending anything when the chain is damaged, a position falls outside the buffer or an argument
+ * outside int64 (the Python twin then runs: it raises its own error or handles the int). */
 PyObject *
 speedups_index_lookup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "index_lookup takes nine arguments");
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "index_lookup takes eleven arguments");
         return NULL;
     }
     long long slots = PyLong_AsLongLong(args[1]);
     long long key_hash = PyLong_AsLongLong(args[2]);
     long long n_max = PyLong_AsLongLong(args[3]);
     long long begin_ts = PyLong_AsLongLong(args[4]);
-    long long begin = PyLong_AsLongLong(args[5]);
-    long long end = PyLong_AsLongLong(args[6]);
-    Py_ssize_t max_count = PyLong_AsSsize_t(args[7]);
-    PyObject *out = args[8];
+    long long begin_phy = PyLong_AsLongLong(args[5]);
+    long long end_phy = PyLong_AsLongLong(args[6]);
+    long long begin = PyLong_AsLongLong(args[7]);
+    long long end = PyLong_AsLongLong(args[8]);
+    Py_ssize_t max_count = PyLong_AsSsize_t(args[9]);
+    PyObject *out = args[10];
     if (PyErr_Occurred()) {
         if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
             return NULL;
@@ -144,8 +153,8 @@ speedups_index_lookup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     struct offsets found;
     offsets_init(&found);
     Py_ssize_t had = PyList_GET_SIZE(out);
-    int walked = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, n_max, begin_ts, begin, end,
-                            max_count > had ? max_count - had : 0, &found);
+    int walked = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, n_max, begin_ts, begin_phy,
+                            end_phy, begin, end, max_count > had ? max_count - had : 0, &found);
     PyBuffer_Release(&view);
     for (Py_ssize_t i = 0; walked == 1 && i < found.count; i++) {
         PyObject *offset = PyLong_FromLongLong(found.items[i]);
@@ -301,6 +310,149 @@ speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
 done:
     PyBuffer_Release(&keys);
     return result;
+}
+
+/* How an index file is damaged (rocketstore.format.index.DAMAGE_*, which the twin test holds equal). */
+enum index_damage {
+    DAMAGE_NONE,
+    DAMAGE_COUNT,
+    DAMAGE_ORDER,
+    DAMAGE_ENTRY_HASH,
+    DAMAGE_ENTRY_PHY,
+    DAMAGE_ENTRY_TIME,
+    DAMAGE_ENTRY_LINK,
+    DAMAGE_SLOT,
+    DAMAGE_SLOT_COUNT,
+    DAMAGE_PAST_COUNT,
+};
+
+/* Every slot and entry of the index file at `buf` (`slots` hash slots, `max_entries` entries, the size
+ * the two make) against its header, as rocketstore.format.index.index_damage_scan checks them: the first
+ * damage found, *where set to the entry or slot number it names, or DAMAGE_NONE. `newest` holds `slots`
+ * zeros (it is used up). No Python object is touched: the caller may let other threads run. */
+static enum index_damage
+index_damage_scan(const unsigned char *buf, long long slots, long long max_entries, int32_t *newest,
+                  long long *where)
+{
+    long long begin_ts = read_be(buf + INDEX_HEADER_BEGINTIMESTAMP_POS, 8);
+    long long end_ts = read_be(buf + INDEX_HEADER_ENDTIMESTAMP_POS, 8);
+    long long begin_phy = read_be(buf + INDEX_HEADER_BEGINPHYOFFSET_POS, 8);
+    long long end_phy = read_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, 8);
+    long long slot_count = read_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, 4);
+    long long count = read_be(buf + INDEX_HEADER_INDEXCOUNT_POS, 4);
+    *where = 0;
+    if (count < 0 || count > max_entries) {
+        *where = count;
+        return DAMAGE_COUNT;
+    }
+    if (count < 1) {
+        count = 1;
+    }
+    if (count > 1 && (begin_ts > end_ts || begin_phy > end_phy)) {
+        return DAMAGE_ORDER;
+    }
+    /* end_ts - begin_ts as an unsigned: exact once begin_ts <= end_ts */
+    unsigned long long span = (unsigned long long)end_ts - (unsigned long long)begin_ts;
+    const unsigned char *entries = buf + INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
+    for (long long n = 1; n < count; n++) {
+        const unsigned char *entry = entries + n * INDEX_ENTRY_SIZE;
+        long long key_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, 4);
+        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, 8);
+        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, 4);
+        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, 4);
+        *where = n;
+        if (key_hash < 0) {
+            return DAMAGE_ENTRY_HASH;
+        }
+        if (phy < begin_phy || phy > end_phy) {
+            return DAMAGE_ENTRY_PHY;
+        }
+        if (diff < 0 || (n > 1 && (unsigned long long)diff * 1000 > span)) {
+            return DAMAGE_ENTRY_TIME;
+        }
+        long long slot = key_hash % slots;
+        if (prev != newest[slot]) {
+            return DAMAGE_ENTRY_LINK;
+        }
+        newest[slot] = (int32_t)n;
+    }
+    long long used = 0;
+    for (long long slot = 0; slot < slots; slot++) {
+        long long value = read_be(buf + INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE, 4);
+        if (value != newest[slot]) {
+            *where = slot;
+            return DAMAGE_SLOT;
+        }
+        used += value != 0;
+    }
+    if (used != slot_count) {
+        *where = slot_count;
+        return DAMAGE_SLOT_COUNT;
+    }
+    const unsigned char *tail = entries + count * INDEX_ENTRY_SIZE;
+    const unsigned char *stop = entries + max_entries * INDEX_ENTRY_SIZE;
+    const unsigned char *at = tail;
+    while (at + 8 <= stop) { /* eight bytes a step, then the bytes left */
+        uint64_t word;
+        memcpy(&word, at, 8);
+        if (word != 0) {
+            break;
+        }
+        at += 8;
+    }
+    for (; at < stop; at++) {
+        if (*at != 0) {
+            *where = (at - entries) / INDEX_ENTRY_SIZE;
+            return DAMAGE_PAST_COUNT;
+        }
+    }
+    *where = 0;
+    return DAMAGE_NONE;
+}
+
+/* index_damage(buffer, slots, max_entries) -> (code, where): index_damage_scan of an index file's bytes,
+ * run without the interpreter lock; None when the buffer is not the size the geometry makes or the
+ * geometry is out of range (the Python twin then answers). */
+PyObject *
+speedups_index_damage(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "index_damage takes three arguments");
+        return NULL;
+    }
+    long long slots = PyLong_AsLongLong(args[1]);
+    long long max_entries = PyLong_AsLongLong(args[2]);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (slots <= 0 || slots > MAX_SLOTS || max_entries < 1 || max_entries > 0x80000000LL) {
+        Py_RETURN_NONE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (view.len != INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + max_entries * INDEX_ENTRY_SIZE) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    int32_t *newest = calloc((size_t)slots, sizeof(int32_t));
+    if (newest == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    long long where = 0;
+    enum index_damage code;
+    Py_BEGIN_ALLOW_THREADS
+    code = index_damage_scan((const unsigned char *)view.buf, slots, max_entries, newest, &where);
+    Py_END_ALLOW_THREADS
+    free(newest);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(iL)", (int)code, where);
 }
 
 /* enum run_state (RUN_END, RUN_FULL, RUN_ELSEWHERE) comes from _layout.h */
@@ -472,6 +624,41 @@ rs_attribute_int(PyObject *obj, enum put_attribute name, long long *out)
     return 1;
 }
 
+/* An IndexHeader's begin_phy_offset and end_phy_offset, as rs_attribute_int reads an int: 1 with both
+ * set, 0 for another value, -1 after an error. */
+static int
+header_phy_offsets(PyObject *header, long long *begin_phy, long long *end_phy)
+{
+    static PyObject *begin_name, *end_name; /* interned on first use */
+    if (begin_name == NULL) {
+        begin_name = PyUnicode_InternFromString("begin_phy_offset");
+        end_name = begin_name == NULL ? NULL : PyUnicode_InternFromString("end_phy_offset");
+        if (end_name == NULL) {
+            Py_CLEAR(begin_name);
+            return -1;
+        }
+    }
+    long long *outs[2] = {begin_phy, end_phy};
+    PyObject *names[2] = {begin_name, end_name};
+    for (int i = 0; i < 2; i++) {
+        PyObject *value = PyObject_GetAttr(header, names[i]);
+        if (value == NULL) {
+            return -1;
+        }
+        int overflow = 0;
+        long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
+        Py_DECREF(value);
+        if (v == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (overflow || v < 0 || v > LLONG_MAX / 4) {
+            return 0;
+        }
+        *outs[i] = v;
+    }
+    return 1;
+}
+
 /* The index walk of IndexService.query: the physical offsets of `key_hash` in [begin, end] over the
  * index files (a list of IndexFile), newest file first, until `limit` are found or a file begins
  * before `begin`. 1 when done, 0 when a file is out of what the walk takes (the caller declines), -1
@@ -486,13 +673,17 @@ query_index(PyObject *index_files, long long key_hash, long long begin, long lon
         if (header == NULL) {
             return -1;
         }
-        long long fb = 0, fe = 0, n_max = 0, slots = 0;
-        int ok = rs_attribute_int(header, A_BEGIN_TIMESTAMP, &fb);
+        long long fb = 0, fe = 0, n_max = 0, slots = 0, begin_phy = 0, end_phy = 0;
+        /* indexCount first: the fields written before it are then at least as new */
+        int ok = rs_attribute_int(header, A_INDEX_COUNT, &n_max);
+        if (ok == 1) {
+            ok = rs_attribute_int(header, A_BEGIN_TIMESTAMP, &fb);
+        }
         if (ok == 1) {
             ok = rs_attribute_int(header, A_END_TIMESTAMP, &fe);
         }
         if (ok == 1) {
-            ok = rs_attribute_int(header, A_INDEX_COUNT, &n_max);
+            ok = header_phy_offsets(header, &begin_phy, &end_phy);
         }
         Py_DECREF(header);
         if (ok == 1) {
@@ -509,8 +700,8 @@ query_index(PyObject *index_files, long long key_hash, long long begin, long lon
                 return -1;
             }
             Py_DECREF(mm);
-            ok = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, n_max, fb, begin, end, limit,
-                            out);
+            ok = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, n_max, fb, begin_phy, end_phy,
+                            begin, end, limit, out);
             PyBuffer_Release(&view);
             if (ok != 1) {
                 return ok;

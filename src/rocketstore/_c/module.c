@@ -8,7 +8,7 @@
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
  *   columns.c   record_columns
  *   storage.c   msync, populate
- *   log.c       index_lookup, index_put_keys, decode_run, query_records
+ *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records
  *   store.c     prepare_plain, prepare_many, pack_run, put_one, put_behind, fill_slots,
  *               install_message_call, put_results
  *
@@ -84,6 +84,8 @@ static PyMethodDef methods[] = {
      "Walk an IndexFile slot chain; False when a position falls outside the buffer."},
     {"index_put_keys", (PyCFunction)(void (*)(void))speedups_index_put_keys, METH_FASTCALL,
      "Write IndexFile entries, slots and header for a run of keys; None when a value is out of range."},
+    {"index_damage", (PyCFunction)(void (*)(void))speedups_index_damage, METH_FASTCALL,
+     "The first damage in an index file's slots and entries: (code, where); None for a geometry it does not take."},
     {"install_message_call", (PyCFunction)(void (*)(void))speedups_install_message_call, METH_FASTCALL,
      "Calls of the Message class build the common message (a bytes body, keys as a tuple) without a Python "
      "frame, and hand any other call to its __new__."},

@@ -12,8 +12,9 @@ import struct
 from pathlib import Path
 
 from rocketstore._types import Buffer
-from rocketstore.errors import StoreClosedError, StoreLayoutError
+from rocketstore.errors import IndexDamagedError, StoreClosedError, StoreLayoutError
 from rocketstore.format.index import (
+    DAMAGE_NONE,
     ENTRY,
     ENTRY_SIZE,
     FIRST_ENTRY,
@@ -22,7 +23,10 @@ from rocketstore.format.index import (
     SLOT,
     SLOT_SIZE,
     IndexHeader,
+    damage_text,
     entry_pos,
+    header_damage,
+    index_damage_scan,
     index_file_size,
     slot_pos,
     time_diff_seconds,
@@ -33,6 +37,7 @@ from rocketstore.storage.mapping_budget import BUDGET, map_file, with_descriptor
 
 _native_lookup = None if speedups is None else speedups.index_lookup
 _native_put = None if speedups is None else speedups.index_put_keys
+_native_damage = None if speedups is None else speedups.index_damage
 
 KEY = struct.Struct("=qq")
 """One key handed to `IndexFile.put_keys`, in memory only: its index hash and its record's physical
@@ -182,29 +187,92 @@ class IndexFile:
 
     def lookup(self, key_hash: int, max_count: int, begin: int, end: int, out: list[int]) -> None:
         """Append to `out` (newest first) the offsets whose entries carry `key_hash` and whose
-        second-granular time lies in [begin, end], until `out` holds `max_count` offsets."""
-        if _native_lookup is None or not _native_lookup(self.mm, self.slots, key_hash, self.header.index_count,
-                                                        self.header.begin_timestamp, begin, end, max_count, out):
+        second-granular time lies in [begin, end], until `out` holds `max_count` offsets.
+
+        Raises:
+            IndexDamagedError: the key's chain is damaged (`lookup_py` says how); nothing is appended.
+            StoreClosedError: the file was closed.
+        """
+        h = self.header
+        n_max = h.index_count  # first: the header fields written before it are then at least as new
+        if _native_lookup is None or not _native_lookup(self.mm, self.slots, key_hash, n_max, h.begin_timestamp,
+                                                        h.begin_phy_offset, h.end_phy_offset, begin, end,
+                                                        max_count, out):
             self.lookup_py(key_hash, max_count, begin, end, out)
 
     def lookup_py(self, key_hash: int, max_count: int, begin: int, end: int, out: list[int]) -> None:
-        """`lookup` in pure Python (the twin of rocketstore._speedups.index_lookup)."""
-        n_max = self.header.index_count
-        slot_value = SLOT.unpack_from(self.mm, slot_pos(key_hash, self.slots))[0]
-        if slot_value <= 0 or slot_value > n_max or n_max <= 1:
-            return
-        n = slot_value
-        begin_ts = self.header.begin_timestamp
-        while len(out) < max_count:
-            entry_hash, phy, diff, prev = ENTRY.unpack_from(self.mm, entry_pos(n, self.slots))
-            if diff < 0:
-                break
+        """`lookup` in pure Python (the twin of rocketstore._speedups.index_lookup).
+
+        The walk follows the key's slot, then each entry's link, to entries strictly further back; an
+        entry past the header's count is one a put is writing (its slot is written before the header),
+        read as any other. Damage, which would make the answer silently incomplete or the walk loop, is
+        an error: a slot or link naming no entry of the file or not strictly backwards, a negative key
+        hash or time difference, a physical offset outside the header's (the header's newest entry is
+        not held to its end offset, which RocketMQ writes after counting the entry).
+
+        Raises:
+            IndexDamagedError: the chain is damaged; nothing is appended.
+        """
+        h = self.header
+        n_max = h.index_count
+        begin_ts, begin_phy, end_phy = h.begin_timestamp, h.begin_phy_offset, h.end_phy_offset
+        mm, slots = self.mm, self.slots
+        n = SLOT.unpack_from(mm, slot_pos(key_hash, slots))[0]
+        found: list[int] = []
+        want = max_count - len(out)
+        link = f"slot {key_hash % slots}"
+        while n and len(found) < want:
+            if n < 0 or n >= self.max_entries:
+                raise IndexDamagedError(self.path, f"{link} points at entry {n}, outside the file")
+            entry_hash, phy, diff, prev = ENTRY.unpack_from(mm, entry_pos(n, slots))
+            if entry_hash < 0 or diff < 0:
+                raise IndexDamagedError(self.path, f"entry {n} has a negative key hash or time")
+            if phy < begin_phy or (n < n_max - 1 and phy > end_phy):
+                raise IndexDamagedError(self.path, f"entry {n} points outside the header's physical offsets")
+            if prev < 0 or prev >= n:
+                raise IndexDamagedError(self.path, f"entry {n} links to entry {prev}, not one before it")
             time_read = begin_ts + diff * 1000
             if entry_hash == key_hash and begin <= time_read <= end:
-                out.append(phy)
-            if prev <= 0 or prev > n_max or prev >= n or time_read < begin:
+                found.append(phy)
+            if time_read < begin:
                 break
-            n = prev
+            link, n = f"entry {n}", prev
+        out.extend(found)
+
+    def find_damage(self, full: bool = False) -> str | None:
+        """What is wrong in the file, or None when nothing is found; for a file nobody is writing (a
+        recovery, before the store takes puts).
+
+        full=False reads the header and the few entries and slots it names: indexCount within
+        [0, max_entries] and hashSlotCount within [0, min(slots, indexCount - 1)]; the entry at indexCount
+        blank (nothing written past the count); with entries, begin <= end for the timestamps and the
+        physical offsets; the first entry at beginPhyOffset with no link; the last at endPhyOffset, at
+        endTimestamp's time difference, linking backwards, and the newest of its slot. O(1): a few
+        pages.
+
+        full=True also checks every entry and slot (`format.index.index_damage_scan`): each entry's key
+        hash >= 0, physical offset within [beginPhyOffset, endPhyOffset], time difference >= 0 and (from
+        entry 2 on) not past endTimestamp, link to the previous entry of its slot (0 for the first);
+        each slot holding its chain's newest entry, hashSlotCount the slots in use, and every entry
+        from indexCount on blank. It reads the whole file once: about a second for a file of the
+        default geometry in the page cache (420 MB; longer from the disk), 20 MB of memory for its
+        5,000,000 slots; compiled, without the interpreter lock.
+
+        A file whose entries' store times went backwards (a clock set back while it was written) has
+        times its header does not hold, and reads as damaged too: queries by time would miss in it.
+
+        Raises:
+            StoreClosedError: the file was closed.
+            StoreResourceError: no file descriptor left to map it.
+        """
+        mm = self.mm
+        with memoryview(mm) as view:
+            reason = header_damage(view, self.slots, self.max_entries)
+            if reason is not None or not full:
+                return reason
+            answer = None if _native_damage is None else _native_damage(view, self.slots, self.max_entries)
+            code, where = answer if answer is not None else index_damage_scan(view, self.slots, self.max_entries)
+        return None if code == DAMAGE_NONE else damage_text(code, where, self.max_entries)
 
     def entries(self) -> list[tuple[int, int, int, int]]:
         """Every written entry (keyHash, phyOffset, timeDiff, prev), entry 1 first."""
