@@ -34,6 +34,9 @@ def verify(store: Path) -> None:
     """Check every commitlog record (CRC, lengths, physical offsets), every consume-queue entry and every
     index entry against the log; list each problem with its file and byte position; exit 1 if any.
 
+    Safe beside a live writer: the store is checked as of the log's end read first; what the writer adds
+    meanwhile is counted as newer than the snapshot in the summary, not checked and never a problem.
+
     mqadmin has no equivalent (RocketMQ checks records only while recovering, and stops at the first bad one).
     """
     from rocketstore.report.verify import verify_store
@@ -48,6 +51,12 @@ def verify(store: Path) -> None:
     if result.undispatched:
         summary += (f"; {result.undispatched} record(s) at the end of the log, from {result.undispatched_from}, not "
                     "dispatched yet (in no queue or index: the next writable open dispatches them)")
+    if result.log_grew:
+        summary += (f"; the log grew past {result.snapshot_end} while verify ran: the records from there on and "
+                    "the entries pointing at them are newer than the snapshot, not checked")
+    if result.newer:
+        summary += (f"; newer than the snapshot (written while verify ran): {result.newer_queue_entries} queue "
+                    f"entries, {result.newer_index_entries} index entries")
     show(document, document["problems"], PROBLEM_COLUMNS, title="problems", footer=summary,
          empty="none: the store is consistent")
     if not result.ok:

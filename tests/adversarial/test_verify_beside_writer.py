@@ -1,0 +1,88 @@
+"""`verify` beside a live writer process: a store an ASYNC writer fills at full speed, rolling commitlog,
+consume-queue and index files, verifies clean every time, the entries written after verify read the
+log's end counted as newer than the snapshot; and the same verify still finds a queue entry damaged
+below that end while the writer goes on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from rocketstore import FlushMode, MessageStore
+from rocketstore.format.consume_queue import UNIT_SIZE
+from rocketstore.report.verify import verify_store
+from tests.cli.cliharness import run_cli
+from tests.crash.workload import crash_config
+
+WRITER = Path(__file__).resolve().parent.parent / "crash" / "writer.py"
+VERIFY_FOR_S = 8.0
+
+
+def _start_writer(root: Path) -> subprocess.Popen[str]:
+    writer = subprocess.Popen([sys.executable, str(WRITER), str(root), FlushMode.ASYNC.value, "0", "100000000", "put"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    assert writer.stdout.readline() == "READY\n", writer.stderr.read() if writer.stderr else ""
+    stdout = writer.stdout
+    threading.Thread(target=lambda: all(stdout), daemon=True).start()  # drain its ACK lines: it never blocks
+    return writer
+
+
+def _files(directory: Path) -> int:
+    return sum(1 for p in directory.rglob("*") if p.is_file())
+
+
+def _flip_tags_code(path: Path, entry: int) -> None:
+    """Flip a bit of the tags code of one consume-queue entry (its last 8 bytes)."""
+    with open(path, "r+b") as fh:
+        pos = entry * UNIT_SIZE + UNIT_SIZE - 1
+        fh.seek(pos)
+        byte = fh.read(1)[0]
+        fh.seek(pos)
+        fh.write(bytes([byte ^ 0x01]))
+
+
+def test_verify_beside_an_async_writer_reports_no_problem_and_still_finds_a_damaged_entry(tmp_path):
+    config = crash_config(FlushMode.ASYNC)  # 16 KiB commitlog files, 40-entry queue files, 64-entry index files
+    MessageStore.open(tmp_path, config).close()
+    writer = _start_writer(tmp_path)
+    try:
+        runs = grew = newer = 0
+        first_records = verify_store(tmp_path, config).records
+        deadline = time.monotonic() + VERIFY_FOR_S
+        while time.monotonic() < deadline:
+            result = verify_store(tmp_path, config)
+            assert result.ok, (runs, result.snapshot_end, result.problems[:10])
+            runs += 1
+            grew += result.log_grew
+            newer += result.newer > 0
+        cli = run_cli("verify", tmp_path, "--json")  # the command, geometry from config/rocketstore.json
+        assert cli.code == 0, (cli.err, cli.out[-2000:])
+        document = cli.json()
+        assert document["ok"] and document["problems"] == [] and document["records"] > 0
+        assert writer.poll() is None, "the writer ran all along"
+        assert runs >= 5 and grew > 0 and newer > 0, (runs, grew, newer)
+        assert result.records > first_records + 1000, (first_records, result.records)  # written at full speed
+        # files of every kind rolled over while verify ran
+        assert _files(tmp_path / "commitlog") >= 5
+        assert _files(tmp_path / "index") >= 3
+        assert len(list((tmp_path / "consumequeue" / "CrashA" / "0").iterdir())) >= 3
+
+        # the negative control: a queue entry damaged below the log's end, the writer still writing
+        target = tmp_path / "consumequeue" / "CrashA" / "0" / "00000000000000000000"
+        _flip_tags_code(target, 3)
+        damaged = verify_store(tmp_path, config)
+        rel = "consumequeue/CrashA/0/00000000000000000000"
+        assert [(p.file, p.pos) for p in damaged.problems] == [(rel, 3 * UNIT_SIZE)], damaged.problems
+        assert "queue offset 3 -> record at" in damaged.problems[0].message
+        assert "tags code" in damaged.problems[0].message
+        cli = run_cli("verify", tmp_path)
+        assert cli.code == 1, (cli.err, cli.out)
+        assert rel in cli.out and "1 problem(s) found" in cli.err
+        assert writer.poll() is None
+    finally:
+        writer.kill()
+        writer.wait()
