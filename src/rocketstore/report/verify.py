@@ -31,14 +31,18 @@ A finding a writer may have been making while verify read it (an entry being wri
 or index key the dispatch wrote after verify read that queue or the index, a file being created) is
 read again after a pause, and is a problem only when the second read makes it too; an entry that was
 missing and is there on the second read counts as newer.
+
+The delivery tags codes of delayed records (SCHEDULE_TOPIC_XXXX) are computed with the delay levels the
+store recorded in `config/rocketstore.json` (see `recorded_delay_levels`), else the config's.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -60,7 +64,14 @@ from rocketstore.format.message import (
     decode_message,
     peek_prefix,
 )
-from rocketstore.format.store_dirs import COMMITLOG_DIR, CONSUME_QUEUE_DIR, INDEX_DIR, queue_dirs
+from rocketstore.format.store_dirs import (
+    COMMITLOG_DIR,
+    CONFIG_DIR,
+    CONSUME_QUEUE_DIR,
+    INDEX_DIR,
+    STORE_CONFIG_FILE,
+    queue_dirs,
+)
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.report._files import first_nonzero as _first_nonzero
 from rocketstore.report._files import mapped as _mapped
@@ -71,6 +82,19 @@ if TYPE_CHECKING:
 
 RECHECK_PAUSES_S = (0.05, 0.2, 0.5)
 """The pauses before reading a suspect finding again (a writer finishes an entry, a dispatch its batch)."""
+
+
+def recorded_delay_levels(root: Path) -> str | None:
+    """The delay levels the store at `root` recorded in `config/rocketstore.json` (every writable open
+    records those it was opened with), None when it recorded none (a store RocketMQ wrote, or one
+    written with the default levels before they were recorded) or the file is unreadable."""
+    path = Path(root) / CONFIG_DIR / STORE_CONFIG_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    levels = data.get("delay_levels") if isinstance(data, dict) else None
+    return levels if isinstance(levels, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +323,13 @@ class _Verifier:
         self._index_beyond: list[tuple[int, int, int, str, int]] = []
         self._queue_ends: dict[tuple[str, int], int] = {}  # where each queue ended when read
         self._log_problems = self._queue_problems = 0  # where the problems of the queues, then the index, start
-        self._delays = config.delay_level_millis()
+        levels = recorded_delay_levels(root)
+        try:
+            self._delays = (config if levels is None else replace(config, delay_levels=levels)).delay_level_millis()
+        except (ValueError, KeyError, IndexError):
+            self.problem(f"{CONFIG_DIR}/{STORE_CONFIG_FILE}", 0,
+                         f"recorded delay_levels {levels!r} are not like '1s 5s 10s': the config's are used")
+            self._delays = config.delay_level_millis()
 
     def problem(self, file: str, pos: int, message: str) -> None:
         self.result.problems.append(Problem(file, pos, message))
@@ -787,7 +817,8 @@ def verify_store(root: Path, config: StoreConfig) -> VerifyResult:
 
     Args:
         root: the store directory.
-        config: its geometry (file sizes, index slots and entries) and delay levels.
+        config: its geometry (file sizes, index slots and entries) and delay levels (the levels the store
+            recorded win).
 
     Raises:
         OSError: a file cannot be read.
