@@ -77,6 +77,26 @@ def test_verify_reports_garbage_after_the_end_of_the_log(cli, golden_store, gold
                          "message": f"non-zero bytes after the end of the written data at {last['dataEndPosition']}"}]
 
 
+def test_a_torn_last_record_of_a_stopped_store_and_the_entries_pointing_at_it_are_problems(
+        cli, golden_store, golden_flags, golden_expected):
+    """Nothing was appended past the snapshot's end (no writer): the log past it is checked, and the
+    entries pointing at the torn record are problems, not newer than the snapshot."""
+    last = golden_expected["messages_in_commitlog_order"][-1]
+    walk = golden_expected["commitlog_walk"][-1]
+    pos = last["commitLogOffset"] - int(walk["name"])
+    _write_at(golden_store / "commitlog" / walk["name"], pos + 8, bytes(last["storeSize"] - 8))  # all but the prefix
+    document = cli("verify", golden_store, *golden_flags, "--json").json(code=1)
+    assert (document["snapshot_end"], document["log_grew"]) == (last["commitLogOffset"], False)
+    assert document["newer_queue_entries"] == document["newer_index_entries"] == 0
+    problems = [(p["file"], p["message"]) for p in document["problems"]]
+    keys = len(last["keys"].split()) + 1  # and the UNIQ_KEY
+    end = f"points at {last['commitLogOffset']}, past the end of the commitlog"
+    assert problems[0] == (f"commitlog/{walk['name']}", f"lengths add up to 91, total size says {last['storeSize']}")
+    assert problems[1] == (f"consumequeue/{last['topic']}/{last['queueId']}/00000000000000000000",
+                           f"queue offset {last['queueOffset']} {end}")
+    assert [m.split(" ", 2)[2] for _, m in problems[2:]] == [end] * keys and len(problems) == 2 + keys
+
+
 def test_dump_commitlog_decodes_records_and_the_blank(cli, golden_store, golden_flags, golden_expected):
     walk = golden_expected["commitlog_walk"][0]
     messages = [m for m in golden_expected["messages_in_commitlog_order"] if m["commitLogOffset"] < 65536]
