@@ -14,6 +14,7 @@
     │   ├── IndexDamagedError             a query met an index file that is damaged
     │   └── RecoveryError                 recovery found damage it will not repair on its own
     ├── InvalidMessageError (ValueError)  caller input: too large, bad topic, properties too long
+    │   └── InvalidMessageTypeError (TypeError too)  a Message argument of a type it cannot take
     ├── InvalidArgumentError (ValueError) any other argument out of its range (offsets, counts, names)
     └── ProtocolError                     the remoting protocol
         ├── LocalProtocolError
@@ -125,6 +126,11 @@ class InvalidMessageError(RocketStoreError, ValueError):
     def __init__(self, message: str, status: Any) -> None:
         super().__init__(message)
         self.status = status
+
+
+class InvalidMessageTypeError(InvalidMessageError, TypeError):
+    """A `Message(...)` argument of a type it cannot take (keys that are not an iterable); a TypeError
+    too, as Python's own error for it was."""
 
 
 class InvalidArgumentError(RocketStoreError, ValueError):

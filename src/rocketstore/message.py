@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Self
 
-from rocketstore.errors import InvalidMessageError
+from rocketstore.errors import InvalidMessageError, InvalidMessageTypeError
 from rocketstore.native import speedups
 from rocketstore.results import PutStatus
 
@@ -30,6 +30,21 @@ def _body_bytes(body: object) -> bytes | bytearray | memoryview:
     if not isinstance(body, (bytes, bytearray, memoryview)):
         raise _illegal(f"body must be bytes (or a str), not {type(body).__name__}")
     return body
+
+
+def _keys_tuple(keys: Any) -> tuple[str, ...]:
+    """Keys as Message keeps them: a str as the one key, any other iterable as a tuple.
+
+    Raises:
+        InvalidMessageTypeError: `keys` is not iterable.
+    """
+    if isinstance(keys, str):
+        return (keys,)
+    try:
+        return tuple(keys)
+    except TypeError:
+        raise InvalidMessageTypeError(f"keys must be a str or an iterable of str, not {type(keys).__name__}",
+                                      PutStatus.MESSAGE_ILLEGAL) from None
 
 
 def _new_with_slots_py(cls: type, descriptors: tuple[Any, ...], *values: object) -> Any:
@@ -80,13 +95,16 @@ class Message:
                 tags: str | None = None, keys: Iterable[str] | str = (), properties: Mapping[str, str] | None = None,
                 flag: int = 0, born_timestamp: int | None = None, born_host: str | None = None, sys_flag: int = 0,
                 reconsume_times: int = 0, prepared_transaction_offset: int = 0) -> Self:
-        """Raises:
+        """Every other field is checked when the message is put (or given to `check_message`).
+
+        Raises:
             InvalidMessageError: a body that is not bytes-like or a str, or a str UTF-8 cannot encode.
+            InvalidMessageTypeError: keys that are not iterable (an InvalidMessageError and a TypeError).
         """
         if type(body) is not bytes:
             body = _body_bytes(body)
         if type(keys) is not tuple:
-            keys = (keys,) if isinstance(keys, str) else tuple(keys)
+            keys = _keys_tuple(keys)
         # one call fills the frozen slots (a generated __init__ sets each through object.__setattr__)
         return _new_with_slots(cls, _SLOTS, topic, body, queue_id, tags, keys, properties, flag,
                                born_timestamp, born_host, sys_flag, reconsume_times, prepared_transaction_offset)

@@ -51,6 +51,27 @@ CALLS = [
     ("get max_count -1", lambda s: s.get("T", 0, 0, max_count=-1), InvalidArgumentError, "max_count"),
     ("query max_count 0", lambda s: s.query("T", "k0", max_count=0), InvalidArgumentError, "max_count"),
     ("scan from inside a record", lambda s: list(s.scan(start=1)), MessageNotFoundError, "physical offset 1"),
+    ("scan from -1", lambda s: list(s.scan(start=-1)), InvalidArgumentError, "start"),
+    ("scan to a str", lambda s: list(s.scan(end="9")), InvalidArgumentError, "end"),  # type: ignore[arg-type]
+    ("keys that are not strs", lambda s: s.put(Message("T", b"x", keys=(1, 2))), InvalidMessageError, "keys"),  # type: ignore[arg-type]
+    ("put None", lambda s: s.put(None), InvalidMessageError, "not NoneType"),  # type: ignore[arg-type]
+    ("put_nowait None", lambda s: s.put_nowait(None), InvalidMessageError, "not NoneType"),  # type: ignore[arg-type]
+    ("put_batch of an int", lambda s: s.put_batch([Message("T", b"x"), 1]), InvalidMessageError, "not int"),  # type: ignore[list-item]
+    ("put_batch None", lambda s: s.put_batch(None), InvalidArgumentError, "iterable"),  # type: ignore[arg-type]
+    ("a topic that is an int", lambda s: s.put(Message(5, b"x")), InvalidMessageError, "topic"),  # type: ignore[arg-type]
+    ("a queue id that is a str", lambda s: s.put(Message("T", b"x", queue_id="1")), InvalidMessageError, "queue id"),  # type: ignore[arg-type]
+    ("properties that are a list", lambda s: s.put(Message("T", b"x", properties=[1])), InvalidMessageError,  # type: ignore[arg-type]
+     "properties"),
+    ("a born host that is an int", lambda s: s.put(Message("T", b"x", born_host=5)), InvalidMessageError,  # type: ignore[arg-type]
+     "born_host"),
+    ("get offset None", lambda s: s.get("T", 0, None), InvalidArgumentError, "offset"),  # type: ignore[arg-type]
+    ("get tags an int", lambda s: s.get("T", 0, 0, tags=5), InvalidArgumentError, "tags"),  # type: ignore[arg-type]
+    ("max_offset of a list", lambda s: s.max_offset([], 0), InvalidArgumentError, "topic"),  # type: ignore[arg-type]
+    ("message_at a str", lambda s: s.message_at("0"), InvalidArgumentError, "phy_offset"),  # type: ignore[arg-type]
+    ("query begin_ms a str", lambda s: s.query("T", "k0", begin_ms="0"), InvalidArgumentError, "begin_ms"),  # type: ignore[arg-type]
+    ("iter_queue chunk 0", lambda s: list(s.iter_queue("T", 0, chunk=0)), InvalidArgumentError, "chunk"),
+    ("ensure_topic 0 queues", lambda s: s.ensure_topic("T", 0), InvalidArgumentError, "queue_nums"),
+    ("a listener that is None", lambda s: s.add_arrival_listener(None), InvalidArgumentError, "callable"),  # type: ignore[arg-type]
 ]
 
 

@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rocketstore.errors import StoreClosedError
 from rocketstore.format.store_dirs import CONFIG_DIR
 from rocketstore.log.json_config import JAVA_INT_MAX, StateFileProblem, java_int, load_state, write_json
 
@@ -20,7 +21,9 @@ class ConsumerOffsets:
         self.path = root / CONFIG_DIR / CONSUMER_OFFSET_FILE
         self._table: dict[str, dict[int, int]] = {}
         self._dirty = False
+        self._sealed = False
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()  # one write of the file at a time, in the order of their snapshots
 
     def load(self, *, quarantine: Path | None = None) -> StateFileProblem | None:
         """Read the file (`json_config.load_state`: a damaged one is replaced by its .bak, or nothing).
@@ -36,8 +39,14 @@ class ConsumerOffsets:
         return problem
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """Record the next offset `group` will consume from (topic, queue_id)."""
+        """Record the next offset `group` will consume from (topic, queue_id).
+
+        Raises:
+            StoreClosedError: `seal` was called: the table takes no more commits.
+        """
         with self._lock:
+            if self._sealed:
+                raise StoreClosedError(f"{self.path}: the store was closed; the offset was not committed")
             self._table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset
             self._dirty = True
 
@@ -55,18 +64,35 @@ class ConsumerOffsets:
                     result.setdefault(group, {})[(topic, queue_id)] = offset
         return result
 
+    def seal(self) -> bool:
+        """Take no more commits (`commit` raises StoreClosedError from now on).
+
+        Returns:
+            whether commits arrived since the last `persist` (a commit that raced the closing store's
+            final flush): the caller persists them.
+        """
+        with self._lock:
+            self._sealed = True
+            return self._dirty
+
     def persist(self, *, force: bool = False) -> None:
         """Write the file when something changed.
 
         Raises:
-            OSError: the file could not be written.
+            OSError: the file could not be written (what it would have held stays to write).
         """
-        with self._lock:
-            if not (self._dirty or force):
-                return
-            table = {k: dict(sorted(v.items())) for k, v in self._table.items()}
-            self._dirty = False
-        write_json(self.path, {"offsetTable": table})
+        with self._write_lock:  # a slower writer of an older snapshot never overwrites a newer one
+            with self._lock:
+                if not (self._dirty or force):
+                    return
+                table = {k: dict(sorted(v.items())) for k, v in self._table.items()}
+                self._dirty = False
+            try:
+                write_json(self.path, {"offsetTable": table})
+            except BaseException:
+                with self._lock:
+                    self._dirty = True
+                raise
 
 
 def _parse_offsets(data: dict[str, Any]) -> dict[str, dict[int, int]]:

@@ -44,10 +44,11 @@ from rocketstore.services.flush import CommitLogFlushService, GroupCommitService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.storage.marker_files import StoreLock
 from rocketstore.store.pending_put import PutCombiner
-from rocketstore.store.prepare import Prepared, Preparer, checked_topic
+from rocketstore.store.prepare import Prepared, Preparer, topic_part
 
 DISK_FULL_REASON = "disk full"
 LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
 log = logging.getLogger("rocketstore.store")
 
 
@@ -55,12 +56,30 @@ def _system_clock() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _check_int(what: str, value: object, maximum: int) -> None:
-    """Raises InvalidArgumentError unless `value` is an int in [0, maximum]."""
-    if type(value) is not int or not 0 <= value <= maximum:
-        raise InvalidArgumentError(f"{what} must be an int in [0, {maximum}], not {value!r}")
+def _is_int(value: object) -> bool:
+    """An int argument: an int or a subclass of int other than bool."""
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _check_int(what: str, value: object, maximum: int, minimum: int = 0) -> None:
+    """Raises InvalidArgumentError unless `value` is an int (not a bool) in [minimum, maximum]."""
+    if not _is_int(value) or not minimum <= value <= maximum:  # type: ignore[operator]
+        raise InvalidArgumentError(f"{what} must be an int in [{minimum}, {maximum}], not {value!r}")
+
+
+def _check_optional_int(what: str, value: object, minimum: int = LONG_MIN, maximum: int = LONG_MAX) -> None:
+    """Raises InvalidArgumentError unless `value` is None or an int (not a bool) in [minimum, maximum]."""
+    if value is not None:
+        _check_int(what, value, maximum, minimum)
+
+
+def _check_queue(what: str, topic: object, queue_id: object) -> None:
+    """Raises InvalidArgumentError unless `topic` is a str and `queue_id` an int (not a bool): a queue's
+    name (an unknown queue is no error: it is empty)."""
+    if not isinstance(topic, str):
+        raise InvalidArgumentError(f"{what}: topic must be a str, not {type(topic).__name__}")
+    if not _is_int(queue_id):
+        raise InvalidArgumentError(f"{what}: queue_id must be an int, not {queue_id!r}")
 
 
 class StoreCore:
@@ -79,7 +98,7 @@ class StoreCore:
         self.read_only = read_only
         self.clock = clock
         self.recovery: recovery.RecoveryReport = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY)
-        self._closed = False
+        self._is_closed = False
         self._misplaced: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()
         self._read_only_reason: str | None = "opened read-only" if read_only else None
@@ -114,8 +133,25 @@ class StoreCore:
         self._dispatched_to = 0
         self._behind_to = 0
 
+    @property
+    def _closed(self) -> bool:
+        """Whether the store was closed (what `close` sets once its final flush is done)."""
+        return self._is_closed
+
+    @_closed.setter
+    def _closed(self, closed: bool) -> None:
+        """Mark the store closed: from now on every call raises StoreClosedError. A consumer offset
+        committed while `close` flushed (after the flush wrote consumerOffset.json) is written now: a
+        `commit_offset` racing `close` either lands on disk or raises."""
+        self._is_closed = closed
+        if closed and self.offsets.seal() and self._read_only_reason is None and not self.read_only:
+            try:
+                self.offsets.persist()
+            except OSError as exc:
+                log.warning("%s: consumer offsets committed during close were not written: %s", self.path, exc)
+
     def _check_open(self) -> None:
-        if self._closed:
+        if self._is_closed:
             raise StoreClosedError(f"store {self.path} is closed")
 
     def misplaced_entries(self) -> dict[tuple[str, int], int]:
@@ -230,7 +266,14 @@ class StoreCore:
 
         Returns:
             a function that removes the listener.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: `callback` is not callable.
         """
+        self._check_open()
+        if not callable(callback):
+            raise InvalidArgumentError(f"add_arrival_listener: callback must be callable, not {callback!r}")
         with self._lock:  # a listener hears of each put at once: puts stop leaving their dispatch behind
             self._dispatch_behind_locked()
             self._arrival_listeners.append(callback)
@@ -248,14 +291,16 @@ class StoreCore:
         """Record `topic` with at least `queue_nums` queues in config/topics.json (written at flush).
 
         Raises:
+            StoreClosedError: the store was closed.
             InvalidMessageError: a topic name a put would refuse.
+            InvalidArgumentError: `queue_nums` is not an int in 1..2**31 - 1.
             StoreReadOnlyError: the store is read-only.
         """
+        self._check_open()
         if self.read_only:
             raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
-        checked_topic(topic)
-        if queue_nums < 1:
-            raise ValueError(f"queue_nums must be at least 1, not {queue_nums}")
+        topic_part(topic)
+        _check_int("ensure_topic: queue_nums", queue_nums, JAVA_INT_MAX, 1)
         self.topics.ensure(topic, queue_nums)
 
     def record_topic(self, topic: str, read_queue_nums: int, write_queue_nums: int, perm: int,
@@ -269,13 +314,15 @@ class StoreCore:
             InvalidArgumentError: queue counts outside 1..65535, a permission outside 0..7, or an
                 attribute that is not a string.
             StoreReadOnlyError: the store is read-only.
+            StoreClosedError: the store was closed.
         """
+        self._check_open()
         if self.read_only:
             raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
-        checked_topic(topic)
+        topic_part(topic)
         for name, value, low, high in (("read_queue_nums", read_queue_nums, 1, 65535),
                                        ("write_queue_nums", write_queue_nums, 1, 65535), ("perm", perm, 0, 7)):
-            if not isinstance(value, int) or not low <= value <= high:
+            if not _is_int(value) or not low <= value <= high:
                 raise InvalidArgumentError(f"record_topic: {name} {value!r} is not in {low}..{high}")
         for key, text in (attributes or {}).items():
             if not isinstance(key, str) or not isinstance(text, str):
@@ -286,8 +333,10 @@ class StoreCore:
         """Apply every put-time rule to `message` without writing (works on read-only stores too).
 
         Raises:
-            InvalidMessageError: the message breaks a rule; `.status` says which kind.
+            InvalidMessageError: the message breaks a rule (or is not a Message); `.status` says which kind.
+            StoreClosedError: the store was closed.
         """
+        self._check_open()
         self._preparer.prepare(message)
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
@@ -295,12 +344,16 @@ class StoreCore:
 
         Persisted to config/consumerOffset.json at `flush()` and `close()`.
 
+        A commit racing `close` either is in the file `close` leaves or raises StoreClosedError.
+
         Raises:
+            StoreClosedError: the store was closed.
             StoreReadOnlyError: the store is read-only.
             InvalidArgumentError: an empty group or topic, `@` in either (the file's key separator), a
                 queue id outside [0, 2**31 - 1] or an offset outside [0, 2**63 - 1] (RocketMQ's Java
                 int and long could not read them back).
         """
+        self._check_open()
         if self.read_only:
             raise StoreReadOnlyError(self._read_only_reason or "opened read-only")
         for name, value in (("group", group), ("topic", topic)):
@@ -311,15 +364,34 @@ class StoreCore:
         self.offsets.commit(group, topic, queue_id, offset)
 
     def committed_offset(self, group: str, topic: str, queue_id: int) -> int | None:
-        """The offset `group` committed for (topic, queue_id), None if never."""
+        """The offset `group` committed for (topic, queue_id), None if never.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: a group or topic that is not a str, a queue id that is not an int.
+        """
+        self._check_open()
+        if not isinstance(group, str):
+            raise InvalidArgumentError(f"committed_offset: group must be a str, not {type(group).__name__}")
+        _check_queue("committed_offset", topic, queue_id)
         return self.offsets.get(group, topic, queue_id)
 
     def consumer_offsets(self) -> dict[str, dict[tuple[str, int], int]]:
-        """Every committed offset: group -> (topic, queue id) -> offset."""
+        """Every committed offset: group -> (topic, queue id) -> offset.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
         return self.offsets.all()
 
     def topic_config(self) -> dict[str, dict[str, Any]]:
-        """Topics known to config/topics.json (RocketMQ field names)."""
+        """Topics known to config/topics.json (RocketMQ field names).
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
         self._dispatch_behind()  # a queue's first entry records its topic
         return self.topics.topics()
 

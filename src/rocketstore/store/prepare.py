@@ -13,12 +13,12 @@ import re
 import struct
 import types
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple, cast
 
 from rocketstore.config import StoreConfig
-from rocketstore.errors import InvalidMessageError
+from rocketstore.errors import InvalidArgumentError, InvalidMessageError
 from rocketstore.format import properties as props
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import tags_code
@@ -40,8 +40,11 @@ __all__ = [
     "BLANK_RECORD_SIZE",
     "Prepared",
     "Preparer",
+    "checked_message",
+    "checked_messages",
     "checked_topic",
     "illegal",
+    "topic_part",
     "message_checker",
 ]
 
@@ -105,9 +108,49 @@ def new_prepared(*fields: Any) -> Prepared:
     return tuple.__new__(Prepared, fields)  # NamedTuple's own __new__ costs a Python-level call
 
 
+def checked_message(message: object) -> Message:
+    """`message`, when it is a Message.
+
+    Raises:
+        InvalidMessageError: anything else (status MESSAGE_ILLEGAL).
+    """
+    if not isinstance(message, Message):
+        raise illegal(f"a message must be a rocketstore Message, not {type(message).__name__}")
+    return message
+
+
+def checked_messages(what: str, messages: object) -> list[Message] | tuple[Message, ...]:
+    """The messages of a batch as a list (or the tuple given), each not yet checked.
+
+    Raises:
+        InvalidArgumentError: `messages` is not an iterable (a str or bytes is not a batch either).
+    """
+    if isinstance(messages, (list, tuple)):
+        return messages
+    if isinstance(messages, (str, bytes, bytearray, memoryview, Message)):
+        raise InvalidArgumentError(f"{what}: messages must be an iterable of Message, not {type(messages).__name__}")
+    try:
+        return list(messages)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgumentError(f"{what}: messages must be an iterable of Message, not "
+                                   f"{type(messages).__name__}") from None
+
+
+def topic_part(topic: object) -> bytes:
+    """`checked_topic(topic)` of a str.
+
+    Raises:
+        InvalidMessageError: a topic a put refuses, or not a str.
+    """
+    if type(topic) is not str and not isinstance(topic, str):  # (an unhashable one would fail the cache)
+        raise illegal(f"topic must be a str, not {type(topic).__name__}")
+    return checked_topic(topic)
+
+
 @lru_cache(maxsize=1024)
 def checked_topic(topic: str) -> bytes:
-    """TOPICLENGTH + TOPIC of a topic that passes RocketMQ's topic rules (cached: topics repeat)."""
+    """TOPICLENGTH + TOPIC of a topic (a str: `topic_part` checks it is) that passes RocketMQ's topic
+    rules (cached: topics repeat)."""
     if not topic:
         raise illegal("topic is empty")
     if len(topic) > MAX_TOPIC_LENGTH:
@@ -128,7 +171,7 @@ def broker_topic(topic: str) -> bytes:
     Raises:
         InvalidMessageError: any other topic.
     """
-    if topic not in BROKER_WRITTEN_TOPICS:
+    if not isinstance(topic, str) or topic not in BROKER_WRITTEN_TOPICS:
         raise illegal(f"topic {topic!r} is not one the broker writes ({', '.join(sorted(BROKER_WRITTEN_TOPICS))})")
     return topic_field(topic.encode("ascii"))
 
@@ -150,12 +193,14 @@ def parsed_host(host: str) -> tuple[bytes, int]:
     """`parse_host(host)`, remembered for the compiled prepare.
 
     Raises:
-        InvalidMessageError: not an address with a port.
+        InvalidMessageError: not an address with a port (or not a str).
     """
+    if not isinstance(host, str):
+        raise illegal(f"born_host must be a str 'ip:port', not {type(host).__name__}")
     try:
         parsed = parse_host(host)
-    except ValueError as exc:
-        raise illegal(str(exc)) from None
+    except (ValueError, OSError) as exc:  # inet_pton refuses some bracketed texts with OSError
+        raise illegal(f"born_host: {exc}") from None
     if type(host) is str and len(_PARSED_HOSTS) < MAX_PARSED_HOSTS:
         _PARSED_HOSTS.setdefault(host, parsed)
     return parsed
@@ -182,7 +227,7 @@ def shorthand_properties(tags: str | None, keys: tuple[str, ...]
         text = _tags_text(tags)
     if not keys:
         return text, (), tags, None, True
-    joined = props.KEY_SEPARATOR.join(keys)
+    joined = _joined_keys(keys)
     if not joined or props.NAME_VALUE_SEPARATOR in joined or props.PROPERTY_SEPARATOR in joined:
         check_property(props.KEYS, joined)  # raises
     text = f"{text}{props.PROPERTY_SEPARATOR}{_KEYS_PREFIX}{joined}" if text else _KEYS_PREFIX + joined
@@ -194,6 +239,18 @@ def shorthand_properties(tags: str | None, keys: tuple[str, ...]
 def _tags_text(tags: str) -> str:
     check_property(props.TAGS, tags)
     return _TAGS_PREFIX + tags
+
+
+def _joined_keys(keys: Iterable[str]) -> str:
+    """The KEYS property of the `keys` shorthand.
+
+    Raises:
+        InvalidMessageError: a key that is not a str.
+    """
+    try:
+        return props.KEY_SEPARATOR.join(keys)
+    except TypeError:
+        raise illegal(f"keys must be strs, not {[type(k).__name__ for k in keys]}") from None
 
 
 _TAGS_PREFIX = props.TAGS + props.NAME_VALUE_SEPARATOR
@@ -262,8 +319,8 @@ class Preparer:
         if _native_prepare is not None:  # the common message in one compiled call; None: any other
             try:
                 prepared = _native_prepare(message, *self.plain_arguments)
-            except UnicodeEncodeError:
-                prepared = None  # a lone surrogate: the twin names the field
+            except (UnicodeEncodeError, TypeError, AttributeError, OverflowError):
+                prepared = None  # a lone surrogate, or not a Message of the usual types: the twin names it
             if prepared is not None:
                 return prepared
         return self.prepare_py(message)
@@ -274,15 +331,15 @@ class Preparer:
         Raises:
             InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED).
         """
-        if not isinstance(messages, (list, tuple)):
-            messages = list(messages)
+        messages = checked_messages("put_batch", messages)
         if _native_prepare_many is None:
             return [self.prepare(m) for m in messages]
         try:
             prepared, declined = _native_prepare_many(messages, _CHECKED_TOPICS, _PARSED_HOSTS,
                                                       self._max_message_size, self._max_record_size, self._store_ip,
                                                       message_shape, Prepared, _MESSAGE_SLOTS)
-        except UnicodeEncodeError:  # a lone surrogate in one of them: the twin names the message and field
+        except (UnicodeEncodeError, TypeError, AttributeError, OverflowError):
+            # a lone surrogate, or one that is not a Message of the usual types: the twin names it
             return [self.prepare_py(m) for m in messages]
         if declined:
             for i, p in enumerate(prepared):
@@ -299,24 +356,27 @@ class Preparer:
                 only there.
 
         Raises:
-            InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED).
+            InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED), or
+                `message` is not a Message.
         """
-        topic = message.topic
-        topic_part = broker_topic(topic) if broker_written else checked_topic(topic)
+        topic = checked_message(message).topic
+        topic_bytes = broker_topic(topic) if broker_written else topic_part(topic)
         body = message.body
         if type(body) is not bytes:
             body = bytes(body)
         if len(body) > self._max_message_size:
             raise illegal(f"body of {len(body)} bytes exceeds max_message_size {self._max_message_size}")
         queue_id = message.queue_id
-        if not 0 <= queue_id <= 0x7FFFFFFF:
-            raise illegal(f"queue id {queue_id} out of range")
+        if not isinstance(queue_id, int) or not 0 <= queue_id <= 0x7FFFFFFF:
+            raise illegal(f"queue id {queue_id!r} is not an int in [0, 2**31 - 1]")
         check_header_fields(message)
         delay_level = 0
+        if message.properties is not None and not isinstance(message.properties, Mapping):
+            raise illegal(f"properties must be a mapping of str to str, not {type(message.properties).__name__}")
         if message.properties:
             properties, wait, delay_level = self._properties_of(message)
             if delay_level:
-                topic, topic_part, queue_id = SCHEDULE_TOPIC, _SCHEDULE_TOPIC_PART, delay_level - 1
+                topic, topic_bytes, queue_id = SCHEDULE_TOPIC, _SCHEDULE_TOPIC_PART, delay_level - 1
             props_text = props.encode_properties(properties)
             keys = tuple(props.split_keys(properties.get(props.KEYS)))
             uniq_key = properties.get(props.UNIQ_KEY)
@@ -338,7 +398,7 @@ class Preparer:
         born_ip, born_port = parsed_host(message.born_host) if message.born_host else (self._store_ip, 0)
         sys_flag = message.sys_flag
         head, record_sys_flag, in_queue, indexed, code = message_shape(sys_flag, tags, born_ip, self._store_ip)
-        tail = topic_part + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
+        tail = topic_bytes + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
         size = head.size + len(body) + len(tail)
         if size > self._max_record_size:
             raise illegal(f"record of {size} bytes does not fit a commitlog file of "
@@ -359,7 +419,7 @@ class Preparer:
         if message.tags is not None and props.TAGS not in properties:
             properties[props.TAGS] = message.tags
         if message.keys and props.KEYS not in properties:
-            properties[props.KEYS] = props.KEY_SEPARATOR.join(message.keys)
+            properties[props.KEYS] = _joined_keys(message.keys)
         wait = properties.pop(props.WAIT, "true").lower() != "false"
         for name, value in properties.items():
             check_property(name, value)

@@ -23,7 +23,15 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.entry_run import EntryReader, queue_messages
 from rocketstore.native import speedups
 from rocketstore.results import GetResult, GetStatus
-from rocketstore.store.core import LONG_MAX, StoreCore
+from rocketstore.store.core import (
+    LONG_MAX,
+    LONG_MIN,
+    StoreCore,
+    _check_int,
+    _check_optional_int,
+    _check_queue,
+    _is_int,
+)
 
 MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
 CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
@@ -46,11 +54,38 @@ def newest_ascending(found: dict[int, StoredMessage], max_count: int) -> list[St
 
 
 def _subscription_codes(expression: str | None) -> set[int] | None:
+    """The tags codes a subscription expression wants (None: every code).
+
+    Raises:
+        InvalidArgumentError: `expression` is neither None nor a str.
+    """
+    if expression is not None and not isinstance(expression, str):
+        raise InvalidArgumentError(f"get: tags must be None or a str, not {type(expression).__name__}")
     if expression is None or expression.strip() in ("", "*"):
         return None
     return {java_hash(t.strip()) for t in expression.split("||") if t.strip()}
 
 
+
+def _check_get(topic: object, queue_id: object, offset: object) -> None:
+    """The checks of `get`'s queue and offset, once a quick look found one that is not a plain str or int.
+
+    Raises:
+        InvalidArgumentError: a topic that is not a str, a queue id or offset that is not an int.
+    """
+    _check_queue("get", topic, queue_id)
+    if not _is_int(offset):
+        raise InvalidArgumentError(f"get: offset must be an int, not {offset!r}")
+
+
+def _check_time_bounds(what: str, begin_ms: object, end_ms: object) -> None:
+    """Raises InvalidArgumentError unless `begin_ms` is a number (an int or a float) and `end_ms` None or
+    a number: epoch milliseconds, compared with the stored times."""
+    for name, value in (("begin_ms", begin_ms), ("end_ms", end_ms)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            if value is None and name == "end_ms":
+                continue
+            raise InvalidArgumentError(f"{what}: {name} must be a number of epoch milliseconds, not {value!r}")
 
 
 class StoreReadPath(StoreCore):
@@ -58,16 +93,31 @@ class StoreReadPath(StoreCore):
 
     @property
     def min_phy_offset(self) -> int:
-        """Physical offset of the oldest stored byte."""
+        """Physical offset of the oldest stored byte.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
         return self.commitlog.min_offset
 
     @property
     def max_phy_offset(self) -> int:
-        """Physical offset one past the last record."""
+        """Physical offset one past the last record.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
         return self.commitlog.max_offset
 
     def queues(self) -> dict[str, list[int]]:
-        """Topic -> its queue ids that hold or held messages."""
+        """Topic -> its queue ids that hold or held messages.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
         self._dispatch_behind()
         result: dict[str, list[int]] = {}
         for topic, queue_id in sorted(self._queues):
@@ -75,13 +125,29 @@ class StoreReadPath(StoreCore):
         return result
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        """First queue offset still readable (0 for an unknown queue)."""
+        """First queue offset still readable (0 for an unknown queue).
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: a topic that is not a str, a queue id that is not an int.
+        """
+        self._check_open()
+        if type(topic) is not str or type(queue_id) is not int:
+            _check_queue("min_offset", topic, queue_id)
         self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return cq.min_offset if cq else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        """One past the last queue offset (0 for an unknown queue)."""
+        """One past the last queue offset (0 for an unknown queue).
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: a topic that is not a str, a queue id that is not an int.
+        """
+        self._check_open()
+        if type(topic) is not str or type(queue_id) is not int:
+            _check_queue("max_offset", topic, queue_id)
         self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return cq.max_offset if cq else 0
@@ -90,19 +156,28 @@ class StoreReadPath(StoreCore):
         """The record starting at `phy_offset`.
 
         Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: `phy_offset` is not an int.
             MessageNotFoundError: no record starts there.
         """
         self._check_open()
+        if type(phy_offset) is not int and not _is_int(phy_offset):
+            raise InvalidArgumentError(f"message_at: phy_offset must be an int, not {phy_offset!r}")
         return self.commitlog.message_at(phy_offset)
 
     def message_by_id(self, msg_id: str) -> StoredMessage:
         """The record an offset message id names.
 
         Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: `msg_id` is not a str.
             MessageNotFoundError: a malformed id, or no record at its offset.
         """
         from rocketstore.errors import FormatError
 
+        self._check_open()
+        if not isinstance(msg_id, str):
+            raise InvalidArgumentError(f"message_by_id: msg_id must be a str, not {type(msg_id).__name__}")
         try:
             _, phy_offset = decode_msg_id(msg_id)
         except FormatError as exc:
@@ -111,7 +186,16 @@ class StoreReadPath(StoreCore):
 
     def queue_entries(self, topic: str, queue_id: int, start: int | None = None,
                       end: int | None = None) -> Iterator[CqUnit]:
-        """Raw consume-queue entries of [start, end) (default: min to max)."""
+        """Raw consume-queue entries of [start, end) (default: min to max).
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: a topic that is not a str, a queue id, start or end that is not an int.
+        """
+        self._check_open()
+        _check_queue("queue_entries", topic, queue_id)
+        _check_optional_int("queue_entries: start", start)
+        _check_optional_int("queue_entries: end", end)
         self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
@@ -123,7 +207,22 @@ class StoreReadPath(StoreCore):
     def iter_queue(self, topic: str, queue_id: int, start: int | None = None,
                    end: int | None = None, *, chunk: int = 1024) -> Iterator[StoredMessage]:
         """Every message of a queue in [start, end) queue offsets, no count cap (fillers skipped, and
-        entries that point at a record of another queue or queue offset passed over, as `get` does)."""
+        entries that point at a record of another queue or queue offset passed over, as `get` does).
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: a topic that is not a str, a queue id, start or end that is not an int,
+                a chunk that is not an int of at least 1.
+        """
+        self._check_open()
+        _check_queue("iter_queue", topic, queue_id)
+        _check_optional_int("iter_queue: start", start)
+        _check_optional_int("iter_queue: end", end)
+        _check_int("iter_queue: chunk", chunk, LONG_MAX, 1)
+        return self._iter_queue(topic, queue_id, start, end, chunk)
+
+    def _iter_queue(self, topic: str, queue_id: int, start: int | None, end: int | None,
+                    chunk: int) -> Iterator[StoredMessage]:
         self._dispatch_behind()
         self._check_open()
         cq = self._queues.get((topic, queue_id))
@@ -133,13 +232,17 @@ class StoreReadPath(StoreCore):
                                   cq.max_offset if end is None else end, chunk, self._passed_over)
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
-        """Every record of the commitlog in log order from physical offset `start` (a record start).
+        """Every record of the commitlog in log order from physical offset `start` (a record start;
+        before `min_phy_offset`, the oldest record) up to `end`.
 
         Raises:
             StoreClosedError: the store was closed.
+            InvalidArgumentError: `start` or `end` is neither None nor an int of at least 0.
             MessageNotFoundError: `start` is inside the stored log but no record starts there.
         """
         self._check_open()
+        _check_optional_int("scan: start", start, 0)
+        _check_optional_int("scan: end", end, 0)
         if start is not None and self.commitlog.min_offset <= start < self.commitlog.max_offset:
             self.commitlog.message_at(start)  # raises, naming the offset, unless a record starts there
         return self.commitlog.scan(start, end)
@@ -160,14 +263,17 @@ class StoreReadPath(StoreCore):
         Raises:
             StoreClosedError: the store was closed.
             InvalidArgumentError: `max_count` below 1 (RocketMQ's broker answers one message then; a
-                caller asking for none is more likely a bug).
+                caller asking for none is more likely a bug), a topic or tags that are not a str, a
+                queue id or offset that is not an int.
         """
         if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
             self._dispatch_behind()
-        if self._closed:
+        if self._is_closed:
             self._check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
+        if type(topic) is not str or type(queue_id) is not int or type(offset) is not int:
+            _check_get(topic, queue_id, offset)
         cq = self._queues.get((topic, queue_id))
         if cq is None or (hi := cq.max_offset) == 0:
             return _get_result(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0, [])
@@ -211,9 +317,21 @@ class StoreReadPath(StoreCore):
     def index_lookup(self, topic: str, key: str, *, max_count: int = 64, begin_ms: int = 0,
                      end_ms: int | None = None) -> list[int]:
         """RocketMQ's exact queryMessage answer: physical offsets whose index entries match the key's
-        32-bit hash (collisions included), second-granular time bounds, ascending."""
-        self._dispatch_behind()
+        32-bit hash (collisions included), second-granular time bounds, ascending.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: `max_count` below 1, a topic or key that is not a str, time bounds
+                that are not numbers.
+        """
         self._check_open()
+        if type(max_count) is not int or max_count < 1:
+            raise InvalidArgumentError(f"index_lookup: max_count must be an int of at least 1, not {max_count!r}")
+        if not (isinstance(topic, str) and isinstance(key, str)):
+            raise InvalidArgumentError(f"index_lookup: topic and key must be str, not {type(topic).__name__} and "
+                                       f"{type(key).__name__}")
+        _check_time_bounds("index_lookup", begin_ms, end_ms)
+        self._dispatch_behind()
         max_count = min(max_count, self.config.max_query_results)
         offsets = self.index.query(topic, key, max_count, begin_ms, LONG_MAX if end_ms is None else end_ms)
         return sorted(offsets)
@@ -228,17 +346,20 @@ class StoreReadPath(StoreCore):
 
         Raises:
             StoreClosedError: the store was closed.
-            InvalidArgumentError: `max_count` below 1, a topic or key that is not a str.
+            InvalidArgumentError: `max_count` below 1, a topic or key that is not a str, time bounds
+                that are not numbers.
         """
         if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
             self._dispatch_behind()
-        if self._closed:
+        if self._is_closed:
             self._check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"query: max_count must be an int of at least 1, not {max_count!r}")
         if (type(topic) is not str or type(key) is not str) and not (isinstance(topic, str) and isinstance(key, str)):
             raise InvalidArgumentError(f"query: topic and key must be str, not {type(topic).__name__} and "
                                        f"{type(key).__name__}")
+        if type(begin_ms) is not int or (end_ms is not None and type(end_ms) is not int):
+            _check_time_bounds("query", begin_ms, end_ms)
         if max_count > self._max_query_results:
             max_count = self._max_query_results
         end = LONG_MAX if end_ms is None else end_ms
@@ -255,7 +376,12 @@ class StoreReadPath(StoreCore):
                  any_time: bool) -> dict[int, StoredMessage]:
         """The messages `query` answers with, by physical offset, before ordering: the twin of the
         compiled `query_records`, which declines (and this runs) where an index file or a text is
-        beyond what it takes."""
+        beyond what it takes.
+
+        Raises:
+            StoreClosedError: the store was closed.
+        """
+        self._check_open()
         widened_begin = 0 if begin_ms <= 1000 else begin_ms - 1000  # index times: whole seconds after the file's begin
         limit = max_count
         message_at = self.commitlog.message_at
@@ -283,9 +409,13 @@ class StoreReadPath(StoreCore):
 
         Raises:
             StoreClosedError: the store was closed.
+            InvalidArgumentError: a topic that is not a str, a queue id that is not an int, a time that
+                is not an int64.
         """
-        self._dispatch_behind()
         self._check_open()
+        _check_queue("offset_by_time", topic, queue_id)
+        _check_int("offset_by_time: timestamp_ms", timestamp_ms, LONG_MAX, LONG_MIN)
+        self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return 0
@@ -299,7 +429,15 @@ class StoreReadPath(StoreCore):
         return lo
 
     def store_timestamp_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        """Store time of the message at a queue offset, -1 when there is none."""
+        """Store time of the message at a queue offset, -1 when there is none.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            InvalidArgumentError: a topic that is not a str, a queue id or queue offset that is not an int.
+        """
+        self._check_open()
+        _check_queue("store_timestamp_at", topic, queue_id)
+        _check_int("store_timestamp_at: queue_offset", queue_offset, LONG_MAX, LONG_MIN)
         self._dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return -1 if cq is None else self._store_time_at(cq, queue_offset)

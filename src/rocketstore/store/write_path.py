@@ -34,6 +34,7 @@ from rocketstore.store.pending_put import PendingPut, with_status
 from rocketstore.store.prepare import (
     BLANK_RECORD_SIZE,
     Prepared,
+    checked_messages,
 )
 
 
@@ -198,7 +199,10 @@ class StoreWritePath(StoreCore):
         """
         put_behind = self._put_behind
         if put_behind is not None:  # the record only: its dispatch follows in `_dispatch_behind`
-            result = put_behind(message) if fs.write_mapped is _WRITE_MAPPED else None
+            try:
+                result = put_behind(message) if fs.write_mapped is _WRITE_MAPPED else None
+            except (TypeError, AttributeError, OverflowError):
+                result = None  # not a Message of the usual types (refused before any write): the twin names it
             if result is None:  # what the compiled call declines, or the fs seam is replaced: in Python
                 result = self._put_behind_py(message)
             if result is not None:
@@ -243,7 +247,8 @@ class StoreWritePath(StoreCore):
         All messages are validated before any is written: one invalid message rejects the batch.
 
         Raises:
-            InvalidMessageError: a message breaks a rule (nothing was written).
+            InvalidMessageError: a message breaks a rule or is not a Message (nothing was written).
+            InvalidArgumentError: `messages` is not an iterable.
             StoreReadOnlyError: the store is read-only.
             StoreClosedError: the store was closed.
         """
@@ -265,7 +270,8 @@ class StoreWritePath(StoreCore):
             StoreClosedError: the store was closed.
         """
         self._check_writable()
-        prepared = [self._preparer.prepare_py(m, broker_written=True) for m in messages]
+        prepared = [self._preparer.prepare_py(m, broker_written=True)
+                    for m in checked_messages("put_broker_records", messages)]
         return self._write(prepared) if prepared else []
 
     def _write(self, prepared: list[Prepared]) -> list[PutResult]:
