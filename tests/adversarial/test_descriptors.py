@@ -64,9 +64,9 @@ def test_index_files_are_mapped_within_the_budget_and_answer_after_being_let_go(
         offsets = [store.put(Message("T", f"m{n}".encode(), keys=(f"k{n}",))).phy_offset for n in range(30)]
         assert [m.phy_offset for n in range(30) for m in store.query("T", f"k{n}")] == offsets
         assert len(store.index.files) == 10 and len(mapping_budget.BUDGET) <= 4
-        assert sum(f._mm is not None for f in store.index.files) <= 4
+        assert sum(f.mapped for f in store.index.files) <= 4
     with MessageStore.open(tmp_path, cfg, read_only=True) as store:
-        assert sum(f._mm is not None for f in store.index.files) == 0  # an open reads the headers only
+        assert sum(f.mapped for f in store.index.files) == 0  # an open reads the headers only
         assert [m.phy_offset for n in range(30) for m in store.query("T", f"k{n}")] == offsets
         assert len(mapping_budget.BUDGET) <= 4
 

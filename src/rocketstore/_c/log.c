@@ -693,9 +693,14 @@ query_index(PyObject *index_files, long long key_hash, long long begin, long lon
             return ok;
         }
         if ((begin < fb && end > fe) || (fb <= begin && begin <= fe) || (fb <= end && end <= fe)) { /* time_matches */
-            PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MM]);
+            PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MM]); /* maps it when it is not */
+            PyObject *touched = mm == NULL ? NULL : PyObject_GetAttr(file, rs_put_attribute_names[A_TOUCHED]);
+            int marked = touched == NULL ? -1
+                         : touched == Py_True ? 0
+                                              : PyObject_SetAttr(file, rs_put_attribute_names[A_TOUCHED], Py_True);
+            Py_XDECREF(touched);
             Py_buffer view;
-            if (mm == NULL || PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
+            if (marked < 0 || PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
                 Py_XDECREF(mm);
                 return -1;
             }

@@ -44,19 +44,36 @@ KEY = struct.Struct("=qq")
 offset, native int64 each."""
 
 
+class _MapOnRead:
+    """`IndexFile.mm`, the file's mapping: a read while the file is not mapped maps it. The mapping then
+    sits in the instance's dict, which Python reads before this descriptor (it has no `__set__`), so
+    every later read is a plain attribute read (from the compiled helpers too), until the budget lets
+    the mapping go.
+
+    Raises:
+        StoreClosedError: (when mapping) the file was closed.
+        StoreResourceError: (when mapping) no file descriptor left to map it.
+    """
+
+    def __get__(self, owner: IndexFile, owner_type: type | None = None) -> mmap.mmap:
+        return owner._map()
+
+
 class IndexFile:
     """An index file, mapped in memory when first touched (`mm`). The header is read at open, kept in
     memory and written through on every put.
 
     No descriptor stays open for the file itself: the mapping holds one, and the process's
     `mapping_budget.BUDGET` lets the least recently touched mappings go when too many are held (the
-    file taking keys is touched by every put, so it stays).
+    file taking keys is touched by every batch of keys, so it stays).
 
     Raises:
         StoreLayoutError: (at open) a file whose size does not match the geometry.
         StoreResourceError: (at open) no file descriptor left.
         OSError: the file cannot be created or read.
     """
+
+    mm = _MapOnRead()
 
     def __init__(self, path: Path, slots: int, max_entries: int, *, create: bool = False,
                  read_only: bool = False) -> None:
@@ -65,8 +82,7 @@ class IndexFile:
         self.max_entries = max_entries
         self.file_size = index_file_size(slots, max_entries)
         self.read_only = read_only
-        self.touched = False
-        self._mm: mmap.mmap | None = None
+        self.touched = False  # the budget's clock bit: set by each batch of keys, lookup and check
         self._closed = False
         flags = os.O_RDWR | os.O_CREAT if create and not read_only else os.O_RDONLY
         fd = with_descriptors("open", path, lambda: os.open(path, flags, 0o644))
@@ -83,33 +99,24 @@ class IndexFile:
             os.close(fd)
         self._flushed_count = self.header.index_count
 
-    @property
-    def mm(self) -> mmap.mmap:
-        """The file's mapping (mapped now if it was not).
-
-        Raises:
-            StoreClosedError: the file was closed.
-            StoreResourceError: no file descriptor left to map it.
-        """
-        mm = self._mm
-        if mm is None:
-            mm = self._map()
-        self.touched = True
-        return mm
-
     def _map(self) -> mmap.mmap:
         if self._closed:
             raise StoreClosedError(f"{self.path} is closed")
         mm = map_file(self.path, self.file_size, read_only=self.read_only)
-        self._mm = mm
+        self.__dict__["mm"] = mm
         self.touched = True
         BUDGET.admit(self)
         return mm
 
+    @property
+    def mapped(self) -> bool:
+        """True while the file is mapped."""
+        return "mm" in self.__dict__
+
     def unmap(self) -> None:
         """Let the mapping go (it is unmapped when no reader holds it any more); the next touch maps the
         file again."""
-        self._mm = None
+        self.__dict__.pop("mm", None)
 
     @property
     def full(self) -> bool:
@@ -133,6 +140,7 @@ class IndexFile:
             how many keys were added (fewer than asked when the file filled up).
         """
         h = self.header
+        self.touched = True
         room = self.max_entries - h.index_count
         held = len(keys) // KEY.size
         stop = held if held - start <= room else start + max(room, 0)
@@ -195,6 +203,7 @@ class IndexFile:
         """
         h = self.header
         n_max = h.index_count  # first: the header fields written before it are then at least as new
+        self.touched = True
         if _native_lookup is None or not _native_lookup(self.mm, self.slots, key_hash, n_max, h.begin_timestamp,
                                                         h.begin_phy_offset, h.end_phy_offset, begin, end,
                                                         max_count, out):
@@ -265,8 +274,8 @@ class IndexFile:
             StoreClosedError: the file was closed.
             StoreResourceError: no file descriptor left to map it.
         """
-        mm = self.mm
-        with memoryview(mm) as view:
+        self.touched = True
+        with memoryview(self.mm) as view:
             reason = header_damage(view, self.slots, self.max_entries)
             if reason is not None or not full:
                 return reason
@@ -306,7 +315,7 @@ class IndexFile:
         """Unmap (idempotent)."""
         self._closed = True
         BUDGET.release(self)
-        mm, self._mm = self._mm, None
+        mm = self.__dict__.pop("mm", None)
         if mm is not None:
             try:
                 mm.close()

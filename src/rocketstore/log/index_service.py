@@ -55,7 +55,7 @@ class IndexService:
         self.on_file_flushed: Callable[[int], None] | None = None
 
     def load(self) -> None:
-        """Map every index file, in name order."""
+        """Open every index file, in name order (its header read; the file is mapped when touched)."""
         if not self.directory.is_dir():
             return
         for path in sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit()):
