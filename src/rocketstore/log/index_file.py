@@ -44,6 +44,23 @@ KEY = struct.Struct("=qq")
 offset, native int64 each."""
 
 
+HEADER_READS = 4
+"""Reads of a header at most, until two agree (`_read_header`)."""
+
+
+def _read_header(fd: int) -> bytes:
+    """The header's 40 bytes, read until two reads agree: a writer in another process (a broker beside a
+    read-only open) writes its fields one after another, and a read between two of them would pair a
+    new entry count with an old end offset."""
+    raw = os.pread(fd, HEADER_SIZE, 0)
+    for _ in range(HEADER_READS - 1):
+        again = os.pread(fd, HEADER_SIZE, 0)
+        if again == raw:
+            break
+        raw = again
+    return raw
+
+
 class _MapOnRead:
     """`IndexFile.mm`, the file's mapping: a read while the file is not mapped maps it. The mapping then
     sits in the instance's dict, which Python reads before this descriptor (it has no `__set__`), so
@@ -94,7 +111,7 @@ class IndexFile:
             if actual != self.file_size:
                 raise StoreLayoutError(f"{path}: index file of {actual} bytes, geometry says "
                                        f"{self.file_size} ({slots} slots x {max_entries} entries)")
-            self.header = IndexHeader.unpack(os.pread(fd, HEADER_SIZE, 0))
+            self.header = IndexHeader.unpack(_read_header(fd))
         finally:
             os.close(fd)
         self._flushed_count = self.header.index_count

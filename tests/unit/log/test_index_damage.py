@@ -319,3 +319,17 @@ def test_the_header_check_takes_a_buffer_of_another_size_as_damage():
     assert "not the" in (header_damage(buf[:-20], SLOTS, MAX_ENTRIES) or "")
     SLOT.pack_into(buf, slot_pos(2, SLOTS), 1)
     assert scan_both(bytes(buf)) == (DAMAGE_SLOT, 2)
+
+
+def test_a_header_read_while_another_process_writes_it_is_read_again_until_two_reads_agree(tmp_path, monkeypatch):
+    """A broker writes a header field by field: a read between two writes pairs a new entry count with an
+    old end offset, which a lookup would take for damage."""
+    path = tmp_path / "20261127000000000"
+    f = IndexFile(path, SLOTS, MAX_ENTRIES, create=True)
+    fill(f, sample_keys(6))
+    whole = bytes(f.mm[:40])
+    f.close()
+    torn = whole[:24] + struct.pack(">q", 1000) + whole[32:]  # endPhyOffset of the first entry, count of six
+    reads = iter([torn, whole, whole])
+    monkeypatch.setattr("rocketstore.log.index_file.os.pread", lambda fd, size, pos: next(reads))
+    assert IndexFile(path, SLOTS, MAX_ENTRIES, read_only=True).header == IndexHeader.unpack(whole)
