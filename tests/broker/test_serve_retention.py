@@ -161,6 +161,10 @@ def test_read_only_serves_a_copied_store_and_changes_nothing_on_disk(tmp_path, r
 
 def test_read_only_refuses_what_would_write_before_opening(tmp_path):
     store = _old_store(tmp_path / "store")
+    before = tree_digest(store)
+    refused = run_cli("serve", store, "--read-only", "--topic", "New", "--grpc", "off")
+    assert "cannot be given with --read-only" in assert_one_line_error(refused)
+    assert tree_digest(store) == before
     missing = run_cli("serve", tmp_path / "nothing", "--read-only", "--grpc", "off")
     assert "no store at" in assert_one_line_error(missing)
     assert not (tmp_path / "nothing").exists()
