@@ -27,12 +27,12 @@ from rocketstore.broker.handlers_pull import PullHandlers
 from rocketstore.broker.handlers_query import QueryHandlers
 from rocketstore.broker.handlers_send import SendHandlers
 from rocketstore.broker.namesrv import NameServerHandlers
+from rocketstore.broker.retention import describe_retention
 from rocketstore.broker.server import Connection, Dispatcher, Handler, RemotingServer
 from rocketstore.broker.topics import TopicTable, declare_topics
 from rocketstore.broker.transactions import TransactionTable
 from rocketstore.protocol import RemotingCommand, ResponseCode
 from rocketstore.protocol.address import split_address
-from rocketstore.services.cleanup import describe_retention
 
 if TYPE_CHECKING:
     from rocketstore.broker.grpc.service import GrpcEndpoint

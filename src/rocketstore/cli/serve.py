@@ -12,13 +12,13 @@ from typing import Any
 import click
 
 from rocketstore.broker.config import BrokerConfig
+from rocketstore.broker.retention import delete_hours
 from rocketstore.broker.server import ConnectionLimits
 from rocketstore.broker.topics import TopicSpec
 from rocketstore.broker.transactions import TransactionSettings
 from rocketstore.cli._state import store_options
 from rocketstore.errors import RocketStoreError
 from rocketstore.protocol.address import split_address
-from rocketstore.services.cleanup import parse_delete_when
 
 
 def _address(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -69,8 +69,7 @@ def _retention(file_reserved_time: int | None, delete_when: str | None, disk_max
         given["file_reserved_hours"] = file_reserved_time
     if delete_when is not None:
         try:
-            if not parse_delete_when(delete_when):
-                raise ValueError("no hour")
+            delete_hours(delete_when)
         except ValueError as exc:
             raise click.BadParameter(f"{delete_when!r} is not hours 00..23 joined by ';' ({exc})",
                                      param_hint="--delete-when") from exc

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Protocol
 
 from rocketstore._types import Clock
-from rocketstore.config import StoreConfig
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
 from rocketstore.format.message import MAGIC_V1, MAGIC_V2, peek_prefix, store_timestamp_in
 from rocketstore.log.commitlog import CommitLog
@@ -95,20 +94,6 @@ def _hours(hours: set[int]) -> str:
 def local_hour(now_ms: int) -> int:
     """Hour of the day of `now_ms` in the local time zone (as RocketMQ's Calendar)."""
     return time.localtime(now_ms / 1000).tm_hour
-
-
-def describe_retention(config: StoreConfig, *, read_only: bool = False) -> str:
-    """One line saying which files the retention of a store opened with `config` deletes, in RocketMQ's
-    names (what `serve` logs at start)."""
-    if read_only:
-        return "retention: off (the store is open read-only: no file is deleted or written)"
-    hours = _hours(parse_delete_when(config.delete_when))
-    return (f"retention: commitlog files whose newest message is older than fileReservedTime="
-            f"{config.file_reserved_hours} h are deleted at deleteWhen={hours} (local hour), or at any hour while "
-            f"the disk is more than diskMaxUsedSpaceRatio={100 * config.disk_max_used_ratio:.0f}% used; every file "
-            f"but the newest above diskSpaceCleanForciblyRatio={config.disk_clean_forcibly_ratio:g}; puts are "
-            f"refused above diskSpaceWarningLevelRatio={config.disk_full_ratio:g}; consume-queue and index files "
-            "follow their messages")
 
 
 def newest_message_time(files: list[MappedFile], index: int) -> int:
