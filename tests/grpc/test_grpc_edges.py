@@ -51,6 +51,8 @@ def test_unknown_enum_values_and_a_false_gzip_flag_are_refused(grpc_broker: Grpc
     code = pb.Code
     assert _send(ep, _message("Typed", message_type=99)).status.code == code.BAD_REQUEST
     assert _send(ep, _message("Typed", body_encoding=7)).status.code == code.BAD_REQUEST
+    for unserved in (pb.MessageType.LITE, pb.MessageType.PRIORITY):  # not stored as normal messages
+        assert _send(ep, _message("Typed", message_type=unserved)).status.code == code.UNSUPPORTED
     assert _send(ep, _message("Typed", b"plain text", body_encoding=pb.Encoding.GZIP)).status.code == \
         code.MESSAGE_CORRUPTED
     cut = gzip.compress(b"z" * 1000)[:-6]

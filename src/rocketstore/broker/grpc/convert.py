@@ -152,16 +152,20 @@ def delay_level_for(delay_ms: int, level_millis: list[int]) -> int:
 
 def _check_enums(sysprops: Any) -> None:
     """A message type or body encoding that is not a value of the API's enums (a proto3 enum field keeps
-    any number it is sent).
+    any number it is sent), or a message type this endpoint does not serve.
 
     Raises:
-        GrpcStatusError: BAD_REQUEST.
+        GrpcStatusError: BAD_REQUEST for a value the API does not define; UNSUPPORTED for a LITE or PRIORITY
+            message (which would otherwise be stored as a normal one).
     """
     for field, name, enum in (("message_type", "MessageType", pb.MessageType),
                               ("body_encoding", "Encoding", pb.Encoding)):
         value = getattr(sysprops, field)
         if value not in vars(enum).values():
             raise GrpcStatusError(pb.Code.BAD_REQUEST, f"{field} {value} is not a {name} of the API")
+    if sysprops.message_type in (pb.MessageType.LITE, pb.MessageType.PRIORITY):
+        raise GrpcStatusError(pb.Code.UNSUPPORTED, f"{pb.MessageType.name(sysprops.message_type)} messages are "
+                                                   "not supported by this endpoint")
 
 
 def compressed(body: bytes) -> bool:
