@@ -48,8 +48,8 @@ from rocketstore.native import speedups
 
 __all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py", "queue_messages", "queue_runs"]
 
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
+_QUEUE_FIELDS = struct.Struct(">iiq")  # QUEUEID, FLAG, QUEUEOFFSET: a record's bytes from QUEUE_ID_POS
+assert QUEUE_OFFSET_POS == QUEUE_ID_POS + 8
 
 
 class RunStop(enum.IntEnum):
@@ -91,10 +91,10 @@ def decode_run_py(cls: type[StoredMessage], entries: bytes, i: int, log: Buffer,
             return i, total_bytes, _ELSEWHERE
         if msg.phy_offset != phy_offset:  # not the record the entry names
             return i, total_bytes, _ELSEWHERE
-        if topic is not None and (_INT32.unpack_from(log, pos + QUEUE_ID_POS)[0] != queue_id
-                                  or _INT64.unpack_from(log, pos + QUEUE_OFFSET_POS)[0] != first_offset + i
-                                  or msg.topic != topic):  # a record of another queue or offset
-            return i, total_bytes, _ELSEWHERE
+        if topic is not None:
+            record_queue_id, _, record_offset = _QUEUE_FIELDS.unpack_from(log, pos + QUEUE_ID_POS)
+            if record_queue_id != queue_id or record_offset != first_offset + i or msg.topic != topic:
+                return i, total_bytes, _ELSEWHERE  # a record of another queue or offset
         messages.append(msg)
         total_bytes += size
         i += 1
