@@ -1,7 +1,8 @@
 """`verify` beside a live writer process: a store an ASYNC writer fills at full speed, rolling commitlog,
 consume-queue and index files, verifies clean every time, the entries written after verify read the
-log's end counted as newer than the snapshot; and the same verify still finds a queue entry damaged
-below that end while the writer goes on."""
+log's end counted as newer than the snapshot; and the same verify still finds queue entries damaged
+below that end while the writer goes on (one of them pointing past the end, as the entries the writer
+adds do)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,16 @@ def _flip_tags_code(path: Path, entry: int) -> None:
         fh.write(bytes([byte ^ 0x01]))
 
 
+def _write_phy_offset(path: Path, entry: int, phy_offset: int) -> int:
+    """Overwrite the physical offset (the first 8 bytes) of one consume-queue entry; the one it held."""
+    with open(path, "r+b") as fh:
+        fh.seek(entry * UNIT_SIZE)
+        was = int.from_bytes(fh.read(8), "big")
+        fh.seek(entry * UNIT_SIZE)
+        fh.write(phy_offset.to_bytes(8, "big"))
+    return was
+
+
 def test_verify_beside_an_async_writer_reports_no_problem_and_still_finds_a_damaged_entry(tmp_path):
     config = crash_config(FlushMode.ASYNC)  # 16 KiB commitlog files, 40-entry queue files, 64-entry index files
     MessageStore.open(tmp_path, config).close()
@@ -71,17 +82,23 @@ def test_verify_beside_an_async_writer_reports_no_problem_and_still_finds_a_dama
         assert _files(tmp_path / "index") >= 3
         assert len(list((tmp_path / "consumequeue" / "CrashA" / "0").iterdir())) >= 3
 
-        # the negative control: a queue entry damaged below the log's end, the writer still writing
-        target = tmp_path / "consumequeue" / "CrashA" / "0" / "00000000000000000000"
-        _flip_tags_code(target, 3)
+        # the negative control: queue entries damaged below the log's end, the writer still writing: one
+        # with a wrong tags code, one pointing far past the end (as an entry the writer adds would)
+        rel, far = "consumequeue/CrashA/0/00000000000000000000", "consumequeue/CrashB/1/00000000000000000000"
+        _flip_tags_code(tmp_path / rel, 3)
+        lost = _write_phy_offset(tmp_path / far, 5, 1 << 50)  # its record is then in no consume queue
+        size = config.commitlog_file_size
+        record = (f"commitlog/{lost - lost % size:020d}", lost % size)
         damaged = verify_store(tmp_path, config)
-        rel = "consumequeue/CrashA/0/00000000000000000000"
-        assert [(p.file, p.pos) for p in damaged.problems] == [(rel, 3 * UNIT_SIZE)], damaged.problems
+        assert [(p.file, p.pos) for p in damaged.problems] == [(rel, 3 * UNIT_SIZE), (far, 5 * UNIT_SIZE), record], \
+            damaged.problems
         assert "queue offset 3 -> record at" in damaged.problems[0].message
         assert "tags code" in damaged.problems[0].message
+        assert damaged.problems[1].message == f"queue offset 5 points at {1 << 50}, past the end of the commitlog"
+        assert damaged.problems[2].message == f"record at {lost} (CrashB/1 offset 5) is in no consume queue"
         cli = run_cli("verify", tmp_path)
         assert cli.code == 1, (cli.err, cli.out)
-        assert rel in cli.out and "1 problem(s) found" in cli.err
+        assert rel in cli.out and far in cli.out and "3 problem(s) found" in cli.err
         assert writer.poll() is None
     finally:
         writer.kill()

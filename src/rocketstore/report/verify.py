@@ -25,8 +25,10 @@ and the store is checked as of that end. Every record below it is checked, and e
 index entry pointing below it. At the end of the walk the log is looked at again: when a whole record
 now starts at the snapshot's end, a writer appended while verify ran, and what it wrote is newer than
 the snapshot, counted (`newer_*`) and not checked: the records from the end on, the queue and index
-entries pointing at or past it. When none does, nothing was appended, and the log past the end and the
-entries pointing there are checked as any others (a torn last record, an entry past the log's end).
+entries pointing at or past it (but not one followed in its queue or index file by an entry pointing
+below the end: a queue's entries, and an index file's, point ever further, so no writer added it).
+When none does, nothing was appended, and the log past the end and the entries pointing there are
+checked as any others (a torn last record, an entry past the log's end).
 A finding a writer may have been making while verify read it (an entry being written, a queue entry
 or index key the dispatch wrote after verify read that queue or the index, a file being created) is
 read again after a pause, and is a problem only when the second read makes it too; an entry that was
@@ -569,6 +571,10 @@ class _Verifier:
                     if unit.phy_offset >= self._end:
                         read.beyond.append((unit, queue_offset, rel, pos))
                         continue
+                    for early in read.beyond:  # a queue's entries point ever further: not one a writer added
+                        entries += 1
+                        problems.extend(self._unit_problems(*early[:2], topic, queue_id, *early[2:]))
+                    read.beyond.clear()
                     entries += 1
                     problems.extend(self._unit_problems(unit, queue_offset, topic, queue_id, rel, pos))
                     if unit.phy_offset in self.records:
@@ -750,6 +756,9 @@ class _Verifier:
             if phy_offset >= end:
                 read.beyond.append((key_hash, phy_offset, n, rel, pos))
                 continue
+            for early in read.beyond:  # a file's entries are added in log order: not one a writer added
+                problems.extend(self._index_target_problems(*early))
+            read.beyond.clear()
             problems.extend(self._index_target_problems(key_hash, phy_offset, n, rel, pos))
             record = self.records.get(phy_offset)
             if record is not None and key_hash in record.key_hashes:
