@@ -73,7 +73,7 @@ def _dry_run(root: Path, first: int, faults: DiskFaults) -> Counter[str]:
         faults.calls.clear()
         assert _scenario(store, first, acked)[-1] == "flushed"
         counts = Counter(faults.calls)
-    assert store.max_phy_offset > CONFIG.commitlog_file_size, "the scenario must roll a commitlog file"
+        assert store.max_phy_offset > CONFIG.commitlog_file_size, "the scenario must roll a commitlog file"
     return counts
 
 
