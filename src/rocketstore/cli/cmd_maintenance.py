@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,7 +11,7 @@ import click
 
 from rocketstore.cli._errors import ProblemsFound, UsageProblem
 from rocketstore.cli._output import show_fields
-from rocketstore.cli._spark import master_option, spark_session
+from rocketstore.cli._spark import master_option, show_result, spark_session
 from rocketstore.cli._state import check_store_dir, global_options, open_store, option, state, store_argument
 
 
@@ -75,12 +74,14 @@ def rebuild(store: Path, master: str | None) -> None:
     """
     from rocketstore.cli._geometry import geometry_for
     from rocketstore.spark.jobs import rebuild as rebuild_job
+    from rocketstore.spark.progress import Progress
 
     check_store_dir(store)
     config = geometry_for(store, read_only=False)  # refuses a geometry the store's files contradict
-    with spark_session("rocketstore-rebuild", master=master, debug=state().debug) as spark:
-        report = rebuild_job(spark, store, config)
-    show_fields({"store": str(store), **dataclasses.asdict(report)}, title="rebuild")
+    with Progress("rebuild") as progress, spark_session("rocketstore-rebuild", master=master,
+                                                        debug=state().debug, progress=progress) as spark:
+        report = rebuild_job(spark, store, config, progress=progress.stage)
+    show_result({**report.to_dict(), "store": str(store)}, report.describe(), title="rebuild")
 
 
 def _partition_columns(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -106,18 +107,18 @@ def export(store: Path, out: Path, file_format: str, partition_by: tuple[str, ..
     (mqadmin has no equivalent.)
     """
     from rocketstore.spark.jobs import export as export_job
+    from rocketstore.spark.progress import Progress
 
     check_store_dir(store)
     if out.exists() and not overwrite:
         raise UsageProblem(f"{out} exists: choose another OUT or give --overwrite")
     columns = _partition_columns(partition_by)
     options = _read_options(store, topics)
-    with spark_session("rocketstore-export", master=master, debug=state().debug) as spark:
-        export_job(spark, store, out, file_format, columns, mode="overwrite" if overwrite else "error",
-                   options=options)
-        rows = spark.read.format(file_format).load(str(out)).count()
-    show_fields({"store": str(store), "out": str(out), "format": file_format, "partition_by": list(columns),
-                 "rows": rows}, title="export")
+    with Progress("export") as progress, spark_session("rocketstore-export", master=master,
+                                                       debug=state().debug, progress=progress) as spark:
+        report = export_job(spark, store, out, file_format, columns, mode="overwrite" if overwrite else "error",
+                            options=options, progress=progress.stage)
+    show_result({**report.to_dict(), "store": str(store), "out": str(out)}, report.describe(), title="export")
 
 
 def _read_options(store: Path, topics: str | None) -> dict[str, str]:

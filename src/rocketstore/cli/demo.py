@@ -218,20 +218,18 @@ def commit_consumer_offsets(store: MessageStore, seed: int) -> None:
 def run_spark_steps(spark: SparkSession, store: Path, export: Path, config: StoreConfig | None,
                     progress: Progress, result: DemoResult) -> None:
     """Rebuild, export and summarise the store with Spark, filling `result`."""
-    from dataclasses import asdict
-
     from rocketstore.report.stats import messages_frame
     from rocketstore.spark.jobs import export as export_job
     from rocketstore.spark.jobs import rebuild
 
     progress("rebuild", 0, 1)
-    result.rebuild = asdict(rebuild(spark, store, config))
+    result.rebuild = rebuild(spark, store, config).to_dict()
     progress("rebuild", 1, 1)
     progress("export", 0, 1)
     if export.exists():
         shutil.rmtree(export)
-    export_job(spark, store, export, "parquet", ("topic",), options=_geometry_options(config))
-    result.exported_rows = spark.read.parquet(str(export)).count()
+    result.exported_rows = export_job(spark, store, export, "parquet", ("topic",),
+                                      options=_geometry_options(config)).rows
     progress("export", 1, 1)
     progress("query", 0, 1)
     messages_frame(spark, store, config).createOrReplaceTempView("messages")

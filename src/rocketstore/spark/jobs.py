@@ -21,6 +21,7 @@ job holds the store's lock throughout, so no writer can open the store while it 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import struct
@@ -28,20 +29,21 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, INDEX_DIR
 from rocketstore.spark._stores import LogReader, commitlog_extent, record_starts, store_config
+from rocketstore.spark.progress import Progress, StageCallback, human_bytes, human_seconds
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from rocketstore import StoreConfig
 
-__all__ = ["RebuildReport", "export", "main", "rebuild", "summary"]
+__all__ = ["ExportReport", "RebuildReport", "export", "main", "rebuild", "summary"]
 
 _DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
 
@@ -66,6 +68,81 @@ class RebuildReport:
     """Index keys written."""
     seconds: float
     """Wall time of the job."""
+    store: str = ""
+    """The store's root (absolute)."""
+    commitlog_bytes: int = 0
+    """Bytes of commitlog read (from the first record kept to the end of the log)."""
+    queue_files: int = 0
+    """Consume-queue files written."""
+    queue_bytes: int = 0
+    """Bytes of the consume-queue files written."""
+    index_bytes: int = 0
+    """Bytes of the index files written."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """What was rebuilt, in a few lines for a reader."""
+        return (f"rebuilt {self.store} from its commitlog ({human_bytes(self.commitlog_bytes)} read as "
+                f"{_plural(self.ranges, 'range')}) in {human_seconds(self.seconds)}:\n"
+                f"  consume queues: {_plural(self.queues, 'queue')}, {_plural(self.queue_entries, 'entry', 'entries')}"
+                f" in {_plural(self.queue_files, 'file')} ({human_bytes(self.queue_bytes)}) under "
+                f"{os.path.join(self.store, CONSUME_QUEUE_DIR)}\n"
+                f"  index: {_plural(self.index_keys, 'key')} in {_plural(self.index_files, 'file')} "
+                f"({human_bytes(self.index_bytes)}) under {os.path.join(self.store, INDEX_DIR)}")
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """What an export wrote."""
+
+    store: str
+    out: str
+    """The output directory (absolute)."""
+    format: str
+    partition_by: tuple[str, ...]
+    rows: int
+    """Rows in the output, counted by reading it back."""
+    files: int
+    """Data files written (Spark's `_SUCCESS` and checksum files left out)."""
+    bytes: int
+    """Bytes of those files."""
+    partitions: int
+    """Leaf partition folders (`topic=TopicA/...`); 0 without `partition_by`."""
+    seconds: float
+    """Wall time of the job."""
+
+    def to_dict(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["partition_by"] = list(self.partition_by)
+        return document
+
+    def describe(self) -> str:
+        """What was exported, in a few lines for a reader."""
+        where = (f", {_plural(self.partitions, 'partition')} by {', '.join(self.partition_by)}"
+                 if self.partition_by else "")
+        return (f"exported {_plural(self.rows, 'message')} of {self.store} in {human_seconds(self.seconds)}:\n"
+                f"  {_plural(self.files, f'{self.format} file')} ({human_bytes(self.bytes)}{where}) under {self.out}")
+
+
+def _plural(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def _tree_files(root: str) -> tuple[int, int, int]:
+    """(files, bytes, leaf folders) under `root`, leaving out Spark's bookkeeping (`_SUCCESS`, `.crc`
+    and other names starting with `_` or `.`)."""
+    files = size = leaves = 0
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        if folder != root and not dirs:
+            leaves += 1
+        for name in names:
+            if not name.startswith(("_", ".")):
+                files += 1
+                size += os.path.getsize(os.path.join(folder, name))
+    return files, size, leaves
 
 
 @dataclass(frozen=True)
@@ -219,6 +296,10 @@ def _plan_ranges(root: str, config: StoreConfig | None,
     return resolved, [(i, a, b) for i, (a, b) in enumerate(zip(starts, [*starts[1:], hi], strict=True))]
 
 
+def _ignore_stage(name: str) -> None:
+    """The stage callback when nobody listens."""
+
+
 def _swap_in(root: str, staging: str) -> None:
     """Replace `consumequeue/` and `index/` with the rebuilt ones."""
     for name in (CONSUME_QUEUE_DIR, INDEX_DIR):
@@ -231,7 +312,7 @@ def _swap_in(root: str, staging: str) -> None:
 
 
 def rebuild(spark: SparkSession, store_path: str | os.PathLike[str], config: StoreConfig | None = None, *,
-            range_bytes: int = _DEFAULT_RANGE_BYTES) -> RebuildReport:
+            range_bytes: int = _DEFAULT_RANGE_BYTES, progress: StageCallback | None = None) -> RebuildReport:
     """Rebuild `consumequeue/` and `index/` of a store from its commitlog, in parallel.
 
     Args:
@@ -239,6 +320,7 @@ def rebuild(spark: SparkSession, store_path: str | os.PathLike[str], config: Sto
         store_path: the store root.
         config: the store's geometry; None reads the store's `config/rocketstore.json` (or defaults).
         range_bytes: commitlog bytes per dispatch task.
+        progress: called with the name of each step as it starts (`Progress.stage`).
 
     Raises:
         rocketstore.errors.StoreLockedError: a writer (or a broker) has the store open.
@@ -253,26 +335,35 @@ def rebuild(spark: SparkSession, store_path: str | os.PathLike[str], config: Sto
         raise InvalidArgumentError("rebuild needs a classic Spark session (SparkSession.builder.master(...), or "
                                    "`rocketstore rebuild --master ...`): it runs as RDD tasks, which Spark "
                                    "Connect does not offer")
+    stage = progress or _ignore_stage
     began = time.monotonic()
     root = os.path.abspath(os.fspath(store_path))
     lock = StoreLock(Path(root))
     lock.acquire()
     staging = os.path.join(root, f"rebuild-{uuid.uuid4().hex[:12]}")
     try:
+        stage("planning: cutting the commitlog into ranges")
         cfg, ranges = _plan_ranges(root, config, range_bytes)
         sc = spark.sparkContext
+        stage(f"reading the commitlog ({len(ranges)} {'range' if len(ranges) == 1 else 'ranges'})")
         dispatched = sc.parallelize(ranges, max(len(ranges), 1)).map(partial(_dispatch_range, root, cfg)).cache()
         counts = sorted(dispatched.map(_range_counts).collect())
         os.makedirs(staging)
+        stage("writing consume queues")
         queue_stats = _write_queues(dispatched, staging, cfg, sc.defaultParallelism)
+        stage("writing index files")
         index_files, index_keys = _write_index(dispatched, staging, cfg, counts, index_file_name)
         dispatched.unpersist()
+        queue_files, queue_bytes, _ = _tree_files(os.path.join(staging, CONSUME_QUEUE_DIR))
+        _, index_bytes, _ = _tree_files(os.path.join(staging, INDEX_DIR))
+        stage("swapping the new files in")
         _swap_in(root, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         lock.release()
+    read = ranges[-1][2] - ranges[0][1] if ranges else 0
     return RebuildReport(len(ranges), queue_stats[0], queue_stats[1], index_files, index_keys,
-                         time.monotonic() - began)
+                         time.monotonic() - began, root, read, queue_files, queue_bytes, index_bytes)
 
 
 def _is_connect(spark: Any) -> bool:
@@ -335,8 +426,11 @@ def _seed_keys(wanted: dict[int, int], firsts: dict[int, int], out: _RangeOutput
 
 def export(spark: SparkSession, store_path: str | os.PathLike[str], out: str | os.PathLike[str],
            format: str = "parquet", partition_by: Sequence[str] = ("topic",), *,
-           mode: str = "error", options: dict[str, str] | None = None) -> None:
-    """Write every message of a store (read through its consume queues) as a Spark table.
+           mode: str = "error", options: dict[str, str] | None = None,
+           progress: StageCallback | None = None) -> ExportReport:
+    """Write every message of a store (read through its consume queues) as a Spark table; returns what
+    was written (the rows counted by reading the output back, its files and bytes when `out` is a local
+    path).
 
     Args:
         spark: the Spark session to run on.
@@ -347,10 +441,14 @@ def export(spark: SparkSession, store_path: str | os.PathLike[str], out: str | o
         mode: Spark save mode (`error`, `append`, `overwrite`, `ignore`; Spark Connect knows no
             `errorifexists`, classic Spark takes both).
         options: further read options of the `rocketstore` source (`topics`, `scan`, geometry ...).
+        progress: called with the name of each step as it starts (`Progress.stage`).
 
     Raises:
         ValueError: a bad read option.
     """
+    stage = progress or _ignore_stage
+    began = time.monotonic()
+    stage("planning: listing the store's queues")
     reader = spark.read.format("rocketstore")
     for key, value in (options or {}).items():
         reader = reader.option(key, value)
@@ -358,7 +456,14 @@ def export(spark: SparkSession, store_path: str | os.PathLike[str], out: str | o
     writer = df.write.format(format).mode(mode)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
+    stage(f"reading messages and writing {format} files")
     writer.save(os.fspath(out))
+    stage("counting the rows written")
+    rows = spark.read.format(format).load(os.fspath(out)).count()
+    target = os.fspath(out) if "://" in os.fspath(out) else os.path.abspath(os.fspath(out))
+    files, size, leaves = _tree_files(target) if os.path.isdir(target) else (0, 0, 0)  # a local path
+    return ExportReport(os.fspath(store_path), target, format, tuple(partition_by), rows, files, size,
+                        leaves if partition_by else 0, time.monotonic() - began)
 
 
 SUMMARY_SQL = """
@@ -415,48 +520,88 @@ def _read_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: `python -m rocketstore.spark.jobs {rebuild,export} STORE ...` (spark-submit too)."""
+    """Command line: `python -m rocketstore.spark.jobs {rebuild,export,summary} STORE ...` (spark-submit
+    too). Prints what was done at the end (`--json`: as one JSON document); while it runs, one progress
+    line on stderr when stderr is a terminal."""
     parser = argparse.ArgumentParser(prog="python -m rocketstore.spark.jobs", description=__doc__.splitlines()[0])
     parser.add_argument("--master", default=None, help="Spark master when not run by spark-submit")
-    geometry = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False)
     for flag in _GEOMETRY_FLAGS:
-        geometry.add_argument(f"--{flag}", type=int, dest=flag.replace("-", "_"),
-                              help="store geometry (default: the store's config/rocketstore.json)")
+        common.add_argument(f"--{flag}", type=int, dest=flag.replace("-", "_"),
+                            help="store geometry (default: the store's config/rocketstore.json)")
+    common.add_argument("--json", action="store_true", help="print the result as one JSON document")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_rebuild = sub.add_parser("rebuild", parents=[geometry],
+    p_rebuild = sub.add_parser("rebuild", parents=[common],
                                help="rebuild consumequeue/ and index/ from the commitlog")
     p_rebuild.add_argument("store")
-    p_export = sub.add_parser("export", parents=[geometry], help="write a store's messages as files")
+    p_export = sub.add_parser("export", parents=[common], help="write a store's messages as files")
     p_export.add_argument("store")
     p_export.add_argument("out")
     p_export.add_argument("--format", default="parquet")
     p_export.add_argument("--partition-by", default="topic", help="comma-separated columns ('' for none)")
     p_export.add_argument("--mode", default="error")
-    p_summary = sub.add_parser("summary", parents=[geometry],
+    p_summary = sub.add_parser("summary", parents=[common],
                                help="print messages, offsets, bytes and times per topic and queue")
     p_summary.add_argument("store")
     args = parser.parse_args(argv)
 
+    import tempfile
+
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(f"rocketstore-{args.command}")
+    from rocketstore.spark.progress import quiet_jvm_launch, quiet_jvm_options
+
+    builder = (SparkSession.builder.appName(f"rocketstore-{args.command}")
+               .config("spark.ui.showConsoleProgress", "false"))  # the progress line says what runs
     if args.master:
         # A Spark session this command starts itself: its Python workers are this interpreter unless told.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(args.master)
-    spark = builder.getOrCreate()
-    try:
-        if args.command == "rebuild":
-            report = rebuild(spark, args.store, _config_from_args(args))
-            print(report)
-        elif args.command == "export":
-            columns = tuple(c for c in args.partition_by.split(",") if c)
-            export(spark, args.store, args.out, args.format, columns, mode=args.mode, options=_read_options(args))
-        else:
-            summary(spark, args.store, options=_read_options(args)).show(1000, truncate=False)
-    finally:
-        spark.stop()
+    with tempfile.TemporaryDirectory(prefix="rocketstore-jobs-") as scratch, Progress(args.command) as progress:
+        progress.stage("starting Spark")
+        quiet_jvm_options(Path(scratch))
+        with quiet_jvm_launch():
+            spark = builder.getOrCreate()
+        progress.watch(spark)
+        try:
+            document, text = _run_job(spark, args, progress)
+        finally:
+            progress.unwatch()
+            spark.stop()
+    if args.json:
+        print(json.dumps(document, indent=2, default=str))
+    else:
+        print(text)
     return 0
+
+
+def _run_job(spark: SparkSession, args: argparse.Namespace, progress: Progress) -> tuple[Any, str]:
+    """Run the chosen job: (its JSON document, the text a reader gets)."""
+    if args.command == "rebuild":
+        report = rebuild(spark, args.store, _config_from_args(args), progress=progress.stage)
+        return report.to_dict(), report.describe()
+    if args.command == "export":
+        columns = tuple(c for c in args.partition_by.split(",") if c)
+        exported = export(spark, args.store, args.out, args.format, columns, mode=args.mode,
+                          options=_read_options(args), progress=progress.stage)
+        return exported.to_dict(), exported.describe()
+    progress.stage("summarising per topic and queue")
+    frame = summary(spark, args.store, options=_read_options(args))
+    rows = [row.asDict() for row in frame.collect()]
+    return rows, _text_table(frame.columns, rows)
+
+
+def _text_table(columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> str:
+    """`rows` as a plain table: a header line, then one line a row, columns aligned (numbers right)."""
+    cells = [["" if row[c] is None else str(row[c]) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(row[c], int) for row in rows) and bool(rows) for c in columns]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric, strict=True))
+
+    return "\n".join([line(list(columns)), *(line(values) for values in cells)]).rstrip() + (
+        "" if rows else "\n(no messages)")
 
 
 if __name__ == "__main__":
