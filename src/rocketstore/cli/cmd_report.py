@@ -19,8 +19,8 @@ from rich.progress import (
 )
 
 from rocketstore.cli._errors import ProblemsFound, UsageProblem
-from rocketstore.cli._output import Column, console, number, show, show_fields, when
-from rocketstore.cli._spark import master_option, spark_session
+from rocketstore.cli._output import Column, console, number, show, when
+from rocketstore.cli._spark import master_option, show_result, spark_session
 from rocketstore.cli._state import check_store_dir, global_options, option, state, store_argument
 
 if TYPE_CHECKING:
@@ -51,13 +51,15 @@ def report(store: Path, out: Path, master: str | None) -> None:
     topic, record sizes, queue depth, consumer lag, index fill and slot chains, disk use by file kind.
     Needs the `report` extra (matplotlib). (mqadmin has no equivalent.)
     """
-    from rocketstore.report.html import build_report
-
     check_store_dir(store)
     _check_html_target(out)
-    with spark_session("rocketstore-report", master=master, debug=state().debug) as spark:
-        summary = build_report(spark, store, out, state().store_config())
-    show_fields(summary.to_dict(), title="report")
+    from rocketstore.report.html import build_report
+    from rocketstore.spark.progress import Progress
+
+    with Progress("report") as progress, spark_session("rocketstore-report", master=master,
+                                                       debug=state().debug, progress=progress) as spark:
+        summary = build_report(spark, store, out, state().store_config(), progress=progress.stage)
+    show_result(summary.to_dict(), summary.describe(), title="report")
 
 
 DEMO_STEPS = {

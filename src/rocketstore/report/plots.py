@@ -15,7 +15,7 @@ import io
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.axis import Axis
     from matplotlib.figure import Figure
 
-    from rocketstore.report.stats import QueueStats, StoreStats
+    from rocketstore.report.stats import IndexFileStats, QueueStats, StoreStats
 
 REPORT_EXTRA = "pip install 'rocketstore[report]'"
 WIDTH_IN = 9.0
@@ -49,6 +49,64 @@ class Plot:
     title: str
     figure: Figure | None = None
     empty: str = ""
+    about: str = ""
+    """The sentence under the figure: what it shows, what good and bad look like."""
+
+
+def time_zone() -> tzinfo:
+    """The zone the report's times are drawn in: this machine's local zone (its offset now)."""
+    zone = datetime.now().astimezone().tzinfo
+    return zone if zone is not None else timezone.utc
+
+
+def zone_name(zone: tzinfo, at: datetime | None = None) -> str:
+    """`UTC`, or `UTC+02:00 (CEST)`: the zone as the axis labels name it."""
+    moment = (at or datetime.now(tz=timezone.utc)).astimezone(zone)
+    offset = moment.utcoffset() or timedelta(0)
+    if not offset:
+        return "UTC"
+    sign, minutes = ("+" if offset >= timedelta(0) else "-"), abs(int(offset.total_seconds())) // 60
+    name = moment.tzname() or ""
+    label = f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    return label if not name or name.startswith(("UTC", "+", "-")) else f"{label} ({name})"
+
+
+def local_time(timestamp_ms: int, zone: tzinfo) -> datetime:
+    return datetime.fromtimestamp(timestamp_ms / 1000, tz=timezone.utc).astimezone(zone)
+
+
+def time_axis_format(span_ms: int) -> str:
+    """The strftime format of a time axis's tick labels for a span of `span_ms`: seconds for up to
+    ten minutes, minutes for up to two days, the date past that (the date of a shorter span goes in the
+    axis label)."""
+    if span_ms <= 10 * 60_000:
+        return "%H:%M:%S"
+    if span_ms <= 2 * 86_400_000:
+        return "%H:%M" if span_ms <= 86_400_000 else "%d %b %H:%M"
+    return "%d %b" if span_ms <= 300 * 86_400_000 else "%b %Y"
+
+
+def _same_day(first_ms: int, last_ms: int, zone: tzinfo) -> bool:
+    return local_time(first_ms, zone).date() == local_time(last_ms, zone).date()
+
+
+def span_label(begin_ms: int, end_ms: int, zone: tzinfo, *, precise: bool = False, dated: bool = True) -> str:
+    """`03:53:36 – 03:53:38` (with the day, `22 Nov 03:53 – 23 Nov 10:12`, when `dated`): a time span
+    in `zone`, to the second (the millisecond when `precise`)."""
+    begin, end = local_time(begin_ms, zone), local_time(end_ms, zone)
+    clock = "%H:%M:%S" if dated is False or begin.date() == end.date() else "%H:%M"
+    if precise:
+        clock = "%H:%M:%S.%f"
+
+    def text(moment: datetime) -> str:
+        shown = moment.strftime(clock)
+        return shown[:-3] if precise else shown
+
+    if not dated:
+        return f"{text(begin)} – {text(end)}"
+    if begin.date() == end.date():
+        return f"{begin.strftime('%d %b')} {text(begin)} – {text(end)}"
+    return f"{begin.strftime('%d %b')} {text(begin)} – {end.strftime('%d %b')} {text(end)}"
 
 
 def require_matplotlib() -> None:
@@ -124,12 +182,13 @@ def _queue_label(queue: QueueStats) -> str:
 
 
 def message_rate(stats: StoreStats) -> Plot:
-    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+    from matplotlib.dates import AutoDateLocator, DateFormatter, date2num
 
     unit = rate_unit(stats.bucket_ms)
     title = f"Messages stored per {unit}, per topic"
     if not stats.per_bucket:
         return Plot(title, empty="no messages")
+    zone = time_zone()
     first = min(min(buckets) for buckets in stats.per_bucket.values())
     last = max(max(buckets) for buckets in stats.per_bucket.values())
     span = range(first, last + 1)  # buckets without messages are zero, not skipped
@@ -145,15 +204,20 @@ def message_rate(stats: StoreStats) -> Plot:
     fig, ax = _figure()
     for topic, buckets in lines.items():
         ax.stairs([buckets.get(b, 0) for b in span], edges, label=shorten(topic), linewidth=1.5)
-    locator = AutoDateLocator()
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
-    ax.set_xlabel("store time (UTC)")
+    first_ms, last_ms = first * stats.bucket_ms, (last + 1) * stats.bucket_ms
+    ax.xaxis.set_major_locator(AutoDateLocator(tz=zone, minticks=4, maxticks=10))
+    ax.xaxis.set_major_formatter(DateFormatter(time_axis_format(last_ms - first_ms), tz=zone))
+    day = local_time(first_ms, zone).strftime("%a %d %b %Y") if _same_day(first_ms, last_ms - 1, zone) else ""
+    where = f"local time, {zone_name(zone, local_time(first_ms, zone))}"
+    ax.set_xlabel(f"store time on {day} ({where})" if day else f"store time ({where})")
     ax.set_ylabel(f"messages per {unit}")
     ax.set_ylim(bottom=0)
     _counts(ax.yaxis)
     _legend_outside(ax)
-    return Plot(title, fig)
+    about = (f"Each line counts the messages of one topic that the broker wrote in each {unit}. A steady line "
+             "is a steady load; stretches at zero are times nothing was written to that topic (producers or "
+             "the broker stopped), and tall spikes are bursts the consumers have to catch up with.")
+    return Plot(title, fig, about=about)
 
 
 def message_sizes(stats: StoreStats) -> Plot:
@@ -168,7 +232,11 @@ def message_sizes(stats: StoreStats) -> Plot:
     ax.set_xlabel("record size (bytes)")
     ax.set_ylabel("messages")
     _counts(ax.yaxis)
-    return Plot(title, fig)
+    about = ("How many messages take each number of bytes in the commitlog (body, topic, properties and the "
+             "fixed record header). One narrow hump is usual; a long tail to the right means some producers "
+             "send much larger bodies, which fill the disk faster (RocketMQ refuses a message over "
+             "maxMessageSize, 4 MiB by default).")
+    return Plot(title, fig, about=about)
 
 
 def queue_depth(stats: StoreStats) -> Plot:
@@ -184,7 +252,10 @@ def queue_depth(stats: StoreStats) -> Plot:
     ax.margins(x=0.08)
     ax.set_xlabel("messages")
     _counts(ax.xaxis)
-    return Plot(title, fig)
+    about = ("How many messages each queue holds on disk now. Bars of about the same length mean the "
+             "producers spread their messages evenly over a topic's queues; one bar much longer than the "
+             "others is a hot queue (a skewed sharding key), which one consumer has to drain alone.")
+    return Plot(title, fig, about=about)
 
 
 def consumer_lag(stats: StoreStats) -> Plot:
@@ -207,24 +278,54 @@ def consumer_lag(stats: StoreStats) -> Plot:
     ax.set_xlabel("messages behind")
     _counts(ax.xaxis)
     _legend_outside(ax)
-    return Plot(title, fig)
+    about = ("How many stored messages each consumer group has not committed yet, queue by queue. Short bars "
+             "are healthy; a long bar, or one that is longer in every new report, means that group's "
+             "consumers are slower than the producers or have stopped.")
+    return Plot(title, fig, about=about)
+
+
+def index_labels(files: Sequence[IndexFileStats], zone: tzinfo) -> tuple[list[str], str]:
+    """(a label per index file, the axis label): each file by the store times of its first and last
+    entry in `zone` (the day in the axis label when every file lies in one day; to the millisecond when
+    seconds would make two labels alike); a file without entries by its name."""
+    spans = [(f.begin_timestamp, f.end_timestamp) for f in files if f.entries and f.begin_timestamp > 0]
+    if not spans:
+        return [f.name for f in files], "index file"
+    first, last = min(b for b, _ in spans), max(e for _, e in spans)
+    one_day = _same_day(first, last, zone)
+    labels: list[str] = []
+    for precise in (False, True):
+        labels = [span_label(f.begin_timestamp, f.end_timestamp, zone, precise=precise, dated=not one_day)
+                  if f.entries and f.begin_timestamp > 0 else f"{f.name} (no entries)" for f in files]
+        if len(set(labels)) == len(labels):
+            break
+    where = f"local time, {zone_name(zone, local_time(first, zone))}"
+    day = f" on {local_time(first, zone).strftime('%a %d %b %Y')}" if one_day else ""
+    return labels, f"each row one index file: store times of its first – last entry{day} ({where})"
 
 
 def index_fill(stats: StoreStats) -> Plot:
-    title = "Index file fill (entries / capacity)"
+    title = "Index file fill (entries / usable entries)"
     if not stats.index_files:
         return Plot(title, empty="no index files")
     files = stats.index_files
     if len(files) > MAX_BARS:
         title += f", the {MAX_BARS} newest of {len(files)} files"
         files = files[-MAX_BARS:]
-    fig, ax, rows = _bar_rows([f.name for f in files])
+    labels, axis_label = index_labels(files, time_zone())
+    fig, ax, rows = _bar_rows(labels)
     bars = ax.barh(rows, [100 * f.fill for f in files], height=0.7)
-    ax.bar_label(bars, [f"{f.entries} of {f.capacity}" for f in files], fontsize="x-small", padding=2)
-    ax.set_xlim(0, 115)
+    ax.bar_label(bars, [f"{f.entries} of {f.capacity}" + (" (full)" if f.full else "") for f in files],
+                 fontsize="x-small", padding=2)
+    ax.set_xlim(0, 120)
     ax.set_xticks(range(0, 101, 20))
-    ax.set_xlabel("% full")
-    return Plot(title, fig)
+    ax.set_xlabel(f"% of usable entries\n{axis_label}")
+    capacity, configured = files[-1].capacity, files[-1].configured
+    about = (f"How full each index file is. A file holds {capacity} keys: the {configured} entries configured "
+             "(maxIndexNum) less entry 0, which RocketMQ never writes. Every file but the newest should be "
+             "full, since the store starts a new file only when the last one is full; an older file part full "
+             "is unusual and worth checking with rocketstore verify.")
+    return Plot(title, fig, about=about)
 
 
 def index_chains(stats: StoreStats) -> Plot:
@@ -236,14 +337,20 @@ def index_chains(stats: StoreStats) -> Plot:
         chains.update(f.chain_lengths)
     if not chains:
         return Plot(title, empty="no index entries")
+    from matplotlib.ticker import FuncFormatter
+
     fig, ax = _figure()
     lengths = sorted(chains)
     ax.bar(lengths, [chains[n] for n in lengths])
     ax.set_yscale("log")
-    ax.set_xlabel("entries chained in one slot")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}" if value >= 1 else f"{value:g}"))
+    ax.set_xlabel("keys chained in one slot")
     _counts(ax.xaxis)
     ax.set_ylabel("slots")
-    return Plot(title, fig)
+    about = ("How many keys share one hash slot of an index file, and how many slots have chains that long. "
+             "Most slots should hold one to a few keys; long chains make every key lookup read many entries, "
+             "a sign of too few slots (maxHashSlotNum) for the keys or of one key on very many messages.")
+    return Plot(title, fig, about=about)
 
 
 def disk_use(stats: StoreStats) -> Plot:
@@ -258,7 +365,11 @@ def disk_use(stats: StoreStats) -> Plot:
             label="allocated on disk")
     ax.set_xlabel(unit)
     _legend_outside(ax)
-    return Plot(title, fig)
+    about = ("How many bytes each kind of store file takes: its size, and what the file system has allocated "
+             "for it: less for a file not written to its end yet, more for many small files (each takes whole "
+             "disk blocks). The commitlog should be by far the largest; consume queues and index grow with "
+             "the number of messages and keys.")
+    return Plot(title, fig, about=about)
 
 
 # id -> builder; the order of the page. A section's id is its `<section>` (and figure) id on the page.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,14 +53,29 @@ class IndexFileStats:
     name: str
     entries: int
     capacity: int
+    """Entries the file can hold: maxIndexNum - 1, since entry 0 is never written (RocketMQ counts entries
+    from 1, and a slot holding 0 means empty)."""
     slots: int
     slots_used: int
     chain_lengths: dict[int, int]
     """chain length -> number of slots with a chain that long."""
+    begin_timestamp: int = 0
+    """Store time of the file's first entry (header beginTimestamp; 0 when it has none)."""
+    end_timestamp: int = 0
+    """Store time of the file's last entry (header endTimestamp)."""
 
     @property
     def fill(self) -> float:
         return self.entries / self.capacity if self.capacity else 0.0
+
+    @property
+    def configured(self) -> int:
+        """maxIndexNum: the entries configured, the reserved entry 0 included."""
+        return self.capacity + index_format.FIRST_ENTRY
+
+    @property
+    def full(self) -> bool:
+        return self.entries >= self.capacity > 0
 
 
 @dataclass
@@ -94,6 +110,8 @@ class StoreStats:
     index_files: list[IndexFileStats] = field(default_factory=list)
     disk_use: dict[str, tuple[int, int]] = field(default_factory=dict)
     """file kind -> (apparent bytes, allocated bytes)."""
+    index_max_entries: int = 0
+    """maxIndexNum of the store's geometry (0: not known)."""
 
 
 def index_file_stats(path: str, slots: int, max_entries: int) -> IndexFileStats:
@@ -105,10 +123,12 @@ def index_file_stats(path: str, slots: int, max_entries: int) -> IndexFileStats:
         view = memoryview(buf)[first:index_format.entry_pos(max(count, index_format.FIRST_ENTRY), slots)]
         per_slot = Counter(key_hash % slots for key_hash, _, _, _ in index_format.ENTRY.iter_unpack(view))
         del view
+    entries = max(count - index_format.FIRST_ENTRY, 0)
     return IndexFileStats(
-        name=os.path.basename(path), entries=max(count - index_format.FIRST_ENTRY, 0),
+        name=os.path.basename(path), entries=entries,
         capacity=max_entries - index_format.FIRST_ENTRY, slots=slots, slots_used=len(per_slot),
         chain_lengths=dict(sorted(Counter(per_slot.values()).items())),
+        begin_timestamp=header.begin_timestamp if entries else 0, end_timestamp=header.end_timestamp if entries else 0,
     )
 
 
@@ -173,15 +193,21 @@ def _queue_stats(stats: StoreStats, root: Path, config: StoreConfig | None) -> S
         return store.config
 
 
-def gather(spark: SparkSession, root: Path, config: StoreConfig | None) -> StoreStats:
-    """Every figure of the report for the store at `root` (opened read-only throughout).
+def gather(spark: SparkSession, root: Path, config: StoreConfig | None,
+           progress: Callable[[str], None] | None = None) -> StoreStats:
+    """Every figure of the report for the store at `root` (opened read-only throughout); `progress` is
+    called with the name of each step as it starts.
 
     Raises:
         RocketStoreError: the store cannot be opened with this config.
     """
-    stats = StoreStats(store=str(root))
+    stage = progress or (lambda name: None)
+    stats = StoreStats(store=str(root.absolute()))
+    stage("reading queues and consumer offsets")
     effective = _queue_stats(stats, root, config)
+    stats.index_max_entries = effective.index_max_entries
     # One scan of the store feeds every message figure.
+    stage("reading messages (counts, sizes, store times)")
     frame = messages_frame(spark, root, config).select("topic", "storeSize", "storeTimestamp").cache()
     try:
         _message_stats(spark, stats, frame)
@@ -190,11 +216,20 @@ def gather(spark: SparkSession, root: Path, config: StoreConfig | None) -> Store
     index_dir = root / INDEX_DIR
     paths = sorted(str(p) for p in index_dir.iterdir() if p.is_file()) if index_dir.is_dir() else []
     if paths:
+        stage(f"reading {len(paths)} index file(s)")
         slots, max_entries = effective.index_hash_slots, effective.index_max_entries
         rdd = spark.sparkContext.parallelize(paths, len(paths))
         stats.index_files = rdd.map(lambda p: index_file_stats(p, slots, max_entries)).collect()
+    stage("measuring disk use")
     stats.disk_use = disk_use(root)
     return stats
+
+
+def _binary(count: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
 
 
 def summary_rows(stats: StoreStats) -> list[tuple[str, Any]]:
@@ -202,7 +237,7 @@ def summary_rows(stats: StoreStats) -> list[tuple[str, Any]]:
     return [
         ("store", stats.store),
         ("messages", stats.messages),
-        ("bytes of records", stats.total_bytes),
+        ("bytes of records", f"{stats.total_bytes} ({_binary(stats.total_bytes)})"),
         ("topics", len({q.topic for q in stats.queues})),
         ("queues", len(stats.queues)),
         ("index files", len(stats.index_files)),

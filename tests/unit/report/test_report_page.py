@@ -3,6 +3,8 @@ per section, a line instead of an empty plot, and figures whose text stays insid
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta, timezone
 from html.parser import HTMLParser
 
 import pytest
@@ -194,3 +196,146 @@ def test_crowded_charts_say_what_they_leave_out():
     assert plots.consumer_lag(stats).title.endswith(f"the {plots.MAX_BARS} most behind of 1000 (group, queue) pairs")
     (ax,) = plots.index_fill(stats).figure.axes
     assert [t.get_text() for t in ax.get_yticklabels()][-1] == "20261122000000199"
+
+
+UTC_PLUS_2 = timezone(timedelta(hours=2))
+
+
+def _drawn(figure):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(figure)
+    figure.canvas.draw()
+    return figure
+
+
+def test_every_plot_has_one_plain_sentence_under_it():
+    stats = _stats(queues=[QueueStats("TopicA", 0, 0, 160, {"billing": 12})])
+    page, parsed = _page(stats)
+    text = "".join(parsed.text)
+    for plot_id, build in plots.PLOTS.items():
+        plot = build(stats)
+        assert plot.about and plot.about.endswith(".") and plot.title not in plot.about, plot_id
+        assert text.count(plot.about) == 1, plot_id
+        # under its own figure, inside its own section
+        section = page[page.index(f'<section id="{plot_id}">'):]
+        section = section[:section.index("</section>")]
+        assert section.index(f'<figure id="plot-{plot_id}">') < section.index('<p class="about">'), plot_id
+
+
+def test_an_empty_section_has_its_line_and_no_sentence():
+    stats = _stats()
+    _, parsed = _page(stats)
+    assert plots.consumer_lag(stats).about == ""
+    assert "consumers are slower" not in "".join(parsed.text)
+
+
+def test_the_rate_axis_reads_clock_times_in_the_local_zone(monkeypatch):
+    monkeypatch.setattr(plots, "time_zone", lambda: UTC_PLUS_2)
+    (ax,) = _drawn(plots.message_rate(_stats()).figure).axes
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(labels) >= 4
+    assert all(re.fullmatch(r"05:53:(3[6-9]|4[0-3])", label) for label in labels), labels  # 03:53 UTC + 2 h
+    assert labels == sorted(labels)
+    assert ax.get_xlabel() == "store time on Sun 22 Nov 2026 (local time, UTC+02:00)"
+    assert ax.xaxis.get_offset_text().get_text() == ""  # the whole time is in each label
+
+
+@pytest.mark.parametrize(("span_ms", "shown"), [
+    (6_000, "05:53:36"), (30 * 60_000, "05:53"), (36 * 3_600_000, "22 Nov 05:53"), (40 * 86_400_000, "22 Nov"),
+    (400 * 86_400_000, "Nov 2026"),
+])
+def test_time_labels_keep_the_precision_the_span_needs(span_ms, shown):
+    moment = plots.local_time(FIRST_MS, UTC_PLUS_2)
+    assert moment.strftime(plots.time_axis_format(span_ms)) == shown
+
+
+def test_a_rate_over_several_days_dates_its_labels(monkeypatch):
+    monkeypatch.setattr(plots, "time_zone", lambda: timezone.utc)
+    day = 86_400_000
+    stats = _stats(bucket_ms=3_600_000, per_bucket={"TopicA": [5] * 72})
+    (ax,) = _drawn(plots.message_rate(stats).figure).axes
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert all(re.fullmatch(r"\d\d [A-Z][a-z]{2}", label) for label in labels), labels
+    assert ax.get_xlabel() == "store time (local time, UTC)"
+    assert time_bucket_ms(FIRST_MS, FIRST_MS + 3 * day) == 3_600_000
+
+
+def _index_file(name: str, begin_ms: int, end_ms: int, entries: int = 399) -> IndexFileStats:
+    return IndexFileStats(name, entries, 399, 100, 90, {1: 80, 2: 10}, begin_ms, end_ms if entries else 0)
+
+
+def test_index_files_are_labelled_by_the_store_times_of_their_entries():
+    files = [_index_file("20261122035336573", FIRST_MS, FIRST_MS + 1_500),
+             _index_file("20261122035338100", FIRST_MS + 1_600, LAST_MS, entries=30),
+             _index_file("20261122035342300", 0, 0, entries=0)]
+    labels, axis = plots.index_labels(files, timezone.utc)
+    assert labels == ["03:53:36 – 03:53:38", "03:53:38 – 03:53:42", "20261122035342300 (no entries)"]
+    assert axis == ("each row one index file: store times of its first – last entry on Sun 22 Nov 2026 "
+                    "(local time, UTC)")
+    # in another zone, the same instants
+    assert plots.index_labels(files, UTC_PLUS_2)[0][0] == "05:53:36 – 05:53:38"
+
+
+def test_index_labels_alike_to_the_second_show_milliseconds():
+    files = [_index_file("a", FIRST_MS, FIRST_MS + 200), _index_file("b", FIRST_MS + 210, FIRST_MS + 400)]
+    labels, _ = plots.index_labels(files, timezone.utc)
+    assert labels == ["03:53:36.563 – 03:53:36.763", "03:53:36.773 – 03:53:36.963"]
+
+
+def test_index_files_over_several_days_carry_the_day():
+    day = 86_400_000
+    files = [_index_file("a", FIRST_MS, FIRST_MS + day), _index_file("b", FIRST_MS + day, FIRST_MS + day + 60_000)]
+    labels, axis = plots.index_labels(files, timezone.utc)
+    assert labels == ["22 Nov 03:53 – 23 Nov 03:53", "23 Nov 03:53:36 – 03:54:36"]
+    assert axis == "each row one index file: store times of its first – last entry (local time, UTC)"
+    assert all(len(label) <= plots.LABEL_CHARS for label in labels)
+
+
+def test_index_fill_counts_against_the_usable_entries_and_says_why(monkeypatch):
+    monkeypatch.setattr(plots, "time_zone", lambda: timezone.utc)
+    # maxIndexNum 400: entry 0 is never written, so 399 keys fill a file
+    files = [_index_file("20261122035336573", FIRST_MS, FIRST_MS + 1_500),
+             _index_file("20261122035338100", FIRST_MS + 1_600, LAST_MS, entries=30)]
+    assert (files[0].configured, files[0].full, files[1].full) == (400, True, False)
+    plot = plots.index_fill(_stats(index_files=files))
+    (ax,) = _drawn(plot.figure).axes
+    assert [t.get_text() for t in ax.texts] == ["399 of 399 (full)", "30 of 399"]
+    assert [round(bar.get_width(), 1) for bar in ax.patches] == [100.0, 7.5]
+    assert ax.get_xlabel().startswith("% of usable entries\n")
+    assert "A file holds 399 keys: the 400 entries configured (maxIndexNum) less entry 0, which RocketMQ never " \
+           "writes." in plot.about
+    page, parsed = _page(_stats(index_files=files))
+    assert "<td>399 of 399</td><td>100 %</td>" in page and "<td>30 of 399</td><td>8 %</td>" in page
+    assert "<td>20261122035336573</td><td>22 Nov 03:53:36 – 03:53:38</td>" in page
+    assert "the configured maxIndexNum (400) less entry 0" in "".join(parsed.text)
+    assert "Times are local (UTC)." in "".join(parsed.text)
+
+
+def test_index_file_stats_read_the_time_span_from_the_header(tmp_path):
+    from rocketstore.format import index as index_format
+    from rocketstore.report.stats import index_file_stats
+
+    slots, max_entries = 8, 5
+    header = index_format.IndexHeader(FIRST_MS, LAST_MS, 0, 400, 2, 3)
+    data = bytearray(index_format.index_file_size(slots, max_entries))
+    data[:index_format.HEADER_SIZE] = header.pack()
+    for n, key_hash in ((1, 9), (2, 17)):
+        index_format.ENTRY.pack_into(data, index_format.entry_pos(n, slots), key_hash, 100 * n, 0, 0)
+    path = tmp_path / "20261122035336573"
+    path.write_bytes(bytes(data))
+    stats = index_file_stats(str(path), slots, max_entries)
+    assert (stats.entries, stats.capacity, stats.configured) == (2, 4, 5)
+    assert (stats.begin_timestamp, stats.end_timestamp) == (FIRST_MS, LAST_MS)
+    assert stats.chain_lengths == {2: 1}  # both keys in slot 1
+
+
+def test_the_report_summary_says_what_the_page_holds_and_where():
+    from rocketstore.report.html import ReportSummary
+
+    summary = ReportSummary("/tmp/report.html", 520, 12, 5, ("message-rate", "disk-use"), 166_213, "/data/g", 3,
+                            28.03)
+    assert summary.describe() == (
+        "wrote the report on /data/g to /tmp/report.html (162.3 KiB) in 28 s:\n"
+        "  520 messages in 3 topics and 12 queues, 5 index files, 2 plots; open it in a browser")
+    assert summary.to_dict()["seconds"] == 28.03
