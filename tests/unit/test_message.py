@@ -14,7 +14,7 @@ import pytest
 
 from rocketstore import Message
 from rocketstore import message as message_module
-from rocketstore.errors import InvalidMessageError
+from rocketstore.errors import InvalidMessageError, InvalidMessageTypeError, RocketStoreError
 from rocketstore.native import speedups
 
 WAYS = ["python", "compiled slots", "compiled call"]
@@ -120,3 +120,13 @@ def test_the_constructor_takes_the_fields_in_order_with_their_declared_defaults(
         declared = inspect.Parameter.empty if field.default is dataclasses.MISSING else field.default
         assert parameter.default == declared, field.name
         assert parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def test_keys_it_cannot_take_are_refused_with_an_error_that_is_also_a_type_error(new):
+    """Keys that are not iterable: InvalidMessageTypeError, a RocketStoreError and the TypeError Python raised
+    for them before; keys that are not strs are refused when the message is put (tests/adversarial)."""
+    for keys in (5, None, 1.5):
+        with pytest.raises(InvalidMessageTypeError, match=f"not {type(keys).__name__}") as caught:
+            new("T", b"x", keys=keys)
+        assert isinstance(caught.value, TypeError) and isinstance(caught.value, RocketStoreError)
+    assert new("T", b"x", keys=(1, 2)).keys == (1, 2)
