@@ -66,7 +66,6 @@ def _subscription_codes(expression: str | None) -> set[int] | None:
     return {java_hash(t.strip()) for t in expression.split("||") if t.strip()}
 
 
-
 def _check_get(topic: object, queue_id: object, offset: object) -> None:
     """The checks of `get`'s queue and offset, once a quick look found one that is not a plain str or int.
 
