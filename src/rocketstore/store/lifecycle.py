@@ -98,11 +98,19 @@ def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
 
 
 def _record_geometry(root: Path, config: StoreConfig) -> None:
+    """Record the geometry and store host once, and the delay levels whenever they differ from the
+    recorded ones (a record without them stands for the default levels): readers that compute the
+    delivery tags codes of delayed records (`rocketstore verify`) take the levels from here."""
     path = root / CONFIG_DIR / STORE_CONFIG_FILE
+    data: dict[str, Any]
     if path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"geometry": config.geometry(), "store_host": config.store_host}
+        data = json.loads(path.read_text(encoding="utf-8"))  # readable: a damaged one was set aside
+        if data.get("delay_levels", StoreConfig().delay_levels) == config.delay_levels:
+            return
+        data["delay_levels"] = config.delay_levels
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"geometry": config.geometry(), "store_host": config.store_host, "delay_levels": config.delay_levels}
     fs.atomic_write(path, json.dumps(data, indent=2).encode("utf-8"), keep_backup=False)
 
 
