@@ -147,7 +147,7 @@ class StoreCore:
         if closed and self.offsets.seal() and self._read_only_reason is None and not self.read_only:
             try:
                 self.offsets.persist()
-            except OSError as exc:
+            except Exception as exc:  # close releases the store's files and lock after this: never raise here
                 log.warning("%s: consumer offsets committed during close were not written: %s", self.path, exc)
 
     def _check_open(self) -> None:
