@@ -184,8 +184,6 @@ def test_the_compiled_prepare_takes_the_decisions_of_its_twin(message):
     assert many == twin
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="deliver_delayed does not check now_ms yet (its check "
-                   "belongs beside clean_expired's, in the store's lifecycle part)")
 def test_deliver_delayed_refuses_a_time_that_is_not_an_int(tmp_path):
     with MessageStore.open(tmp_path, CONFIG) as store:
         store.put(Message("T", b"x", properties={"DELAY": "1"}))

@@ -5,6 +5,7 @@
     <root>/index/<yyyyMMddHHmmssSSS>                    hash index files
     <root>/config/*.json                                consumer offsets, topics, delay progress...
     <root>/config/rocketstore.json                      the geometry rocketstore recorded (not RocketMQ's)
+    <root>/config/derivedEnds.json                      queue and index ends at the last flush (not RocketMQ's)
     <root>/checkpoint, <root>/lock, <root>/abort         flush times, the writer's lock, the crash marker
     <root>/quarantine/                                   bytes recovery set aside (not RocketMQ's)
 
@@ -25,6 +26,7 @@ LOCK_FILE = "lock"
 ABORT_FILE = "abort"
 QUARANTINE_DIR = "quarantine"
 STORE_CONFIG_FILE = "rocketstore.json"
+DERIVED_ENDS_FILE = "derivedEnds.json"
 
 
 def queue_id_of(name: str) -> int | None:

@@ -45,7 +45,8 @@ class CommitLog:
         except StoreLayoutError as exc:
             sizes = {p.stat().st_size for p in self.queue.directory.iterdir() if p.is_file() and p.name.isdigit()}
             if self.file_size in sizes:  # one file differs from the others: damage, which recover repairs
-                raise StoreLayoutError(f"{exc} (`rocketstore recover` keeps a copy and resizes it)") from None
+                raise StoreLayoutError(f"{exc} (`rocketstore recover` keeps a copy and resizes it, or sets aside "
+                                       "the files after a missing one)") from None
             raise
 
     @property

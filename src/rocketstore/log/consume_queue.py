@@ -85,13 +85,14 @@ class ConsumeQueue:
 
     # -- recovery ------------------------------------------------------------------------------------
 
-    def find_damage(self) -> tuple[str | None, list[tuple[int, CqUnit]]]:
+    def find_damage(self, every_entry: bool = False) -> tuple[str | None, list[tuple[int, CqUnit]]]:
         """Check every file's entries for what the store never writes (a hole followed by entries,
         entries out of log order, garbage, a file that ends early with a later file holding entries).
 
         Returns:
             (why the queue is damaged or None, samples): the samples are (queue offset, entry) of the
-            first and last written entry of each file, for the caller to check against the log.
+            first and last written entry of each file (of every written entry with `every_entry`), for
+            the caller to check against the log.
         """
         samples: list[tuple[int, CqUnit]] = []
         if self.layout_problem is not None:
@@ -109,7 +110,10 @@ class ConsumeQueue:
             if found.written < self.file_size // UNIT_SIZE and short is None:
                 short = where
             first = next((n for n in range(found.written) if not unpack_unit(mf.mm, n * UNIT_SIZE).filler), None)
-            ends = {found.written - 1} | ({first} if first is not None else set())
+            if every_entry and first is not None:
+                ends = set(range(first, found.written))
+            else:
+                ends = {found.written - 1} | ({first} if first is not None else set())
             for n in sorted(ends - {-1}):
                 samples.append((mf.file_from_offset // UNIT_SIZE + n, unpack_unit(mf.mm, n * UNIT_SIZE)))
             if found.written:

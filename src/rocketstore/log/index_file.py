@@ -305,6 +305,16 @@ class IndexFile:
         return [ENTRY.unpack_from(self.mm, entry_pos(n, self.slots))
                 for n in range(FIRST_ENTRY, self.header.index_count)]
 
+    def newest_entries_of(self, phy_offset: int) -> int:
+        """How many of the newest entries point at `phy_offset` (the keys of the newest record indexed
+        here: a record's keys are written one after another)."""
+        count = 0
+        n = self.header.index_count - 1
+        while n >= FIRST_ENTRY and ENTRY.unpack_from(self.mm, entry_pos(n, self.slots))[1] == phy_offset:
+            count += 1
+            n -= 1
+        return count
+
     def flush(self) -> None:
         """Force the file to disk.
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rocketstore.errors import StoreLayoutError
 from rocketstore.format.filenames import index_file_name
-from rocketstore.format.index import index_key
+from rocketstore.format.index import FIRST_ENTRY, index_key
 from rocketstore.format.javahash import index_hash_of_signed, index_key_hashes, java_hash_concat
 from rocketstore.format.store_dirs import INDEX_DIR
 from rocketstore.log.index_file import KEY, IndexFile
@@ -121,39 +121,58 @@ class IndexService:
             OSError: a new file cannot be created.
         """
         current = self.current()
-        if phy_offset < current.header.end_phy_offset:
+        end = current.header.end_phy_offset
+        if phy_offset < end:
             return False  # already indexed
-        if not uniq_key and type(keys) is tuple and len(keys) == 1 and keys[0]:  # the usual message: one key
+        if not uniq_key and type(keys) is tuple and len(keys) == 1 and keys[0] and phy_offset > end:
             packed = KEY.pack(index_hash_of_signed(java_hash_concat(index_key(topic, ""), keys[0])), phy_offset)
         else:
             packed = index_keys_of(((topic, phy_offset, keys, uniq_key),))
-            if not packed:
+            done = self._indexed_at_end(current, end) * KEY.size if phy_offset == end else 0
+            if len(packed) <= done:
                 return False
+            packed = packed[done:]
         self._put_keys(current, packed, store_timestamp)
         return True
 
-    def build_keys(self, keys: bytes | bytearray, store_timestamp: int, ends_keyless: bool) -> None:
+    def _indexed_at_end(self, current: IndexFile, end: int) -> int:
+        """How many keys of the record at `end` (the newest entry's phy offset, inherited by an empty
+        newest file) are indexed already: a re-dispatch from that record, whose keys a crash may have
+        left half written, adds only the others. A record's keys are indexed in one order (UNIQ_KEY,
+        then each key: `index_keys_of`), so those present are the first of them."""
+        count = current.newest_entries_of(end)
+        if current.header.index_count <= FIRST_ENTRY and len(self.files) > 1:
+            count = self.files[-2].newest_entries_of(end)
+        return count
+
+    def build_keys(self, keys: bytes | bytearray, store_timestamp: int, ends_keyless: bool) -> int:
         """`build` for the messages of a batch, all stored at `store_timestamp`, in log order: their
         index keys packed as `KEY` (`index_keys_of`, as pack_run packs them), each index header
         written once. `ends_keyless`: the batch's last indexed message has no key (when the keys filled
         the file, `build` of that message would have rolled to a new one).
+
+        Returns:
+            how many keys were added (those of records indexed already are not added again).
 
         Raises:
             OSError: a new file cannot be created.
         """
         current = self.current()
         if not keys:
-            return
+            return 0
         end = current.header.end_phy_offset
         start = 0
-        if KEY.unpack_from(keys)[1] < end:  # keys of messages already indexed (a re-dispatch)
+        if KEY.unpack_from(keys)[1] <= end:  # keys of messages already indexed (a re-dispatch)
             phys = memoryview(keys).cast("q")[1::2]
             start = bisect_left(phys, end)
+            if start < len(phys) and phys[start] == end:
+                start = min(bisect_right(phys, end), start + self._indexed_at_end(current, end))
             if start == len(phys):
-                return
+                return 0
         current = self._put_keys(current, keys, store_timestamp, start)
         if current.full and ends_keyless:
             self.current()
+        return len(keys) // KEY.size - start
 
     def _put_keys(self, current: IndexFile, keys: bytes | bytearray, store_timestamp: int, done: int = 0
                   ) -> IndexFile:

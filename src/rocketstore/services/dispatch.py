@@ -219,8 +219,8 @@ class Dispatcher:
             if not keys:
                 self.index.current()  # as `build` of a keyless record: a full file rolls
                 continue
-            self.index.build_keys(keys, store_timestamp, ends_keyless)
-            indexed += with_keys
+            if self.index.build_keys(keys, store_timestamp, ends_keyless):
+                indexed += with_keys
         return queued, indexed
 
 

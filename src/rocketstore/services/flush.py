@@ -16,6 +16,7 @@ from rocketstore._types import Clock
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.derived_ends import DerivedEnds, snapshot
 from rocketstore.log.index_service import IndexService
 from rocketstore.services.service import Service
 
@@ -164,9 +165,12 @@ class QueueFlushService(Service):
 
     def __init__(self, queues: Callable[[], list[ConsumeQueue]], index: IndexService,
                  checkpoint: StoreCheckpoint, clock: Clock, *, interval_ms: int, thorough_interval_ms: int,
-                 lock: threading.Lock, least_pages: int = 2) -> None:
+                 lock: threading.Lock, least_pages: int = 2, derived_ends: DerivedEnds | None = None,
+                 log_min: Callable[[], int] = lambda: 0) -> None:
         super().__init__(interval_ms)
         self.queues = queues
+        self.derived_ends = derived_ends
+        self.log_min = log_min
         self.index = index
         self.checkpoint = checkpoint
         self.clock = clock
@@ -187,6 +191,8 @@ class QueueFlushService(Service):
         with self._lock:
             logics = self.logics_timestamp  # sampled before the flush: never ahead of what is durable
             queues = self.queues()
+            ends = (snapshot(queues, self.index, self.log_min()) if thorough and self.derived_ends is not None
+                    else None)  # sampled with logics
         for cq in queues:
             cq.flush(0 if thorough else self.least_pages)
         if thorough:
@@ -196,3 +202,5 @@ class QueueFlushService(Service):
                 if logics > 0:
                     self.checkpoint.values.logics_msg_timestamp = logics
                 self.checkpoint.flush()
+            if ends is not None and self.derived_ends is not None:
+                self.derived_ends.persist(ends)

@@ -6,6 +6,9 @@ a tool, would then lock the store for good, so recovery offers a way out:
 
 * an index file of the wrong size is moved to `quarantine/index/`, with every newer index file (the
   index is derived data: the open re-indexes the records after the remaining files);
+* empty commitlog files but the last are removed, and commitlog files that follow a missing one are
+  moved to `quarantine/commitlog-files/` (only when asked: `rocketstore recover`): the log starts after
+  an empty first file, and ends where a hole begins;
 * a commitlog file of the wrong size (only when asked: `rocketstore recover`) is copied to
   `quarantine/commitlog-files/` and then resized to the configured size, cut or zero-extended; the
   open then walks the log from that file on, as after a crash, and sets aside whatever no longer
@@ -70,8 +73,46 @@ def set_aside(root: Path, quarantine: Path, *, commitlog_file_size: int, index_s
                     f"{index_size} bytes)")
     found = OddFiles(_index(root, index, quarantine, index_size))
     if resize_commitlog:
+        _remove_empty(root / COMMITLOG_DIR, commitlog_file_size, found.files)
+        commitlog = _after_gap(root, commitlog, quarantine, commitlog_file_size, found.files)
         found.first_resized_offset = _commitlog(commitlog, quarantine, commitlog_file_size, found.files)
     return found
+
+
+def _remove_empty(directory: Path, expected: int, out: list[OddFile]) -> None:
+    """Remove the empty commitlog files (a file emptied by a tool holds nothing to keep): the log
+    then starts after an empty first file, and has a hole (`_after_gap`) after an empty later one. An
+    empty last file is the open's to remove (a crash between creating a file and sizing it)."""
+    if not directory.is_dir():
+        return
+    names = sorted(p.name for p in directory.iterdir() if p.is_file() and p.name.isdigit())
+    for name in names[:-1]:
+        path = directory / name
+        if path.stat().st_size == 0:
+            path.unlink()
+            out.append(OddFile(f"{COMMITLOG_DIR}/{name}", 0, expected, "", "removed: empty"))
+    fs.fsync_dir(directory)
+
+
+def _after_gap(root: Path, files: list[tuple[Path, int]], quarantine: Path, expected: int,
+               out: list[OddFile]) -> list[tuple[Path, int]]:
+    """Move the commitlog files that follow a missing one (a hole in the log, which no recovery can
+    read across) to `quarantine/commitlog-files/`; the files before the hole."""
+    offsets = [name_to_offset(path.name) for path, _ in files]
+    gap = next((n for n in range(1, len(files)) if offsets[n] != (offsets[n - 1] or 0) + expected), None)
+    if gap is None:
+        return files
+    target = quarantine / COMMITLOG_FILES_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    missing = files[gap - 1][0].name
+    for path, size in files[gap:]:
+        saved = _free_name(target / path.name)
+        os.replace(path, saved)
+        out.append(OddFile(f"{COMMITLOG_DIR}/{path.name}", size, expected, str(saved),
+                           f"set aside: the file after {missing} is missing, so the log ends there"))
+    fs.fsync_dir(target)
+    fs.fsync_dir(root / COMMITLOG_DIR)
+    return files[:gap]
 
 
 def _check_geometry(directory: Path, files: list[tuple[Path, int]], expected: int, kind: str, flags: str) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from rocketstore._types import Buffer
 from rocketstore.errors import CorruptRecordError, MessageNotFoundError
 from rocketstore.format.checkpoint import Checkpoint
-from rocketstore.format.consume_queue import CqUnit
+from rocketstore.format.consume_queue import UNIT_SIZE, CqUnit
 from rocketstore.format.index import FIRST_ENTRY, IndexHeader
 from rocketstore.format.message import (
     BLANK_MAGIC,
@@ -36,6 +36,7 @@ from rocketstore.format.message import (
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, QUARANTINE_DIR
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.derived_ends import Ends, IndexEnd, QueueEnd
 from rocketstore.log.index_service import IndexService
 from rocketstore.log.json_config import StateFileProblem
 from rocketstore.native import speedups
@@ -101,7 +102,8 @@ class RecoveryReport:
         """True when nothing was moved aside, removed, rebuilt, resized or left out of a queue, and every
         state file read as it was."""
         return not (self.quarantined or self.commitlog_files_removed or self.dispatch_skipped
-                    or self.queues_rebuilt or self.odd_files or self.state_files)
+                    or self.queues_rebuilt or self.odd_files or self.state_files
+                    or (self.mode is RecoveryMode.NORMAL and self.queues_truncated))
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready dict."""
@@ -311,13 +313,18 @@ def _quarantine(root: Path, commitlog: CommitLog, end: int, reason: str, report:
 
 
 def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index: IndexService,
-            checkpoint: Checkpoint, *, abnormal: bool, check_crc: bool, walk_from: int | None = None
-            ) -> RecoveryReport:
+            checkpoint: Checkpoint, *, abnormal: bool, check_crc: bool, walk_from: int | None = None,
+            recorded: Ends | None = None, thorough: bool = False) -> RecoveryReport:
     """Recover a writable store in place: set every structure to the end of the whole records.
 
     Dispatching what the queues and index miss is left to the caller (from `report.start_offset` in
     abnormal mode, from where each structure ends otherwise). `walk_from`: a log offset the walk
-    starts at or before (a file that was resized).
+    starts at or before (a file that was resized). `recorded`: how far the queues and index files
+    reached at the last flush (`log.derived_ends`); a queue that ends below it lost entries and is
+    rebuilt (`queues` must hold a queue, empty if need be, for every recorded one), an index file that
+    lost entries or is damaged is dropped with every newer one (their records are indexed again).
+    `thorough` (`rocketstore recover`): every queue entry is checked against the log, not the first and
+    last of each file, and every index slot and entry, not the header and the entries it names.
 
     Raises:
         OSError: the quarantine copy or a truncation failed; nothing past the end was removed then.
@@ -326,7 +333,7 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
     damage: dict[int, str] = {}
     samples: dict[int, list[tuple[int, CqUnit]]] = {}
     for n, cq in enumerate(queues):
-        reason, samples[n] = cq.find_damage()
+        reason, samples[n] = cq.find_damage(every_entry=thorough)
         if reason is not None:
             damage[n] = reason
         else:
@@ -351,15 +358,38 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
     report.stop_reason = walk.reason
     _quarantine(root, commitlog, end, walk.reason, report)
     report.commitlog_files_removed = [p.name for p in commitlog.queue.truncate(end)]
+    recorded = recorded or Ends()
     for n, cq in enumerate(queues):
         reason = damage.get(n) or _disagreement(cq, commitlog, samples[n], end)
-        if reason is not None:
-            _quarantine_queue(root, cq, reason, report)
-        elif cq.max_physic_offset > end:
+        if reason is None and cq.max_physic_offset > end:
             cq.truncate_to_phy(end)
             report.queues_truncated.append(f"{cq.topic}/{cq.queue_id}")
+        if reason is None:
+            reason = _short_of_record(cq, recorded.queues.get((cq.topic, cq.queue_id)), end,
+                                      commitlog.min_offset == recorded.log_min)
+        if reason is not None:
+            _quarantine_queue(root, cq, reason, report)
+    _drop_index_from_first_bad(index, recorded.index_files, commitlog.min_offset, end, thorough, report)
     _drop_index_past(index, end, report)
     return report
+
+
+def _short_of_record(cq: ConsumeQueue, recorded: QueueEnd | None, end: int, log_kept_start: bool) -> str | None:
+    """Why `cq` lost entries, None when it did not: it ends below the queue offset it had reached at
+    the last flush while that flush's last entry still points inside the log (a record past the
+    recovered end vouches for nothing: an ASYNC log cut by a power cut loses its tail), or its first
+    file starts above the recorded one while the log kept its start (`log_kept_start`: retention,
+    which deletes a queue's oldest files, has not run since)."""
+    if recorded is None:
+        return None
+    max_offset, phy_end, first_file = recorded
+    where = f"{cq.topic}/{cq.queue_id}"
+    if phy_end <= end and cq.max_offset < max_offset:
+        return f"{where} ends at queue offset {cq.max_offset}, but reached {max_offset} at the last flush"
+    starts = cq.queue.min_offset // UNIT_SIZE
+    if log_kept_start and cq.queue.files and starts > first_file:
+        return f"{where} starts at queue offset {starts}, but at {first_file} at the last flush (a file is missing)"
+    return None
 
 
 def _disagreement(cq: ConsumeQueue, commitlog: CommitLog, samples: list[tuple[int, CqUnit]], end: int) -> str | None:
@@ -389,11 +419,12 @@ def _quarantine_queue(root: Path, cq: ConsumeQueue, reason: str, report: Recover
         OSError: a copy failed; nothing was deleted then.
     """
     target = root / QUARANTINE_DIR / CONSUME_QUEUE_DIR / cq.topic / str(cq.queue_id)
-    target.mkdir(parents=True, exist_ok=True)
     paths = sorted(p for p in cq.directory.iterdir() if p.is_file()) if cq.directory.is_dir() else []
-    for path in paths:
-        fs.write_file(_quarantine_path(target, path.name, 0), path.read_bytes())
-    fs.fsync_dir(target)
+    if paths:
+        target.mkdir(parents=True, exist_ok=True)
+        for path in paths:
+            fs.write_file(_quarantine_path(target, path.name, 0), path.read_bytes())
+        fs.fsync_dir(target)
     cq.queue.close()
     cq.queue.files = []
     for path in paths:
@@ -402,7 +433,31 @@ def _quarantine_queue(root: Path, cq: ConsumeQueue, reason: str, report: Recover
         fs.fsync_dir(cq.directory)
     cq.max_physic_offset = -1
     cq.min_logic_offset = 0
-    report.queues_rebuilt.append(RebuiltQueue(cq.topic, cq.queue_id, reason, str(target)))
+    report.queues_rebuilt.append(RebuiltQueue(cq.topic, cq.queue_id, reason, str(target) if paths else ""))
+
+
+def _drop_index_from_first_bad(index: IndexService, recorded: list[IndexEnd], low: int, end: int, full: bool,
+                               report: RecoveryReport) -> None:
+    """Drop the first index file that is damaged (`IndexFile.find_damage`, with every slot and entry
+    when `full`) or lost entries since the last flush (gone, or holding fewer than recorded, while the
+    records it indexed are still in the log [low, end)), and every newer one: the catch-up indexes
+    their records again."""
+    lost = {name: count for name, _, last_phy, count in recorded if low <= last_phy < end}
+    present = {f.path.name for f in index.files}
+    first_bad = min((name for name in lost if name not in present), default=None)
+    for f in index.files:
+        if first_bad is not None and f.path.name >= first_bad:
+            break
+        if f.header.index_count < lost.get(f.path.name, 0) or f.find_damage(full) is not None:
+            first_bad = f.path.name
+            break
+    if first_bad is None:
+        return
+    doomed = [f for f in index.files if f.path.name >= first_bad]
+    index.files = [f for f in index.files if f.path.name < first_bad]
+    for f in doomed:
+        f.destroy()
+    report.index_files_dropped += [f.path.name for f in doomed]
 
 
 def _points_at_or_past(header: IndexHeader, end: int) -> bool:

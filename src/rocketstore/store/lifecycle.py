@@ -29,6 +29,8 @@ from rocketstore.format.store_dirs import (
 from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.derived_ends import DerivedEnds, Ends, QueueKey, snapshot
+from rocketstore.log.json_config import StateFileProblem, load_state
 from rocketstore.message import Message
 from rocketstore.services import odd_files, recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
@@ -61,33 +63,46 @@ def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
             break
 
 
+def _queue_key(name: str) -> QueueKey:
+    """(topic, queue id) of a `topic/queue id` name (a topic may hold no slash, RocketMQ's rule)."""
+    topic, _, queue_id = name.rpartition("/")
+    return topic, int(queue_id)
+
+
 def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
     """The config to open with: `config` checked against the geometry the store recorded, or that one.
+    With `config` given, a recorded geometry that cannot be read is left to the open, which sets it
+    aside (`_set_aside_damaged_record`) and records `config`'s.
 
     Raises:
-        StoreLayoutError: `config/` is not a directory, the recorded geometry is not readable (not
-            JSON, an unknown field, a value that is not a positive int), or it differs from `config`.
+        StoreLayoutError: `config/` is not a directory, the recorded geometry differs from `config`,
+            or, without `config`, it is not readable (not JSON, an unknown field, a value that is not a
+            positive int).
     """
     if (root / CONFIG_DIR).exists() and not (root / CONFIG_DIR).is_dir():
         raise StoreLayoutError(f"{root / CONFIG_DIR} is a file, not the store's config directory")
     recorded_path = root / CONFIG_DIR / STORE_CONFIG_FILE
-    recorded: dict[str, Any] = {}
+    recorded: dict[str, int] = {}
+    levels: Any = None
     if recorded_path.exists():
         try:
-            recorded = json.loads(recorded_path.read_text(encoding="utf-8")).get("geometry", {})
-        except (ValueError, AttributeError):
-            raise StoreLayoutError(f"{recorded_path} is not valid JSON") from None
-        if not isinstance(recorded, dict):
-            raise StoreLayoutError(f"{recorded_path}: geometry is not an object")
-        geometry_fields = StoreConfig().geometry()
-        for name, value in recorded.items():
-            if name not in geometry_fields:
-                raise StoreLayoutError(f"{recorded_path}: unknown geometry field {name!r} "
-                                       f"(known: {', '.join(geometry_fields)})")
-            if type(value) is not int or value <= 0:
-                raise StoreLayoutError(f"{recorded_path}: geometry field {name!r} is {value!r}, not a positive int")
+            data = json.loads(recorded_path.read_text(encoding="utf-8"))
+            recorded = _recorded_geometry(data)
+            levels = data.get("delay_levels")
+        except (ValueError, AttributeError, KeyError) as exc:
+            if config is None:
+                raise StoreLayoutError(f"{recorded_path}: {exc} (give the store's geometry to open it: "
+                                       "`rocketstore recover` with its file sizes)") from None
     if config is None:
-        return StoreConfig().with_geometry(recorded)
+        resolved = StoreConfig().with_geometry(recorded)
+        if isinstance(levels, str) and levels != resolved.delay_levels:  # the levels the store was written with
+            try:
+                resolved = dataclasses.replace(resolved, delay_levels=levels)
+                resolved.delay_level_millis()
+            except (ValueError, KeyError, IndexError):
+                raise StoreLayoutError(f"{recorded_path}: delay_levels {levels!r} is not a list of delays "
+                                       "(give the levels to open it)") from None
+        return resolved
     if recorded:
         differing = {k: (v, getattr(config, k)) for k, v in recorded.items()
                      if k in config.geometry() and int(v) != getattr(config, k)}
@@ -95,6 +110,39 @@ def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
             detail = ", ".join(f"{k}: store has {a}, config says {b}" for k, (a, b) in differing.items())
             raise StoreLayoutError(f"{root}: geometry differs from the store's ({detail})")
     return config
+
+
+def _recorded_geometry(data: Any) -> dict[str, int]:
+    """The geometry of `config/rocketstore.json`'s content.
+
+    Raises:
+        ValueError: not an object, an unknown field, a value that is not a positive int.
+    """
+    if not isinstance(data, dict):
+        raise ValueError("not valid JSON: not an object")
+    recorded = data.get("geometry", {})
+    if not isinstance(recorded, dict):
+        raise ValueError("geometry is not an object")
+    geometry_fields = StoreConfig().geometry()
+    for name, value in recorded.items():
+        if name not in geometry_fields:
+            raise ValueError(f"unknown geometry field {name!r} (known: {', '.join(geometry_fields)})")
+        if type(value) is not int or value <= 0:
+            raise ValueError(f"geometry field {name!r} is {value!r}, not a positive int")
+    return recorded
+
+
+def _set_aside_damaged_record(root: Path, quarantine: Path | None) -> StateFileProblem | None:
+    """A `config/rocketstore.json` that cannot be read (the open was given the geometry): copied to
+    `quarantine` and removed, so that the open records the given geometry (a read-only open, with no
+    `quarantine`, only reports it).
+
+    Raises:
+        OSError: the copy failed (the file is then still in place).
+    """
+    path = root / CONFIG_DIR / STORE_CONFIG_FILE
+    _, problem = load_state(root, path, _recorded_geometry, dict, quarantine=quarantine)
+    return problem
 
 
 def _record_geometry(root: Path, config: StoreConfig) -> None:
@@ -127,8 +175,10 @@ class StoreLifecycle(StoreCore):
             config: settings; None reads the geometry recorded in `config/rocketstore.json`.
             read_only: take no lock, write nothing, run no recovery (safe beside a live broker).
             clock: epoch-milliseconds clock for store timestamps (default: the system clock).
-            repair: also repair what an open refuses: commitlog files of the wrong size are copied to
-                `quarantine/` and resized, and the log is walked from them (`rocketstore recover`).
+            repair: also repair what an open refuses (`rocketstore recover`): commitlog files of the wrong
+                size are copied to `quarantine/` and resized, and the log is walked from them; and check
+                every consume-queue entry against the log (a plain open checks the first and last entry
+                of each file).
 
         Raises:
             FileNotFoundError: read-only open of a directory that does not exist.
@@ -156,6 +206,7 @@ class StoreLifecycle(StoreCore):
             (root / CONSUME_QUEUE_DIR).mkdir(exist_ok=True)
             self._lock_file = StoreLock(root)
             self._lock_file.acquire()
+        self._derived_ends = DerivedEnds(root)
         abnormal = abort_file_exists(root)
         odd = None
         if not self.read_only:
@@ -167,17 +218,22 @@ class StoreLifecycle(StoreCore):
         self.commitlog.load()
         self._load_queues()
         self.index.load()
+        quarantine = None if self.read_only else root / QUARANTINE_DIR / CONFIG_DIR
+        record_problem = _set_aside_damaged_record(root, quarantine)
         if not self.read_only:  # the files matched the geometry: now it is the store's
             _record_geometry(root, self.config)
-        quarantine = None if self.read_only else root / QUARANTINE_DIR / CONFIG_DIR
-        state_files = [p for p in (self.offsets.load(quarantine=quarantine), self.topics.load(quarantine=quarantine))
-                       if p is not None]
+        state_files = [p for p in (record_problem, self.offsets.load(quarantine=quarantine),
+                                   self.topics.load(quarantine=quarantine)) if p is not None]
         if self.read_only:
             self._open_read_only()
             self.recovery.state_files = state_files
         else:
             assert odd is not None
-            self._recover(abnormal or odd.first_resized_offset is not None, odd)
+            recorded, problem = self._derived_ends.load(quarantine=quarantine)
+            if problem is not None:
+                state_files.append(problem)
+            self._recover(abnormal or odd.first_resized_offset is not None, odd, recorded, thorough=repair,
+                          recorded_whole=problem is None)
             self.recovery.state_files = state_files
             create_abort_file(root)
             self._dispatched_to = self.commitlog.max_offset
@@ -194,19 +250,33 @@ class StoreLifecycle(StoreCore):
         self.recovery = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY, end_offset=end)
         self._rebuild_queue_table()
 
-    def _recover(self, abnormal: bool, odd: odd_files.OddFiles) -> None:
+    def _recover(self, abnormal: bool, odd: odd_files.OddFiles, recorded: Ends | None, *, thorough: bool,
+                 recorded_whole: bool) -> None:
+        """Recover (`services.recovery`), then catch up. `recorded`: the queue and index ends recorded
+        at the last flush (None: no record); not `recorded_whole`: the record was damaged or missing and
+        `recorded` is its older backup, or nothing."""
         assert self.checkpoint is not None
+        for key in recorded.queues if recorded else ():
+            self._queue_for(*key)  # a queue whose files are all gone is checked (and rebuilt) too
         report = recovery.recover(self.path, self.commitlog, list(self._queues.values()), self.index,
                                   self.checkpoint.values, abnormal=abnormal,
-                                  check_crc=self.config.check_crc_on_recover, walk_from=odd.first_resized_offset)
+                                  check_crc=self.config.check_crc_on_recover, walk_from=odd.first_resized_offset,
+                                  recorded=recorded, thorough=thorough)
         report.odd_files = odd.files
         self.recovery = report
         self._rebuild_queue_table()
-        self._catch_up(abnormal, report)
+        self._catch_up(report, from_walk=abnormal or recorded is None or not recorded_whole)
         self._rebuild_queue_table()
+        if (recorded is None or not recorded_whole or report.queues_rebuilt or report.queues_truncated
+                or report.index_files_dropped):
+            self._derived_ends.persist(snapshot(self._queues.values(), self.index, self.commitlog.min_offset))
 
-    def _catch_up(self, abnormal: bool, report: recovery.RecoveryReport) -> None:
-        """Dispatch the records the consume queues or the index do not hold yet.
+    def _catch_up(self, report: recovery.RecoveryReport, *, from_walk: bool) -> None:
+        """Dispatch the records the consume queues or the index do not hold yet: the queues' from the
+        newest queue end on, or from where the recovery walk started when `from_walk` (an abnormal exit,
+        or a store without recorded queue ends, whose queues are then checked against the walked
+        records), and from the end of any queue recovery cut back; the index from the record its newest
+        entry points at (keys of that record already there are not added again).
 
         A record whose queue offset does not follow its queue's last entry means a queue lost entries
         before the scan's start: the scan is redone once from the oldest record. A record that still
@@ -215,17 +285,21 @@ class StoreLifecycle(StoreCore):
         """
         min_phy = self.commitlog.min_offset
         cq_from = max((cq.max_physic_offset for cq in self._queues.values()), default=-1)
+        for name in report.queues_truncated:  # a queue cut back catches up from its own end
+            cut = self._queues[_queue_key(name)].max_physic_offset
+            if cut >= 0:
+                cq_from = min(cq_from, cut)
         cq_from = max(cq_from, min_phy)
-        if abnormal:
+        if from_walk:
             cq_from = min(cq_from, report.start_offset)
         if report.queues_rebuilt:
             self._rebuild_queues({(q.topic, q.queue_id) for q in report.queues_rebuilt}, min_phy, cq_from)
         index_from = self.index.files[-1].header.end_phy_offset if self.index.files else -1
         start = max(min(cq_from, max(index_from, min_phy)), min_phy)
         try:
-            self._dispatch_from(start, cq_from, index_from, abnormal, report, skip_gaps=False)
+            self._dispatch_from(start, cq_from, index_from, report, skip_gaps=False)
         except StoreError:
-            self._dispatch_from(min_phy, min_phy, index_from, abnormal, report, skip_gaps=True)
+            self._dispatch_from(min_phy, min_phy, index_from, report, skip_gaps=True)
 
     def _rebuild_queues(self, keys: set[tuple[str, int]], start: int, end: int) -> None:
         """Write the entries of the queues `keys` (emptied by recovery) for the records in [start, end);
@@ -234,11 +308,14 @@ class StoreLifecycle(StoreCore):
             if (msg.topic, msg.queue_id) in keys:
                 self._dispatcher.dispatch(request_from_message(msg, self._delay_millis), index=False)
 
-    def _dispatch_from(self, start: int, cq_from: int, index_from: int, abnormal: bool,
-                       report: recovery.RecoveryReport, *, skip_gaps: bool) -> None:
+    def _dispatch_from(self, start: int, cq_from: int, index_from: int, report: recovery.RecoveryReport, *,
+                       skip_gaps: bool) -> None:
+        """Dispatch the records from `start` on: queue entries from `cq_from`, index keys from
+        `index_from` (the record there may have been indexed in part: `IndexService` adds only the
+        keys it lacks)."""
         if not skip_gaps:  # the usual catch-up: batches of records, as puts dispatch them
             for packed in packed_from(self.commitlog, start, self._delay_millis, DISPATCH_BATCH, cq_from, index_from,
-                                      abnormal):
+                                      True):
                 queued, indexed = self._dispatcher.write_packed(packed.runs, packed.groups)
                 report.queue_entries_dispatched += queued
                 report.index_records_dispatched += indexed
@@ -247,7 +324,7 @@ class StoreLifecycle(StoreCore):
             return
         for msg in self.commitlog.scan(start):
             req = request_from_message(msg, self._delay_millis)
-            with_index = msg.phy_offset >= index_from if abnormal else msg.phy_offset > index_from
+            with_index = msg.phy_offset >= index_from
             with_queue = msg.phy_offset >= cq_from
             try:
                 queued, indexed = self._dispatcher.dispatch(req, queues=with_queue, index=with_index)
@@ -274,7 +351,8 @@ class StoreLifecycle(StoreCore):
                 least_pages=cfg.flush_least_pages, thorough_interval_ms=cfg.flush_thorough_interval_ms,
                 last_store_timestamp=lambda: self._last_store_timestamp, lock=self._lock)
         self._queue_flush = QueueFlushService(
-            self._caught_up_queues, self.index, self.checkpoint, self.clock,
+            self._caught_up_queues, self.index, self.checkpoint, self.clock, derived_ends=self._derived_ends,
+            log_min=lambda: self.commitlog.min_offset,
             interval_ms=cfg.flush_consume_queue_interval_ms,
             thorough_interval_ms=cfg.flush_consume_queue_thorough_interval_ms, lock=self._lock,
             least_pages=cfg.flush_consume_queue_least_pages)
@@ -362,6 +440,7 @@ class StoreLifecycle(StoreCore):
                     self._flush_service.flushed_to(flushed)  # releases the puts waiting for it
                 for cq in self._queues.values():
                     cq.flush(0)
+                ends = snapshot(self._queues.values(), self.index, self.commitlog.min_offset)
                 self.index.flush()
                 assert self.checkpoint is not None
                 if self._last_store_timestamp:
@@ -370,6 +449,7 @@ class StoreLifecycle(StoreCore):
                 self.checkpoint.flush()
             self.offsets.persist()
             self.topics.persist()
+            self._derived_ends.persist(ends)
             if self._schedule is not None:
                 self._schedule.persist()
         except OSError as exc:
@@ -445,9 +525,12 @@ class StoreLifecycle(StoreCore):
             StoreReadOnlyError: the store was opened read-only or does not deliver
                 (`deliver_delayed_messages`). A store that turned read-only later delivers nothing (0)
                 until it is writable again.
+            InvalidArgumentError: `now_ms` is not an epoch-milliseconds time before the year 10000.
             OSError: the progress file could not be written.
         """
         self._check_open()
+        if now_ms is not None:
+            _check_int("deliver_delayed: now_ms", now_ms, _LAST_MS_OF_YEAR_9999)
         if self._schedule is None:
             raise StoreReadOnlyError(self._read_only_reason or "delayed delivery is off for this store")
         return self._schedule.run_once(now_ms)

@@ -1,0 +1,167 @@
+"""Consume queues and index files that lost entries are rebuilt from the log at the next open: no
+queue offset is given out twice, no key is lost (docs/recovery.md, "Lost entries").
+
+Each test is one reported case; tests/adversarial/test_damage_invariant.py holds the same invariant
+over generated damage.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.format.consume_queue import UNIT_SIZE
+from rocketstore.format.store_dirs import CONFIG_DIR, DERIVED_ENDS_FILE
+from rocketstore.report.verify import verify_store
+
+CONFIG = StoreConfig(commitlog_file_size=1 << 20)
+
+
+def _write(root: Path) -> None:
+    with MessageStore.open(root, CONFIG) as store:
+        for i in range(10):
+            store.put(Message("T", b"old-%d" % i))
+        store.put(Message("Other", b"other"))
+
+
+def _queue_file(root: Path) -> Path:
+    return root / "consumequeue" / "T" / "0" / f"{0:020d}"
+
+
+def _zero_fill(path: Path) -> None:
+    path.write_bytes(bytes(path.stat().st_size))
+
+
+LOSSES: dict[str, Callable[[Path], None]] = {
+    "directory removed": lambda root: shutil.rmtree(root / "consumequeue" / "T"),
+    "file removed": lambda root: _queue_file(root).unlink(),
+    "file truncated to 0": lambda root: os.truncate(_queue_file(root), 0),
+    "file zero-filled": lambda root: _zero_fill(_queue_file(root)),
+    "file cut mid-entry": lambda root: os.truncate(_queue_file(root), 4 * UNIT_SIZE + 7),
+}
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_a_queue_that_lost_entries_is_rebuilt_and_its_offsets_are_not_reused(tmp_path, loss):
+    root = tmp_path / "store"
+    _write(root)
+    LOSSES[loss](root)
+    with MessageStore.open(root, CONFIG) as store:
+        assert not store.recovery.clean
+        assert [(q.topic, q.queue_id) for q in store.recovery.queues_rebuilt] == [("T", 0)]
+        assert store.max_offset("T", 0) == 10
+        assert [m.body for m in store.iter_queue("T", 0)] == [b"old-%d" % i for i in range(10)]
+        assert store.put(Message("T", b"new")).queue_offset == 10
+    assert verify_store(root, CONFIG).ok
+    with MessageStore.open(root, CONFIG) as store:
+        assert store.recovery.clean, "the next open finds nothing more to do"
+
+
+@pytest.mark.parametrize("backup", [False, True])
+def test_without_the_record_the_walked_records_are_checked(tmp_path, backup):
+    """A store with no record of its queue ends (written by RocketMQ, or the record lost, its older
+    backup kept or not) checks its queues against the records of the files recovery walks."""
+    root = tmp_path / "store"
+    _write(root)
+    if not backup:
+        (root / CONFIG_DIR / (DERIVED_ENDS_FILE + ".bak")).unlink()
+    (root / CONFIG_DIR / DERIVED_ENDS_FILE).unlink()
+    shutil.rmtree(root / "consumequeue" / "T")
+    with MessageStore.open(root, CONFIG) as store:
+        assert store.max_offset("T", 0) == 10
+        assert store.put(Message("T", b"new")).queue_offset == 10
+    assert (root / CONFIG_DIR / DERIVED_ENDS_FILE).exists(), "the open records the ends it found"
+
+
+def test_a_last_entry_pointing_past_the_log_end_is_written_again(tmp_path):
+    root = tmp_path / "store"
+    _write(root)
+    with _queue_file(root).open("r+b") as f:
+        f.seek(9 * UNIT_SIZE)
+        f.write(struct.pack(">q", 1 << 19))  # inside the file, past the log's end
+    with MessageStore.open(root, CONFIG) as store:
+        assert store.max_offset("T", 0) == 10
+        assert store.get("T", 0, 9, 1).messages[0].body == b"old-9"
+        assert store.put(Message("T", b"new")).queue_offset == 10
+    assert verify_store(root, CONFIG).ok
+
+
+def test_the_keys_of_the_record_across_an_index_file_boundary_survive_a_dropped_file(tmp_path):
+    """13 records of two keys each fill index files of 23 entries: record 11's keys straddle the
+    boundary. The last record is torn, its index file dropped: record 11 keeps both keys."""
+    root = tmp_path / "store"
+    config = StoreConfig(commitlog_file_size=1 << 20, index_hash_slots=8, index_max_entries=24)
+    with MessageStore.open(root, config) as store:
+        results = [store.put(Message("T", b"body-%d" % i, keys=("common", f"k{i}"))) for i in range(13)]
+    last = results[-1]
+    with (root / "commitlog" / f"{0:020d}").open("r+b") as f:
+        f.seek(last.phy_offset + last.size - 10)
+        f.write(bytes(10))
+    with MessageStore.open(root, config) as store:
+        assert store.recovery.index_files_dropped
+        assert sorted(m.queue_offset for m in store.query("T", "common")) == list(range(12))
+        for i in range(12):
+            assert [m.queue_offset for m in store.query("T", f"k{i}")] == [i]
+    assert verify_store(root, config).ok
+
+
+def test_a_clean_reopen_adds_no_index_entry(tmp_path):
+    """The catch-up starts at the record the index ends with and adds only the keys it lacks."""
+    root = tmp_path / "store"
+    config = StoreConfig(commitlog_file_size=1 << 20, index_hash_slots=8, index_max_entries=24)
+    with MessageStore.open(root, config) as store:
+        for i in range(13):
+            store.put(Message("T", b"body-%d" % i, keys=("common", f"k{i}")))
+    before = {p.name: p.read_bytes() for p in (root / "index").iterdir()}
+    for _ in range(2):
+        with MessageStore.open(root, config) as store:
+            assert store.recovery.index_records_dispatched == 0
+    assert {p.name: p.read_bytes() for p in (root / "index").iterdir()} == before
+
+
+def test_an_index_file_that_lost_entries_is_indexed_again(tmp_path):
+    root = tmp_path / "store"
+    config = StoreConfig(commitlog_file_size=1 << 20, index_hash_slots=8, index_max_entries=24)
+    with MessageStore.open(root, config) as store:
+        for i in range(30):
+            store.put(Message("T", b"body-%d" % i, keys=("common", f"k{i}")))
+    oldest = sorted((root / "index").iterdir())[0]
+    oldest.unlink()
+    with MessageStore.open(root, config) as store:
+        assert oldest.name in store.recovery.index_files_dropped or store.recovery.index_records_dispatched
+        for i in range(30):
+            assert [m.queue_offset for m in store.query("T", f"k{i}")] == [i]
+    assert verify_store(root, config).ok
+
+
+def test_a_damaged_geometry_record_is_set_aside_when_the_geometry_is_given(tmp_path):
+    root = tmp_path / "store"
+    _write(root)
+    (root / CONFIG_DIR / "rocketstore.json").write_bytes(b"\x00garbage")
+    with MessageStore.open(root, CONFIG) as store:
+        assert [p.file for p in store.recovery.state_files] == ["config/rocketstore.json"]
+        assert store.max_offset("T", 0) == 10
+    assert list((root / "quarantine" / CONFIG_DIR).glob("rocketstore.json.damaged*"))
+    with MessageStore.open(root) as store:  # the record is whole again
+        assert store.recovery.clean and store.config.commitlog_file_size == 1 << 20
+
+
+def test_recover_sets_aside_the_commitlog_files_after_a_missing_one(tmp_path):
+    root = tmp_path / "store"
+    config = StoreConfig(commitlog_file_size=4096)
+    with MessageStore.open(root, config) as store:
+        for i in range(100):
+            store.put(Message("T", b"x" * 100, keys=(f"k{i}",)))
+    files = sorted((root / "commitlog").iterdir())
+    assert len(files) >= 4
+    files[1].unlink()
+    with MessageStore.open(root, config, repair=True) as store:
+        assert [f.file for f in store.recovery.odd_files] == [f"commitlog/{p.name}" for p in files[2:]]
+        assert store.max_phy_offset == 4096 and store.max_offset("T", 0) == store.put(Message("T", b"n")).queue_offset
+    assert all((root / "quarantine" / "commitlog-files" / p.name).exists() for p in files[2:])
