@@ -1,7 +1,7 @@
 """The one-way import rule between layers (format <- storage <- log <- services <- store <- adapters), the
 remoting codec and client (`protocol`) on the codecs only, adapters reaching the store only through
 `rocketstore.store` (and `rocketstore.store.files`), and adapters importing one another only from the
-command line, which puts them together."""
+command line and the test fixture, which put them together."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rocketstore"
 ORDER = ["format", "storage", "log", "services", "store"]
-ADAPTERS = {"spark", "cli", "broker", "report"}
+ADAPTERS = {"spark", "cli", "broker", "report", "testing"}
 BASE = {"errors", "config", "_types", "native", "_speedups"}
 
 
@@ -72,10 +72,11 @@ def test_adapters_reach_the_store_through_its_public_surface(adapter):
             assert _layer(module) not in below, f"{path.relative_to(SRC)} imports {module}"
 
 
-@pytest.mark.parametrize("adapter", sorted(ADAPTERS - {"cli"}))
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS - {"cli", "testing"}))
 def test_adapters_import_no_other_adapter(adapter):
     """The broker (both protocols), Spark and the report stand side by side; the command line (`cli`, and
-    a package's `__main__`) is the one place that puts them together."""
+    a package's `__main__`) puts them together, and so does the test fixture (`testing`), which starts
+    the broker's command."""
     for path in (SRC / adapter).rglob("*.py"):
         if path.name == "__main__.py":
             continue
