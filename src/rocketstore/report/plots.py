@@ -317,7 +317,7 @@ def index_fill(stats: StoreStats) -> Plot:
     bars = ax.barh(rows, [100 * f.fill for f in files], height=0.7)
     ax.bar_label(bars, [f"{f.entries} of {f.capacity}" + (" (full)" if f.full else "") for f in files],
                  fontsize="x-small", padding=2)
-    ax.set_xlim(0, 120)
+    ax.set_xlim(0, 135)  # room for the bar labels right of a full file's bar
     ax.set_xticks(range(0, 101, 20))
     ax.set_xlabel(f"% of usable entries\n{axis_label}")
     capacity, configured = files[-1].capacity, files[-1].configured
