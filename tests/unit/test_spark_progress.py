@@ -187,3 +187,15 @@ def test_the_jvm_start_warning_is_dropped_and_its_other_lines_kept():
     assert done.returncode == 0, done.stderr
     assert not any(noise in done.stderr for noise in JVM_NOISE)
     assert done.stderr.splitlines() == ["after the launch", "12:00:01 ERROR SparkContext: a real error"]
+
+
+def test_the_jobs_summary_prints_an_aligned_table():
+    from rocketstore.spark.jobs import _text_table
+
+    rows = [{"topic": "TopicA", "queueId": 0, "messages": 160}, {"topic": "B", "queueId": 11, "messages": 7}]
+    assert _text_table(["topic", "queueId", "messages"], rows).splitlines() == [
+        "topic   queueId  messages",
+        "TopicA        0       160",
+        "B            11         7",
+    ]
+    assert _text_table(["topic"], []) == "topic\n(no messages)"
