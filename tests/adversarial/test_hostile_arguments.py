@@ -108,6 +108,7 @@ def _calls(data: st.DataObject | None) -> dict[str, Callable[[MessageStore], obj
         "record_topic": lambda s: s.record_topic(draw(TOPICS), draw(INTS), draw(INTS), draw(INTS)),
         "add_arrival_listener": lambda s: s.add_arrival_listener(draw(st.one_of(st.just(print), JUNK)))(),
         "clean_expired": lambda s: s.clean_expired(draw(JUNK.filter(lambda v: not isinstance(v, int)))),
+        "deliver_delayed": lambda s: s.deliver_delayed(draw(JUNK.filter(lambda v: not isinstance(v, int)))),
     }
 
 
