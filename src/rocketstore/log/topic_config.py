@@ -86,6 +86,16 @@ class TopicConfigs:
             self._counter += 1
             self._dirty = True
 
+    def remove(self, topic: str) -> bool:
+        """Forget `topic` (an admin's delete); True when it was known."""
+        with self._lock:
+            self._write_queue_nums.pop(topic, None)
+            if self._table.pop(topic, None) is None:
+                return False
+            self._counter += 1
+            self._dirty = True
+            return True
+
     def persist(self, *, force: bool = False) -> None:
         """Write the file when something changed.
 

@@ -395,3 +395,17 @@ class StoreCore:
         self._dispatch_behind()  # a queue's first entry records its topic
         return self.topics.topics()
 
+
+    def delete_topic(self, topic: str) -> bool:
+        """Delete `topic`'s consume queues and its config/topics.json entry; its records stay in the log
+        until retention (`rocketstore.store.topic_delete`). True when the store knew the topic.
+
+        Raises:
+            StoreClosedError: the store was closed.
+            StoreReadOnlyError: the store is read-only.
+            InvalidArgumentError: not a non-empty str, or SCHEDULE_TOPIC_XXXX.
+            OSError: a file could not be deleted or written.
+        """
+        from rocketstore.store.topic_delete import delete_topic  # the store's parts import core
+
+        return delete_topic(self, topic)  # type: ignore[arg-type]  # self is the whole MessageStore
