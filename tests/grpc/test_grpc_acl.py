@@ -96,4 +96,4 @@ def test_the_real_client_needs_credentials_and_the_topic_permission(store_dir, t
         assert len(got) == 1
     finally:
         assert broker.stop() == 0, broker.log()
-    assert "refused gRPC SendMessage" in broker.log()
+    assert "gRPC SendMessage refused FORBIDDEN" in broker.log()  # the reader's send

@@ -19,6 +19,7 @@ Rules (as RocketMQ 5's broker pops):
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from collections.abc import Callable
@@ -35,10 +36,13 @@ from rocketstore.broker.grpc.convert import (
     due_ms,
     message_group,
 )
+from rocketstore.broker.grpc.logs import short
 from rocketstore.broker.grpc.protos import pb
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.properties import DELAY, REAL_QID, REAL_TOPIC
 from rocketstore.format.topics import DLQ_PREFIX
+
+log = logging.getLogger("rocketstore.broker.grpc")
 
 HANDLE_PREFIX = "rs1"
 TOKEN_BYTES = 8  # a delivery's token: 16 lowercase hex digits
@@ -302,3 +306,5 @@ class PopService:
                                         born_timestamp=message.born_timestamp, born_host=message.born_host,
                                         sys_flag=message.sys_flag, reconsume_times=max(attempts - 1, 0)))
         self.on_put(result.topic, result.queue_id)
+        log.info("gRPC message %s of topic %s moved to %s after %d deliveries",
+                 short(message.uniq_key or message.msg_id), short(message.topic), short(topic), attempts)

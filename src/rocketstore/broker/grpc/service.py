@@ -33,6 +33,7 @@ from rocketstore.broker.grpc.convert import (
     to_proto_message,
     to_store_message,
 )
+from rocketstore.broker.grpc.logs import logged, short
 from rocketstore.broker.grpc.pop import PopService, tag_filter
 from rocketstore.broker.grpc.protos import SERVICE, pb
 from rocketstore.broker.grpc.settings import client_settings
@@ -251,7 +252,10 @@ class MessagingService:
         command = pb.TelemetryCommand(status=status(pb.Code.OK))
         command.recover_orphaned_transaction_command.message.CopyFrom(message)
         command.recover_orphaned_transaction_command.transaction_id = transaction_id
-        return _offer(self.outboxes[client], command)
+        offered = _offer(self.outboxes[client], command)
+        log.info("gRPC transaction check of %s (topic %s) %s producer %s", short(transaction_id), short(topic),
+                 "sent to" if offered else "dropped, the telemetry stream is full, for", short(client))
+        return offered
 
     # --- producing ----------------------------------------------------------------------------
 
@@ -500,9 +504,8 @@ def _authenticated(auth: GrpcAuthenticator, name: str, impl: Callable[..., Any],
         refused = auth.check(name, context.invocation_metadata() or (), None if streaming_in else request)
         if refused is None:
             return None
-        code, reason = refused
-        log.info("refused gRPC %s from %s: %s", name, context.peer(), reason)
-        return response_type(status=status(pb.Code.Value(code), reason))
+        code, reason = refused  # logged by logs.logged, as every refusal
+        return response_type(status=status(getattr(pb.Code, code), reason))
 
     if streaming_out:
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
@@ -534,6 +537,7 @@ def _handler(service: MessagingService, method: Any, auth: GrpcAuthenticator | N
         impl = _guarded(name, impl, response_type)
     if auth is not None:
         impl = _authenticated(auth, name, impl, response_type, streaming_in, streaming_out)
+    impl = logged(name, impl, streaming_in, streaming_out)
     kwargs = {"request_deserializer": request_type.FromString,
               "response_serializer": response_type.SerializeToString}
     if streaming_in:
