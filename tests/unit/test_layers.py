@@ -13,7 +13,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "rocketstore"
 ORDER = ["format", "storage", "log", "services", "store"]
 ADAPTERS = {"spark", "cli", "broker", "report", "testing"}
-BASE = {"errors", "config", "_types", "native", "_speedups"}
+BASE = {"errors", "config", "_types", "_readable", "native", "_speedups"}
 
 
 def _layer(module: str) -> str | None:

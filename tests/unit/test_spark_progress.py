@@ -14,13 +14,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from rocketstore._readable import human_bytes, human_seconds
 from rocketstore.spark.jobs import ExportReport, RebuildReport
 from rocketstore.spark.progress import (
     JVM_NOISE,
     PROGRESS_ENV,
     Progress,
-    human_bytes,
-    human_seconds,
     progress_wanted,
 )
 

@@ -66,7 +66,7 @@ class ReportSummary:
 
     def describe(self) -> str:
         """What the page holds and where it is, in a few lines for a reader."""
-        from rocketstore.spark.progress import human_bytes, human_seconds
+        from rocketstore._readable import human_bytes, human_seconds
 
         return (f"wrote the report on {self.store} to {self.out} ({human_bytes(self.html_bytes)}) in "
                 f"{human_seconds(self.seconds)}:\n"

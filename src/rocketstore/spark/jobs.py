@@ -34,9 +34,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore._readable import human_bytes, human_seconds
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, INDEX_DIR
 from rocketstore.spark._stores import LogReader, commitlog_extent, record_starts, store_config
-from rocketstore.spark.progress import Progress, StageCallback, human_bytes, human_seconds
+from rocketstore.spark.progress import Progress, StageCallback
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -31,6 +31,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any
 
+from rocketstore._readable import human_seconds
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -38,8 +40,6 @@ __all__ = [
     "PROGRESS_ENV",
     "Progress",
     "StageCallback",
-    "human_bytes",
-    "human_seconds",
     "progress_wanted",
     "quiet_jvm_launch",
     "quiet_jvm_options",
@@ -87,26 +87,6 @@ def progress_wanted(stream: IO[str]) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):  # a closed or odd stream
         return False
-
-
-def human_bytes(count: int) -> str:
-    """`512 B`, `10.2 KiB`, `3.0 MiB`, `1.2 GiB`."""
-    if count < 1024:
-        return f"{count} B"
-    size = float(count)
-    for unit in ("KiB", "MiB"):
-        size /= 1024
-        if size < 1024:
-            return f"{size:.1f} {unit}"
-    return f"{size / 1024:.1f} GiB"
-
-
-def human_seconds(seconds: float) -> str:
-    """`0.4 s`, `38 s`, `2 min 05 s`."""
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    whole = round(seconds)
-    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
 
 
 class Progress:
