@@ -837,7 +837,9 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     if (any_time < 0) {
         return NULL;
     }
-    long long widened = begin <= 1000 ? 0 : begin - 1000; /* index times: whole seconds after the file's begin */
+    /* index times: whole seconds after the file's begin; any time: none filtered (a record whose store time
+     * was damaged, which no CRC covers, misplaces the times of its whole index file) */
+    long long widened = any_time ? LLONG_MIN : begin <= 1000 ? 0 : begin - 1000;
     long long key_hash = index_hash_of(hash_units(31u * hash_units(0, topic) + '#', key));
     struct offsets offsets;
     offsets_init(&offsets);

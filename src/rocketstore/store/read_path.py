@@ -381,7 +381,9 @@ class StoreReadPath(StoreCore):
             StoreClosedError: the store was closed.
         """
         self._check_open()
-        widened_begin = 0 if begin_ms <= 1000 else begin_ms - 1000  # index times: whole seconds after the file's begin
+        # index times: whole seconds after the file's begin; any time: none filtered (a record whose store
+        # time was damaged, which no CRC covers, misplaces the times of its whole index file)
+        widened_begin = LONG_MIN if any_time else 0 if begin_ms <= 1000 else begin_ms - 1000
         limit = max_count
         message_at = self.commitlog.message_at
         while True:

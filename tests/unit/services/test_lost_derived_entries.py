@@ -165,3 +165,23 @@ def test_recover_sets_aside_the_commitlog_files_after_a_missing_one(tmp_path):
         assert [f.file for f in store.recovery.odd_files] == [f"commitlog/{p.name}" for p in files[2:]]
         assert store.max_phy_offset == 4096 and store.max_offset("T", 0) == store.put(Message("T", b"n")).queue_offset
     assert all((root / "quarantine" / "commitlog-files" / p.name).exists() for p in files[2:])
+
+
+def test_a_rewritten_store_time_does_not_hide_the_keys_of_its_index_file(tmp_path):
+    """No CRC covers a record's store time: one rewritten to a negative time is the begin time of its
+    index file, and every key there would read as stored before 1970. A query without a time range
+    filters nothing by time."""
+    root = tmp_path / "store"
+    config = StoreConfig(commitlog_file_size=1 << 20, index_hash_slots=8, index_max_entries=24)
+    with MessageStore.open(root, config) as store:
+        for i in range(5):
+            store.put(Message("T", b"body-%d" % i, keys=(f"k{i}",)))
+    with (root / "commitlog" / f"{0:020d}").open("r+b") as f:
+        f.seek(56)  # the first record's STORETIMESTAMP (v1 layout)
+        f.write(struct.pack(">q", -1_795_761_980_768))
+    for name in ("index", "consumequeue"):
+        shutil.rmtree(root / name)  # built again from the log, the damaged time first
+    (root / CONFIG_DIR / DERIVED_ENDS_FILE).unlink()
+    with MessageStore.open(root, config) as store:
+        for i in range(5):
+            assert [m.queue_offset for m in store.query("T", f"k{i}")] == [i]
