@@ -11,6 +11,7 @@ raises but a `RocketStoreError`.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -25,6 +26,7 @@ from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.errors import RocketStoreError
 from rocketstore.format.consume_queue import UNIT_SIZE
 from rocketstore.format.index import ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE
+from rocketstore.format.json_text import quote_integer_keys
 from rocketstore.report.verify import verify_store
 
 CONFIG = StoreConfig(commitlog_file_size=8 * 1024, consume_queue_file_entries=8, index_hash_slots=8,
@@ -60,6 +62,9 @@ class Case:
     target: str = ""
     damaged_log: list[tuple[str, int, int]] = field(default_factory=list)
     """(commitlog file, start, end) of bytes changed in place in the log."""
+    durable_end: int = 0
+    """How far the log was on disk by the store's own record (config/derivedEnds.json) before the
+    damage: a crash may lose what lies past it without a trace, as a power cut would."""
 
 
 def _message(rng: random.Random, i: int) -> tuple[str, int, Message]:
@@ -126,6 +131,9 @@ def damage(root: Path, case: Case, rng: random.Random, acked: list[Acked]) -> No
     """Apply `case.damage` to one file of `case.kind` (a damage that does not fit the kind falls back
     to flipped bytes)."""
     kind, how = case.kind, case.damage
+    record = root / "config" / "derivedEnds.json"
+    if record.exists():
+        case.durable_end = int(json.loads(quote_integer_keys(record.read_text()))["logFlushed"])
     if kind == "abort":
         path = root / "abort"
         if path.exists() and how in ("delete", "truncate0"):
@@ -297,14 +305,16 @@ def _in_damaged_log(case: Case, file: str, pos: int) -> bool:
     return any(file.endswith(name) and start - 4096 <= pos < end for name, start, end in case.damaged_log)
 
 
-def _set_aside(store: MessageStore, a: Acked) -> bool:
+def _set_aside(store: MessageStore, case: Case, a: Acked) -> bool:
     """The report names where the record went: past the recovered end (quarantined or removed with
     its file), or left out of its queue."""
     report = store.recovery
-    if a.phy_offset + a.size > report.end_offset:  # the log lost it: the report shows the cut (after a
-        # clean close, a queue cut back is a loss the report is not clean about; after a crash it is what
-        # a power cut leaves)
-        return bool(report.quarantined or report.commitlog_files_removed or report.odd_files
+    if a.phy_offset + a.size > report.end_offset:
+        if case.left != "closed" and a.phy_offset + a.size > case.durable_end:
+            return True  # never on disk by the store's word: a crash may lose it as a power cut would
+        # the log lost it: the report shows the cut (after a clean close, a queue cut back is a loss the
+        # report is not clean about; after a crash it is what a power cut leaves)
+        return bool(report.quarantined or report.commitlog_files_removed or report.odd_files or report.lost
                     or report.queues_truncated) and not (report.mode.value == "normal" and report.clean)
     return any(s.startswith(f"{a.phy_offset}:") for s in report.dispatch_skipped)
 
@@ -323,7 +333,7 @@ def _check_store(store: MessageStore, case: Case, acked: list[Acked], *, after: 
                 truth[key] = max(truth.get(key, -1), msg.queue_offset)
         damaged = _damaged_records(case, acked)
         missed = [m for a in acked if a.phy_offset >= store.min_phy_offset and a.phy_offset not in damaged
-                  and not _set_aside(store, a) for m in _missed(store, case, a)]
+                  and not _set_aside(store, case, a) for m in _missed(store, case, a)]
         for topic, queue_id in QUEUES:
             expected = truth.get((topic, queue_id), -1) + 1
             assert store.max_offset(topic, queue_id) == expected, (

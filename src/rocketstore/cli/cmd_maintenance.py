@@ -61,7 +61,8 @@ def recover(store: Path, dry_run: bool) -> None:
         where = "dry run: the store was not changed" if dry_run else f"see {store / 'quarantine'}"
         verb = "would rebuild" if dry_run else "rebuilt"
         queues = f" and {verb} {rebuilt} damaged consume queue(s)" if rebuilt else ""
-        raise ProblemsFound(f"recovery {outcome} {moved} range(s) or file(s) aside{queues} ({where})")
+        lost = f"; {'; '.join(document['lost'])}" if document.get("lost") else ""
+        raise ProblemsFound(f"recovery {outcome} {moved} range(s) or file(s) aside{queues}{lost} ({where})")
 
 
 @click.command()

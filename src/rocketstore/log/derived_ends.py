@@ -12,12 +12,15 @@ This record is their lower bound:
 * an index file that is gone, or holds fewer entries than recorded, while its records are still in the
   log, lost keys: it and every newer index file are dropped and their records indexed again.
 
+And the log never ends below where it was on disk then: a log that does (a commitlog file deleted or cut)
+lost records, which the recovery report names (`lost`).
+
 Queue offsets and index entries only grow (retention keeps the newest file of every queue and deletes
 index files only below the log's start), so an older record, its `.bak` included, is still a true
 lower bound.
 
     {"indexFiles": [[<name>, <begin phy offset>, <end phy offset>, <index count>], ...],
-     "logMin": <the commitlog's min offset>,
+     "logFlushed": <how far the commitlog was on disk>, "logMin": <the commitlog's min offset>,
      "queues": {"<topic>": {<queue id>: [<max offset>, <end of the last entry's record in the log>,
                                          <queue offset its first file starts at>]}}}
 """
@@ -51,15 +54,16 @@ class Ends:
     queues: dict[QueueKey, QueueEnd] = field(default_factory=dict)
     index_files: list[IndexEnd] = field(default_factory=list)
     log_min: int = 0
+    log_flushed: int = 0
 
 
-def snapshot(queues: Iterable[ConsumeQueue], index: IndexService, log_min: int) -> Ends:
-    """The ends of the queues that hold entries and of every index file, and the log's min offset
-    (read under the store lock, before the flush that puts them on disk)."""
+def snapshot(queues: Iterable[ConsumeQueue], index: IndexService, log_min: int, log_flushed: int) -> Ends:
+    """The ends of the queues that hold entries and of every index file, the log's min offset and how
+    far the log is on disk (read under the store lock, before the flush that puts them on disk)."""
     return Ends({(cq.topic, cq.queue_id): (cq.max_offset, cq.max_physic_offset, cq.queue.min_offset // UNIT_SIZE)
                  for cq in queues if cq.max_physic_offset > 0 and cq.max_offset > 0},
                 [(f.path.name, f.header.begin_phy_offset, f.header.end_phy_offset, f.header.index_count)
-                 for f in index.files], log_min)
+                 for f in index.files], log_min, log_flushed)
 
 
 class DerivedEnds:
@@ -95,8 +99,8 @@ class DerivedEnds:
             table: dict[str, dict[int, list[int]]] = {}
             for (topic, queue_id), end in sorted(ends.queues.items()):
                 table.setdefault(topic, {})[queue_id] = list(end)
-            write_json(self.path, {"indexFiles": [list(f) for f in ends.index_files], "logMin": ends.log_min,
-                                   "queues": table})
+            write_json(self.path, {"indexFiles": [list(f) for f in ends.index_files], "logFlushed": ends.log_flushed,
+                                   "logMin": ends.log_min, "queues": table})
             self._written = ends
 
 
@@ -109,7 +113,7 @@ def _parse(data: dict[str, Any]) -> Ends:
     table = data["queues"]
     if not isinstance(table, dict) or not isinstance(data["indexFiles"], list):
         raise ValueError("queues is not an object or indexFiles not a list")
-    ends = Ends(log_min=java_int(data["logMin"], "logMin"))
+    ends = Ends(log_min=java_int(data["logMin"], "logMin"), log_flushed=java_int(data["logFlushed"], "logFlushed"))
     for topic, queues in table.items():
         if not isinstance(queues, dict):
             raise ValueError(f"queues of {topic!r} is not an object")

@@ -166,11 +166,11 @@ class QueueFlushService(Service):
     def __init__(self, queues: Callable[[], list[ConsumeQueue]], index: IndexService,
                  checkpoint: StoreCheckpoint, clock: Clock, *, interval_ms: int, thorough_interval_ms: int,
                  lock: threading.Lock, least_pages: int = 2, derived_ends: DerivedEnds | None = None,
-                 log_min: Callable[[], int] = lambda: 0) -> None:
+                 log_bounds: Callable[[], tuple[int, int]] = lambda: (0, 0)) -> None:
         super().__init__(interval_ms)
         self.queues = queues
         self.derived_ends = derived_ends
-        self.log_min = log_min
+        self.log_bounds = log_bounds  # the log's min offset and how far it is on disk
         self.index = index
         self.checkpoint = checkpoint
         self.clock = clock
@@ -191,7 +191,7 @@ class QueueFlushService(Service):
         with self._lock:
             logics = self.logics_timestamp  # sampled before the flush: never ahead of what is durable
             queues = self.queues()
-            ends = (snapshot(queues, self.index, self.log_min()) if thorough and self.derived_ends is not None
+            ends = (snapshot(queues, self.index, *self.log_bounds()) if thorough and self.derived_ends is not None
                     else None)  # sampled with logics
         for cq in queues:
             cq.flush(0 if thorough else self.least_pages)

@@ -17,9 +17,11 @@ from pathlib import Path
 
 from rocketstore._types import Buffer
 from rocketstore.errors import CorruptRecordError, MessageNotFoundError
+from rocketstore.format import properties as props
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.consume_queue import UNIT_SIZE, CqUnit
 from rocketstore.format.index import FIRST_ENTRY, IndexHeader
+from rocketstore.format.javahash import tags_code
 from rocketstore.format.message import (
     BLANK_MAGIC,
     END_OF_FILE,
@@ -34,6 +36,7 @@ from rocketstore.format.message import (
     store_timestamp_in,
 )
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, QUARANTINE_DIR
+from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.derived_ends import Ends, IndexEnd, QueueEnd
@@ -96,13 +99,15 @@ class RecoveryReport:
     queues_rebuilt: list[RebuiltQueue] = field(default_factory=list)
     odd_files: list[OddFile] = field(default_factory=list)
     state_files: list[StateFileProblem] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    """What the store had on disk and no longer has (the log ends below where it was flushed)."""
 
     @property
     def clean(self) -> bool:
         """True when nothing was moved aside, removed, rebuilt, resized or left out of a queue, and every
         state file read as it was."""
         return not (self.quarantined or self.commitlog_files_removed or self.dispatch_skipped
-                    or self.queues_rebuilt or self.odd_files or self.state_files
+                    or self.queues_rebuilt or self.odd_files or self.state_files or self.lost
                     or (self.mode is RecoveryMode.NORMAL and self.queues_truncated))
 
     def to_dict(self) -> dict[str, object]:
@@ -117,7 +122,7 @@ class RecoveryReport:
             "quarantined": [vars(q) for q in self.quarantined],
             "dispatch_skipped": self.dispatch_skipped, "queues_rebuilt": [vars(q) for q in self.queues_rebuilt],
             "odd_files": [vars(f) for f in self.odd_files],
-            "state_files": [vars(f) for f in self.state_files],
+            "state_files": [vars(f) for f in self.state_files], "lost": self.lost,
         }
 
 
@@ -359,6 +364,10 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
     _quarantine(root, commitlog, end, walk.reason, report)
     report.commitlog_files_removed = [p.name for p in commitlog.queue.truncate(end)]
     recorded = recorded or Ends()
+    if end < recorded.log_flushed:
+        report.lost.append(f"the log ends at {end}, but it was on disk up to {recorded.log_flushed} at the last "
+                           f"flush: the records in between are gone (a commitlog file deleted or cut)"
+                           + (" or quarantined" if report.quarantined else ""))
     for n, cq in enumerate(queues):
         reason = damage.get(n) or _disagreement(cq, commitlog, samples[n], end)
         if reason is None and cq.max_physic_offset > end:
@@ -394,7 +403,8 @@ def _short_of_record(cq: ConsumeQueue, recorded: QueueEnd | None, end: int, log_
 
 def _disagreement(cq: ConsumeQueue, commitlog: CommitLog, samples: list[tuple[int, CqUnit]], end: int) -> str | None:
     """Why the sampled entries of `cq` disagree with the log, None when they agree: each entry inside
-    the log must point at the start of a record of its size, topic, queue id and queue offset."""
+    the log must point at the start of a record of its size, topic, queue id and queue offset, and carry
+    the record's tags code (a delayed record's, its delivery time, is the schedule service's to judge)."""
     low = commitlog.min_offset
     for queue_offset, unit in samples:
         if not low <= unit.phy_offset < end:
@@ -408,6 +418,9 @@ def _disagreement(cq: ConsumeQueue, commitlog: CommitLog, samples: list[tuple[in
                                                                      queue_offset):
             return (f"{where} points at a record of {msg.topic}/{msg.queue_id} queue offset {msg.queue_offset}, "
                     f"{msg.size} bytes (the entry says {unit.size})")
+        code = tags_code(msg.properties.get(props.TAGS))
+        if cq.topic != SCHEDULE_TOPIC and unit.tags_code != code:
+            return f"{where} has tags code {unit.tags_code}, its record's tags give {code}"
     return None
 
 

@@ -269,7 +269,8 @@ class StoreLifecycle(StoreCore):
         self._rebuild_queue_table()
         if (recorded is None or not recorded_whole or report.queues_rebuilt or report.queues_truncated
                 or report.index_files_dropped):
-            self._derived_ends.persist(snapshot(self._queues.values(), self.index, self.commitlog.min_offset))
+            self._derived_ends.persist(snapshot(self._queues.values(), self.index, self.commitlog.min_offset,
+                                                self.commitlog.queue.flushed_offset))
 
     def _catch_up(self, report: recovery.RecoveryReport, *, from_walk: bool) -> None:
         """Dispatch the records the consume queues or the index do not hold yet: the queues' from the
@@ -352,7 +353,7 @@ class StoreLifecycle(StoreCore):
                 last_store_timestamp=lambda: self._last_store_timestamp, lock=self._lock)
         self._queue_flush = QueueFlushService(
             self._caught_up_queues, self.index, self.checkpoint, self.clock, derived_ends=self._derived_ends,
-            log_min=lambda: self.commitlog.min_offset,
+            log_bounds=lambda: (self.commitlog.min_offset, self.commitlog.queue.flushed_offset),
             interval_ms=cfg.flush_consume_queue_interval_ms,
             thorough_interval_ms=cfg.flush_consume_queue_thorough_interval_ms, lock=self._lock,
             least_pages=cfg.flush_consume_queue_least_pages)
@@ -440,7 +441,7 @@ class StoreLifecycle(StoreCore):
                     self._flush_service.flushed_to(flushed)  # releases the puts waiting for it
                 for cq in self._queues.values():
                     cq.flush(0)
-                ends = snapshot(self._queues.values(), self.index, self.commitlog.min_offset)
+                ends = snapshot(self._queues.values(), self.index, self.commitlog.min_offset, flushed)
                 self.index.flush()
                 assert self.checkpoint is not None
                 if self._last_store_timestamp:
