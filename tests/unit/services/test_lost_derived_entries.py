@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.errors import IndexDamagedError
 from rocketstore.format.consume_queue import UNIT_SIZE
 from rocketstore.format.store_dirs import CONFIG_DIR, DERIVED_ENDS_FILE
 from rocketstore.report.verify import verify_store
@@ -185,3 +186,26 @@ def test_a_rewritten_store_time_does_not_hide_the_keys_of_its_index_file(tmp_pat
     with MessageStore.open(root, config) as store:
         for i in range(5):
             assert [m.queue_offset for m in store.query("T", f"k{i}")] == [i]
+
+
+def test_a_damaged_index_file_is_dropped_and_indexed_again_by_a_writable_open(tmp_path):
+    """A hash slot naming an entry past the file's count: the lookup raises IndexDamagedError (never a
+    bare error), and the next writable open drops the file with the newer ones and indexes them again."""
+    root = tmp_path / "store"
+    config = StoreConfig(commitlog_file_size=1 << 20, index_hash_slots=8, index_max_entries=24)
+    with MessageStore.open(root, config) as store:
+        for i in range(30):
+            store.put(Message("T", b"body-%d" % i, keys=(f"k{i}",)))
+    oldest = sorted((root / "index").iterdir())[0]
+    data = bytearray(oldest.read_bytes())
+    count = struct.unpack_from(">i", data, 36)[0]
+    for slot in range(8):
+        struct.pack_into(">i", data, 40 + 4 * slot, count + 1)
+    oldest.write_bytes(bytes(data))
+    with MessageStore.open(root, config, read_only=True) as store, pytest.raises(IndexDamagedError):
+        store.query("T", "k0")
+    with MessageStore.open(root, config) as store:
+        assert oldest.name in store.recovery.index_files_dropped
+        for i in range(30):
+            assert [m.queue_offset for m in store.query("T", f"k{i}")] == [i]
+    assert verify_store(root, config).ok
