@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.broker import conftest as broker_fixtures
-from tests.grpc.grpc_support import Client5, GrpcBroker, client5_venv_python
+from tests.grpc.grpc_support import Client5, GrpcBroker, client5_venv_python, node_client_modules
 
 # the broker tests' fixtures, shared
 client_python = broker_fixtures.client_python
@@ -34,3 +34,9 @@ def grpc_broker(store_dir: Path, tmp_path: Path) -> Iterator[GrpcBroker]:
     finally:
         if proc.alive():
             assert proc.stop() == 0, proc.log()
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    """node_modules holding the official Node.js client (skipped where Node.js and npm are missing)."""
+    return node_client_modules()

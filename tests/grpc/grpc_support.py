@@ -3,12 +3,20 @@ gRPC endpoint, and raw calls of our own over grpcio for what the client never se
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
+import shutil
+import socket
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from rocketstore.broker.grpc.protos import SERVICE, pb
 from rocketstore.protocol import RequestCode, ResponseCode
@@ -17,6 +25,8 @@ from tests.broker.broker_support import BrokerProcess, ClientProcess, client_ven
 
 CLIENT5_REQUIREMENT = "rocketmq-python-client==5.1.2"
 CLIENT5_SCRIPT = Path(__file__).parent / "clients" / "rmq5_client.py"
+NODE_REQUIREMENT = "rocketmq-client-nodejs@1.0.8"
+NODE_SCRIPT = Path(__file__).parent / "clients" / "rmq_node_client.js"
 
 
 def client5_venv_python() -> Path:
@@ -54,6 +64,17 @@ class GrpcBroker(BrokerProcess):
         self.grpc_port = free_port()
         super().__init__(store, log_path, "--grpc", f"127.0.0.1:{self.grpc_port}", *extra)
 
+    def start(self) -> GrpcBroker:
+        """Start, and wait for the gRPC port too (it opens after the remoting ones)."""
+        super().start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.grpc_port), timeout=0.5):
+                return self
+            time.sleep(0.05)
+        self.kill()
+        pytest.fail(f"the gRPC endpoint did not listen within 30 s:\n{self.log()}")
+
     @property
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
@@ -77,3 +98,35 @@ def call(endpoint: str, method: str, request: Any, *, client_id: str = "test-cli
         if desc.output_type.name in ("ReceiveMessageResponse", "PullMessageResponse"):
             return list(channel.unary_stream(path, **kwargs)(request, metadata=metadata, timeout=30))
         return channel.unary_unary(path, **kwargs)(request, metadata=metadata, timeout=30)
+
+
+def node_client_modules() -> Path:
+    """node_modules holding the Node.js client, installed once (under a lock) with npm into
+    $ROCKETSTORE_NODE_CLIENT_DIR or <tmp>/rocketstore-client-rocketmq-client-nodejs-1.0.8; skips the test
+    where Node.js and npm are missing."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Node.js and npm are not on this machine")
+    root = Path(os.environ.get("ROCKETSTORE_NODE_CLIENT_DIR")
+                or Path(tempfile.gettempdir()) / "rocketstore-client-rocketmq-client-nodejs-1.0.8")
+    marker = root / ".rocketstore-installed"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(str(root) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(root),
+                                   NODE_REQUIREMENT], capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                pytest.fail(f"cannot install {NODE_REQUIREMENT}:\n{done.stdout}\n{done.stderr}")
+            marker.write_text(NODE_REQUIREMENT)
+    return root / "node_modules"
+
+
+def node_client(node_modules: Path, home: Path, *args: str, env: dict[str, str] | None = None) -> list[dict]:
+    """Run clients/rmq_node_client.js with `args`; its JSON lines (the last one {"done": ...})."""
+    home.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, "NODE_PATH": str(node_modules), "HOME": str(home), **(env or {})}
+    done = subprocess.run(["node", str(NODE_SCRIPT), *args], capture_output=True, text=True, timeout=90,
+                          env=full_env)  # the client logs under $HOME
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines and "done" in lines[-1], (done.returncode, done.stdout, done.stderr[-2000:])
+    return lines

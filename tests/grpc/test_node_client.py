@@ -4,59 +4,19 @@ official Python client. The client is installed by the test set-up (npm, cached 
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-import shutil
-import subprocess
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from rocketstore import MessageStore
-from tests.grpc.grpc_support import GrpcBroker
+from tests.grpc.grpc_support import GrpcBroker, node_client
 
 pytestmark = pytest.mark.broker
-
-NODE_REQUIREMENT = "rocketmq-client-nodejs@1.0.8"
-SCRIPT = Path(__file__).with_name("clients") / "rmq_node_client.js"
-
-
-@pytest.fixture(scope="session")
-def node_modules() -> Path:
-    """node_modules holding the Node.js client, installed once (under a lock) with npm."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("Node.js and npm are not on this machine")
-    root = Path(os.environ.get("ROCKETSTORE_NODE_CLIENT_DIR")
-                or Path(tempfile.gettempdir()) / "rocketstore-client-rocketmq-client-nodejs-1.0.8")
-    marker = root / ".rocketstore-installed"
-    root.mkdir(parents=True, exist_ok=True)
-    with open(str(root) + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not marker.exists():
-            done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(root),
-                                   NODE_REQUIREMENT], capture_output=True, text=True, timeout=600)
-            if done.returncode != 0:
-                pytest.fail(f"cannot install {NODE_REQUIREMENT}:\n{done.stdout}\n{done.stderr}")
-            marker.write_text(NODE_REQUIREMENT)
-    return root / "node_modules"
-
-
-def _node(node_modules: Path, home: Path, *args: str) -> list[dict]:
-    home.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "NODE_PATH": str(node_modules), "HOME": str(home)}  # the client logs under $HOME
-    done = subprocess.run(["node", str(SCRIPT), *args], capture_output=True, text=True, timeout=90, env=env)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert lines and "done" in lines[-1], (done.returncode, done.stdout, done.stderr[-2000:])
-    return lines
 
 
 def test_messages_cross_between_the_node_and_the_python_clients(grpc_broker: GrpcBroker, client5, node_modules,
                                                                 tmp_path, store_dir):
     grpc_broker.create_topic("NodeTopic")
     home = tmp_path / "node-home"
-    sent = _node(node_modules, home, "produce", grpc_broker.endpoint, "NodeTopic", "3", "TagN", "node-")
+    sent = node_client(node_modules, home, "produce", grpc_broker.endpoint, "NodeTopic", "3", "TagN", "node-")
     receipts = [line for line in sent if "sent" in line]
     assert [r.get("error") for r in receipts] == [None] * 3, receipts
     by_python = [m for m in client5.run("consume", "--endpoint", grpc_broker.endpoint, "--topic", "NodeTopic",
@@ -68,7 +28,7 @@ def test_messages_cross_between_the_node_and_the_python_clients(grpc_broker: Grp
     py_sent = client5.run("produce", "--endpoint", grpc_broker.endpoint, "--topic", "NodeTopic", "--count", "2",
                           "--tag", "TagP", "--key-prefix", "py-")
     assert [r.get("error") for r in py_sent if "sent" in r] == [None] * 2
-    by_node = [m for m in _node(node_modules, home, "consume", grpc_broker.endpoint, "NodeTopic", "NodeReadsPy",
+    by_node = [m for m in node_client(node_modules, home, "consume", grpc_broker.endpoint, "NodeTopic", "NodeReadsPy",
                                 "TagP", "2", "20") if "body" in m]
     assert sorted((m["body"], m["tag"], m["keys"][0]) for m in by_node) == [
         (f"py-body-{i}", "TagP", f"py-{i}") for i in range(2)]

@@ -3,14 +3,17 @@
 //
 //   node rmq_node_client.js produce ENDPOINT TOPIC COUNT TAG KEY_PREFIX
 //   node rmq_node_client.js consume ENDPOINT TOPIC GROUP TAG EXPECT TIMEOUT_S
+// With RMQ_NODE_SSL=1 in the environment the client connects with TLS (sslEnabled).
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+
+const sslEnabled = process.env.RMQ_NODE_SSL === '1';
 
 function emit(obj) {
   process.stdout.write(JSON.stringify(obj) + '\n');
 }
 
 async function produce([endpoint, topic, count, tag, keyPrefix]) {
-  const producer = new Producer({ endpoints: endpoint });
+  const producer = new Producer({ endpoints: endpoint, sslEnabled });
   await producer.startup();
   for (let i = 0; i < Number(count); i++) {
     try {
@@ -29,7 +32,7 @@ async function produce([endpoint, topic, count, tag, keyPrefix]) {
 async function consume([endpoint, topic, group, tag, expect, timeoutS]) {
   const consumer = new SimpleConsumer({
     consumerGroup: group, endpoints: endpoint, subscriptions: new Map().set(topic, tag),
-    awaitDuration: 2000,
+    awaitDuration: 2000, sslEnabled,
   });
   await consumer.startup();
   const deadline = Date.now() + Number(timeoutS) * 1000;
@@ -39,7 +42,10 @@ async function consume([endpoint, topic, group, tag, expect, timeoutS]) {
     for (const m of messages) {
       await consumer.ack(m);
       got += 1;
-      emit({ body: m.body.toString(), tag: m.tag, keys: m.keys, topic: m.topic, message_id: m.messageId });
+      emit({
+        body: m.body.toString(), size: m.body.length, tag: m.tag, keys: m.keys, topic: m.topic,
+        message_id: m.messageId,
+      });
     }
   }
   await consumer.shutdown();

@@ -4,8 +4,8 @@ A sent message becomes the commitlog record RocketMQ 5's proxy writes (SendMessa
 UNIQ_KEY (the client's message id), user properties as they are, PGROUP (the topic, as the proxy sets
 it), __SHARDINGKEY (message group), TIMER_DELIVER_MS and DELAY (delivery time), RECONSUME_TIME,
 TRACE_CONTEXT, __BORNHOST, BORN_TIMESTAMP; GZIP encoding sets the compressed sys flag. A stored record
-goes back the way GrpcConverter.buildMessage reads it. Every check raises `GrpcStatusError` before
-anything is written.
+goes back the way GrpcConverter.buildMessage reads it, except that a compressed body is inflated and sent
+IDENTITY (`delivered_body`). Every check raises `GrpcStatusError` before anything is written.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ MAX_USER_PROPERTIES = 128
 MAX_MESSAGE_GROUP_BYTES = 64
 MAX_DELAY_MS = 24 * 3600 * 1000
 GZIP_PROBE_BYTES = 64 * 1024  # a GZIP body must inflate this far (or to its end) to be taken
+MAX_INFLATED_BYTES = MAX_BODY_BYTES  # a compressed body larger than this inflated is delivered as stored
 
 
 class GrpcStatusError(Exception):
@@ -179,6 +180,36 @@ def compressed(body: bytes) -> bool:
     return inflater.eof or bool(inflater.unconsumed_tail)
 
 
+def inflated(body: bytes, limit: int = MAX_INFLATED_BYTES) -> bytes | None:
+    """`body` inflated (zlib or gzip data, told by its header), or None when it is not whole compressed data
+    or inflates to more than `limit` bytes (at most `limit` + 1 bytes are ever produced)."""
+    inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)
+    try:
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error:
+        return None
+    if len(out) > limit or not inflater.eof:
+        return None
+    return out
+
+
+def delivered_body(stored: StoredMessage) -> tuple[bytes, int]:
+    """The body and `Encoding` a gRPC consumer gets for a stored record.
+
+    A compressed record (a remoting producer's zlib body, a gRPC producer's GZIP one) is inflated and sent
+    IDENTITY: RocketMQ 5 clients differ in what GZIP means to them (the Node.js client gunzips, the Java
+    client inflates zlib, the Python client takes either), and each reads an IDENTITY body. A body that does
+    not inflate, or inflates past `MAX_INFLATED_BYTES`, is sent as stored with GZIP, as RocketMQ 5's proxy
+    sends every compressed body.
+    """
+    if not stored.sys_flag & COMPRESSED_FLAG:
+        return stored.body, pb.Encoding.IDENTITY
+    body = inflated(stored.body)
+    if body is None:
+        return stored.body, pb.Encoding.GZIP
+    return body, pb.Encoding.IDENTITY
+
+
 @dataclass(frozen=True)
 class SendPlan:
     """A checked message ready for the store, with what the response needs."""
@@ -279,7 +310,8 @@ def to_proto_message(stored: StoredMessage, *, receipt_handle: str | None = None
     """The gRPC message a consumer gets for a stored record (GrpcConverter.buildMessage)."""
     props = stored.properties
     user = {k: v for k, v in props.items() if k not in SYSTEM_PROPERTY_NAMES}
-    out = pb.Message(body=stored.body, user_properties=user)
+    body, encoding = delivered_body(stored)
+    out = pb.Message(body=body, user_properties=user)
     out.topic.name = stored.topic
     sp = out.system_properties
     if TAGS in props:
@@ -288,8 +320,8 @@ def to_proto_message(stored: StoredMessage, *, receipt_handle: str | None = None
         sp.keys.extend(props[KEYS].split(" "))
     sp.message_id = props.get(UNIQ_KEY) or stored.msg_id
     sp.body_digest.type = pb.DigestType.MD5
-    sp.body_digest.checksum = hashlib.md5(stored.body).hexdigest().upper()
-    sp.body_encoding = pb.Encoding.GZIP if stored.sys_flag & COMPRESSED_FLAG else pb.Encoding.IDENTITY
+    sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()  # of the bytes sent, as clients check it
+    sp.body_encoding = encoding
     sp.message_type = message_type(props)
     sp.born_timestamp.FromMilliseconds(stored.born_timestamp)
     sp.born_host = props.get(PROPERTY_BORN_HOST) or stored.born_host
