@@ -37,20 +37,14 @@ def make_config(geometry: tuple[tuple[str, int], ...]) -> StoreConfig | None:
 
 
 def store_config(root: str, geometry: tuple[tuple[str, int], ...] = ()) -> StoreConfig:
-    """The config a read-only open of `root` uses: the geometry options, else the geometry recorded in
-    the store's `config/rocketstore.json`, else RocketMQ's defaults."""
-    import json
-
-    from rocketstore import StoreConfig
-    from rocketstore.format.store_dirs import CONFIG_DIR, STORE_CONFIG_FILE
+    """The config a read-only open of `root` uses: the geometry options, else the store's own (what it
+    recorded in `config/rocketstore.json`, or for a store RocketMQ wrote what its files give; the same
+    resolution as `MessageStore.open(root, read_only=True)`)."""
+    from rocketstore import MessageStore, StoreConfig
 
     if geometry:
         return StoreConfig().with_geometry(dict(geometry))
-    recorded = os.path.join(root, CONFIG_DIR, STORE_CONFIG_FILE)
-    if not os.path.exists(recorded):
-        return StoreConfig()
-    with open(recorded, encoding="utf-8") as fh:
-        return StoreConfig().with_geometry(json.load(fh).get("geometry", {}))
+    return MessageStore.config_of(root, read_only=True)
 
 
 def commitlog_extent(root: str, config: StoreConfig) -> tuple[int, int]:

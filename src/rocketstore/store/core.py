@@ -98,6 +98,9 @@ class StoreCore:
         self.read_only = read_only
         self.clock = clock
         self.recovery: recovery.RecoveryReport = recovery.RecoveryReport(recovery.RecoveryMode.READ_ONLY)
+        self.geometry_inferred: dict[str, int] = {}
+        """The geometry fields a read-only open took from the files of a store that recorded none (one
+        RocketMQ wrote), where they differ from the defaults; empty otherwise."""
         self._is_closed = False
         self._misplaced: dict[tuple[str, int], int] = {}
         self._lock = threading.Lock()

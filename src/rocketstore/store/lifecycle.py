@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 from typing import Any, Self
 
@@ -30,6 +31,7 @@ from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.checkpoint import StoreCheckpoint
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.derived_ends import DerivedEnds, Ends, QueueKey, snapshot
+from rocketstore.log.geometry import infer_geometry
 from rocketstore.log.json_config import StateFileProblem, load_state
 from rocketstore.message import Message
 from rocketstore.services import odd_files, recovery
@@ -42,6 +44,7 @@ from rocketstore.storage import fs
 from rocketstore.storage.marker_files import StoreLock, abort_file_exists, create_abort_file, remove_abort_file
 from rocketstore.store.core import DISK_FULL_REASON, StoreCore, _check_int, _system_clock
 
+log = logging.getLogger("rocketstore.store")
 _LAST_MS_OF_YEAR_9999 = 253_402_300_799_999  # local time (retention's delete hour) ends there
 def _set_queue_end_read_only(cq: ConsumeQueue, phy_end: int) -> None:
     """Find a queue's end in memory (no writes): the valid entries pointing below `phy_end`."""
@@ -69,10 +72,11 @@ def _queue_key(name: str) -> QueueKey:
     return topic, int(queue_id)
 
 
-def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
-    """The config to open with: `config` checked against the geometry the store recorded, or that one.
-    With `config` given, a recorded geometry that cannot be read is left to the open, which sets it
-    aside (`_set_aside_damaged_record`) and records `config`'s.
+def _resolve_config(root: Path, config: StoreConfig | None, *, read_only: bool = False) -> StoreConfig:
+    """The config to open with: `config` checked against the geometry the store recorded, or that one;
+    for a read-only open of a store that recorded none (one RocketMQ wrote), the geometry its files
+    give (`inferred_geometry`). With `config` given, a recorded geometry that cannot be read is left to
+    the open, which sets it aside (`_set_aside_damaged_record`) and records `config`'s.
 
     Raises:
         StoreLayoutError: `config/` is not a directory, the recorded geometry differs from `config`,
@@ -94,6 +98,8 @@ def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
                 raise StoreLayoutError(f"{recorded_path}: {exc} (give the store's geometry to open it: "
                                        "`rocketstore recover` with its file sizes)") from None
     if config is None:
+        if not recorded_path.exists() and read_only:
+            recorded = inferred_geometry(root)
         resolved = StoreConfig().with_geometry(recorded)
         if isinstance(levels, str) and levels != resolved.delay_levels:  # the levels the store was written with
             try:
@@ -110,6 +116,16 @@ def _resolve_config(root: Path, config: StoreConfig | None) -> StoreConfig:
             detail = ", ".join(f"{k}: store has {a}, config says {b}" for k, (a, b) in differing.items())
             raise StoreLayoutError(f"{root}: geometry differs from the store's ({detail})")
     return config
+
+
+def inferred_geometry(root: Path) -> dict[str, int]:
+    """The geometry a store that recorded none (one RocketMQ wrote) is read with: what its files answer
+    without doubt (`log.geometry.infer_geometry`) where it differs from RocketMQ's defaults; nothing
+    for a store that recorded its own."""
+    if (root / CONFIG_DIR / STORE_CONFIG_FILE).exists() or not (root / COMMITLOG_DIR).is_dir():
+        return {}
+    defaults = StoreConfig()
+    return {name: value for name, value in infer_geometry(root).items() if value != getattr(defaults, name)}
 
 
 def _recorded_geometry(data: Any) -> dict[str, int]:
@@ -189,8 +205,13 @@ class StoreLifecycle(StoreCore):
         root = Path(path)
         if read_only and not root.is_dir():
             raise FileNotFoundError(f"no store directory at {root}")
-        config = _resolve_config(root, config)
+        inferred = inferred_geometry(root) if config is None and read_only else {}
+        config = _resolve_config(root, config, read_only=read_only)
         store = cls(root, config, read_only=read_only, clock=clock or _system_clock)
+        store.geometry_inferred = inferred
+        if inferred:
+            log.info("%s: geometry inferred from its files: %s", root,
+                     ", ".join(f"{name} {value}" for name, value in inferred.items()))
         try:
             store._open(repair)
         except BaseException:
@@ -405,15 +426,16 @@ class StoreLifecycle(StoreCore):
             self._put_behind = self._put_behind_or_none()
 
     @staticmethod
-    def config_of(path: str | Path, **overrides: Any) -> StoreConfig:
-        """The config a store at `path` opens with by default (its recorded geometry), with
-        `overrides` (e.g. `store_host`, `flush_mode`) applied; geometry overrides must match.
+    def config_of(path: str | Path, *, read_only: bool = False, **overrides: Any) -> StoreConfig:
+        """The config a store at `path` opens with by default (its recorded geometry; for a read-only
+        open of a store that recorded none, the geometry its files give), with `overrides` (e.g.
+        `store_host`, `flush_mode`) applied; geometry overrides must match.
 
         Raises:
             StoreLayoutError: a geometry override that differs from the store's.
             ValueError: an unknown field or a value out of range.
         """
-        recorded = _resolve_config(Path(path), None)
+        recorded = _resolve_config(Path(path), None, read_only=read_only)
         if not overrides:
             return recorded
         config = dataclasses.replace(recorded, **overrides)

@@ -31,6 +31,7 @@ ATTRIBUTES = {
     "read_only": "how it was opened (a bool)",
     "clock": "the clock it was given",
     "recovery": "the RecoveryReport of the open, a value for the caller to read after close",
+    "geometry_inferred": "what a read-only open took from the files, a value as the RecoveryReport is",
     "commitlog": "a component (the store's own reads go through the calls above)",
     "index": "a component",
     "offsets": "a component",
