@@ -37,7 +37,7 @@ for _ in range(opens):
     t = time.perf_counter()
     store = MessageStore.open(root, cfg)
     times.append(time.perf_counter() - t)
-    assert store.recovery.clean and len(store.queues()) == 1000, store.recovery.to_dict()
+    assert store.recovery.clean, store.recovery.to_dict()
     store.close()
 print(json.dumps({"open ms": statistics.median(times) * 1000}))
 '''
