@@ -25,6 +25,7 @@ from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
 
 RECOVER_LAST_FILES = 3
+MAX_QUEUE_OFFSET = (2**63 - 1) // UNIT_SIZE  # a queue's byte offset (x 20) is a Java long, as its file names
 
 
 def _zero_from(mf: MappedFile, pos: int) -> bool:
@@ -257,6 +258,9 @@ class ConsumeQueue:
         """
         if phy_offset + size <= self.max_physic_offset:
             return None
+        if not 0 <= queue_offset <= MAX_QUEUE_OFFSET:  # a damaged queue-offset field (no CRC covers it)
+            raise StoreError(f"consume queue {self.topic}/{self.queue_id}: entry {queue_offset} is not a queue "
+                             f"offset (0 to {MAX_QUEUE_OFFSET})")
         expected = queue_offset * UNIT_SIZE
         mf = self.queue.last
         if mf is None:

@@ -318,6 +318,7 @@ class _Verifier:
         self._first_indexed: int | None = None
         self._log_files: list[tuple[int, Path]] = []
         self._next_queue_offset: dict[tuple[str, int], int] = {}
+        self._last_of_queue: dict[tuple[str, int], int] = {}  # the phy offset of each queue's latest record
         self._ended_at: str | None = None
         self._resume: tuple[int, int] | None = None  # (file number, position) where the walk stopped at the end
         self._after_end: list[Problem] = []  # listing problems of commitlog files at or past the end
@@ -451,8 +452,9 @@ class _Verifier:
             expected = next_queue_offset.get(queue)
             if expected is not None and message.queue_offset != expected:
                 self.problem(rel, pos, f"{queue[0]}/{queue[1]} queue offset {message.queue_offset} "
-                                       f"follows {expected - 1}")
+                                       f"follows {expected - 1} (the record at {self._last_of_queue[queue]})")
             next_queue_offset[queue] = message.queue_offset + 1
+            self._last_of_queue[queue] = phy_offset
         dispatch = request_from_message(message, self._delays)  # what the store derives from the record
         keys = dispatch.index_keys
         self.records[phy_offset] = _Record(

@@ -315,7 +315,7 @@ class StoreLifecycle(StoreCore):
         if from_walk:
             cq_from = min(cq_from, report.start_offset)
         if report.queues_rebuilt:
-            self._rebuild_queues({(q.topic, q.queue_id) for q in report.queues_rebuilt}, min_phy, cq_from)
+            self._rebuild_queues({(q.topic, q.queue_id) for q in report.queues_rebuilt}, min_phy, cq_from, report)
         index_from = self.index.files[-1].header.end_phy_offset if self.index.files else -1
         start = max(min(cq_from, max(index_from, min_phy)), min_phy)
         try:
@@ -323,12 +323,17 @@ class StoreLifecycle(StoreCore):
         except StoreError:
             self._dispatch_from(min_phy, min_phy, index_from, report, skip_gaps=True)
 
-    def _rebuild_queues(self, keys: set[tuple[str, int]], start: int, end: int) -> None:
+    def _rebuild_queues(self, keys: set[tuple[str, int]], start: int, end: int,
+                        report: recovery.RecoveryReport) -> None:
         """Write the entries of the queues `keys` (emptied by recovery) for the records in [start, end);
-        the catch-up that follows dispatches every queue from `end` on."""
+        the catch-up that follows dispatches every queue from `end` on. A record whose queue offset does
+        not fit (a damaged field) is left out of its queue and listed in `report.dispatch_skipped`."""
         for msg in self.commitlog.scan(start, end):
             if (msg.topic, msg.queue_id) in keys:
-                self._dispatcher.dispatch(request_from_message(msg, self._delay_millis), index=False)
+                try:
+                    self._dispatcher.dispatch(request_from_message(msg, self._delay_millis), index=False)
+                except StoreError as exc:
+                    report.dispatch_skipped.append(f"{msg.phy_offset}: {exc}")
 
     def _dispatch_from(self, start: int, cq_from: int, index_from: int, report: recovery.RecoveryReport, *,
                        skip_gaps: bool) -> None:

@@ -209,3 +209,20 @@ def test_a_damaged_index_file_is_dropped_and_indexed_again_by_a_writable_open(tm
         for i in range(30):
             assert [m.queue_offset for m in store.query("T", f"k{i}")] == [i]
     assert verify_store(root, config).ok
+
+
+def test_a_record_with_a_negative_queue_offset_is_left_out_of_its_rebuilt_queue(tmp_path):
+    """No CRC covers QUEUEOFFSET: a record whose field reads negative is listed in `dispatch_skipped`
+    when its queue is rebuilt, never given a queue file named by a negative offset."""
+    root = tmp_path / "store"
+    _write(root)
+    with (root / "commitlog" / f"{0:020d}").open("r+b") as f:
+        f.seek(20)  # the first record's QUEUEOFFSET (v1 layout)
+        f.write(struct.pack(">q", -(1 << 40)))
+    shutil.rmtree(root / "consumequeue" / "T")
+    with MessageStore.open(root, CONFIG) as store:
+        assert [s.split(":")[0] for s in store.recovery.dispatch_skipped] == ["0"]
+        assert store.max_offset("T", 0) == 10 and store.put(Message("T", b"new")).queue_offset == 10
+    assert all(p.name.isdigit() for p in (root / "consumequeue" / "T" / "0").iterdir())
+    problems = verify_store(root, CONFIG).problems
+    assert problems and all("record at 0" in p.message or p.pos == 0 for p in problems), problems
