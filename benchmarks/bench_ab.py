@@ -20,9 +20,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
+_R = TypeVar("_R")
 
 WORKLOAD = r'''
 import json, sys, tempfile, time
@@ -89,6 +92,26 @@ def run(tree: Path, count: int) -> dict[str, float]:
     return json.loads(done.stdout)
 
 
+def alternating(a: str, b: str, prefix: str, rounds: int, run: Callable[[Path], _R],
+                prepare: Callable[[Path], object] | None = None) -> dict[str, list[_R]]:
+    """Check revisions `a` and `b` out into temporary worktrees, build them, run `prepare` once in each,
+    then `run` in each for `rounds` rounds, A, B, B, A, ...; the results by side, the worktrees removed."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        trees = {"A": worktree(a, Path(tmp), "A"), "B": worktree(b, Path(tmp), "B")}
+        try:
+            if prepare is not None:
+                for tree in trees.values():
+                    prepare(tree)
+            results: dict[str, list[_R]] = {"A": [], "B": []}
+            for i in range(rounds):
+                for side in ("A", "B") if i % 2 == 0 else ("B", "A"):
+                    results[side].append(run(trees[side]))
+            return results
+        finally:
+            for tree in trees.values():
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a", help="baseline revision")
@@ -96,16 +119,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--count", type=int, default=200_000, help="messages per run")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-ab-") as tmp:
-        trees = {"A": worktree(args.a, Path(tmp), "A"), "B": worktree(args.b, Path(tmp), "B")}
-        try:
-            results: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
-            for i in range(args.rounds):
-                for side in ("A", "B") if i % 2 == 0 else ("B", "A"):
-                    results[side].append(run(trees[side], args.count))
-        finally:
-            for tree in trees.values():
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+    results = alternating(args.a, args.b, "bench-ab-", args.rounds, lambda tree: run(tree, args.count))
     print(f"A = {args.a}, B = {args.b}: {args.rounds} alternating rounds of {args.count:,} messages, "
           f"load average {os.getloadavg()[0]:.1f}")
     print(f"{'':16} {'A median (range)':>28} {'B median (range)':>28} {'B/A':>6}")

@@ -16,10 +16,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from bench_ab import ROOT, worktree
+from bench_ab import alternating
 
 WORKLOAD = r'''
 import json, statistics, sys, time
@@ -59,18 +58,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--opens", type=int, default=5, help="opens timed per round (their median)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-open-") as tmp:
-        trees = {"A": worktree(args.a, Path(tmp), "A"), "B": worktree(args.b, Path(tmp), "B")}
-        try:
-            for tree in trees.values():
-                run(tree, 1)  # writes the store
-            results: dict[str, list[float]] = {"A": [], "B": []}
-            for i in range(args.rounds):
-                for side in ("A", "B") if i % 2 == 0 else ("B", "A"):
-                    results[side].append(run(trees[side], args.opens))
-        finally:
-            for tree in trees.values():
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+    results = alternating(args.a, args.b, "bench-open-", args.rounds, lambda tree: run(tree, args.opens),
+                          prepare=lambda tree: run(tree, 1))  # the first run writes the store
     a, b = results["A"], results["B"]
     print(f"A = {args.a}, B = {args.b}: {args.rounds} alternating rounds of {args.opens} clean opens of a store "
           f"of 1,000 queues, load average {os.getloadavg()[0]:.1f}")
