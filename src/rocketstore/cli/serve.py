@@ -107,6 +107,28 @@ def _grpc_address(value: str | None) -> str | None:
     return value
 
 
+def _grpc_tls(grpc_address: str | None, cert: Path | None, key: Path | None) -> None:
+    """--grpc-tls-cert and --grpc-tls-key: both or neither; checked to be a PEM pair, then given to the
+    gRPC endpoint (without them it makes a self-signed certificate at start).
+
+    Raises:
+        click.BadParameter: one without the other, or files that are not a certificate and its key.
+    """
+    if (cert is None) != (key is None):
+        raise click.BadParameter("give both --grpc-tls-cert and --grpc-tls-key, or neither",
+                                 param_hint="--grpc-tls-cert/--grpc-tls-key")
+    if grpc_address is None or cert is None or key is None:
+        return
+    from rocketstore.broker.grpc.service import GrpcEndpoint
+    from rocketstore.broker.grpc.tls import load_pair
+
+    try:
+        load_pair(cert, key)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--grpc-tls-cert/--grpc-tls-key") from exc
+    GrpcEndpoint.TLS_FILES = (cert, key)
+
+
 @click.command("serve")
 @click.argument("store", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--namesrv", default="127.0.0.1:9876", show_default=True, callback=_optional_address,
@@ -152,7 +174,13 @@ def _grpc_address(value: str | None) -> str | None:
               help="sync: a send is acknowledged after its bytes are on disk (SYNC_FLUSH).")
 @click.option("--grpc", "grpc_address", default=None, metavar="HOST:PORT|off",
               help="Address of the gRPC endpoint for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService); "
-                   "'off' for none. Default 127.0.0.1:8081; with --acl its calls must be signed too.")
+                   "'off' for none. Default 127.0.0.1:8081; with --acl its calls must be signed too. Plaintext "
+                   "and TLS are both served on it.")
+@click.option("--grpc-tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="PEM certificate (chain) for TLS clients of --grpc, with --grpc-tls-key; "
+                                   "default: a self-signed certificate made at start.")
+@click.option("--grpc-tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              metavar="FILE", help="PEM private key of --grpc-tls-cert.")
 @click.option("--topic", "topics", multiple=True, callback=_topics, metavar="NAME[:QUEUES[:TYPE]]",
               help="Create (or update) this topic at start, before clients connect; repeatable. QUEUES "
                    f"defaults to {BrokerConfig.default_queue_nums}; TYPE is RocketMQ 5's message.type attribute: "
@@ -184,7 +212,8 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
           max_unsent_bytes: int, max_buffered_bytes: int, idle_timeout: float, frame_timeout: float,
           delay_levels: str | None, max_reconsume_times: int, transaction_timeout: float,
           transaction_check_interval: float, transaction_check_max: int, flush_mode: str,
-          grpc_address: str | None, topics: tuple[TopicSpec, ...], log_level: str, read_only: bool,
+          grpc_address: str | None, grpc_tls_cert: Path | None, grpc_tls_key: Path | None,
+          topics: tuple[TopicSpec, ...], log_level: str, read_only: bool,
           file_reserved_time: int | None, delete_when: str | None, disk_max_used_space_ratio: int | None,
           disk_space_clean_forcibly_ratio: float | None, disk_space_warning_level_ratio: float | None) -> None:
     """Serve the store at STORE to RocketMQ clients (Broker and NameServer roles). Stops on SIGTERM."""
@@ -228,6 +257,7 @@ def serve(store: Path, namesrv: str | None, listen: str, broker_name: str, clust
         except (ValueError, KeyError, IndexError) as exc:
             raise click.BadParameter(f"{delay_levels!r} is not like '1s 5s 10s'", param_hint="--delay-levels") from exc
     grpc_address = _grpc_address(grpc_address)
+    _grpc_tls(grpc_address, grpc_tls_cert, grpc_tls_key)
     try:
         mode = FlushMode.SYNC if flush_mode == "sync" else FlushMode.ASYNC
         asyncio.run(BrokerApp(config, delay_levels, mode, grpc_address, read_only=read_only).serve_forever())

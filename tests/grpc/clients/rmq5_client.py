@@ -13,6 +13,9 @@ per line: every send receipt (with its latency, ms) or received message, then a 
         server's checks with --check-answer: commit, rollback, or alternate: even message numbers commit)
     python rmq5_client.py push --endpoint H:P --topic T --group G --expect N --timeout S [--fail-first]
         (a push consumer; with --fail-first its listener fails each message's first delivery)
+
+Every mode takes --tls: connect with TLS (the client's tls_enable; it trusts the roots of
+$GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, else the system's).
 """
 
 import argparse
@@ -38,7 +41,7 @@ def config(args):
 
 
 def produce(args):
-    producer = Producer(config(args), (args.topic,))
+    producer = Producer(config(args), (args.topic,), tls_enable=args.tls)
     producer.startup()
     try:
         for i in range(args.count):
@@ -90,7 +93,7 @@ class AnsweringChecker(TransactionChecker):
 
 
 def transact(args):
-    producer = Producer(config(args), (args.topic,), AnsweringChecker(args.check_answer))
+    producer = Producer(config(args), (args.topic,), AnsweringChecker(args.check_answer), tls_enable=args.tls)
     producer.startup()
     try:
         for i in range(args.count):
@@ -126,7 +129,7 @@ def describe(msg):
 
 def consume(args):
     consumer = SimpleConsumer(config(args), args.group, {args.topic: FilterExpression(args.expr)},
-                              await_duration=args.await_s)
+                              await_duration=args.await_s, tls_enable=args.tls)
     consumer.startup()
     got = 0
     deadline = time.time() + args.timeout
@@ -211,6 +214,7 @@ def main():
     parser.add_argument("--check-answer", choices=["commit", "rollback", "alternate"], default="commit")
     parser.add_argument("--linger", type=float, default=0)
     parser.add_argument("--fail-first", action="store_true")
+    parser.add_argument("--tls", action="store_true", help="connect with TLS")
     args = parser.parse_args()
     {"produce": produce, "consume": consume, "transact": transact, "push": push}[args.mode](args)
 

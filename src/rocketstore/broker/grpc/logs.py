@@ -69,14 +69,16 @@ def names(request: Any) -> str:
 class _Call:
     """One call's description, built once it ends."""
 
-    def __init__(self, name: str, request: Any, context: grpc.aio.ServicerContext) -> None:
+    def __init__(self, name: str, request: Any, context: grpc.aio.ServicerContext,
+                 peer: Callable[[str], str]) -> None:
         self.name = name
+        self.peer = peer
         self.request = request
         self.context = context
         self.started = time.monotonic()
 
     def who(self) -> str:
-        text = f"client={short(client_of(self.context)) or '-'} peer={short(self.context.peer() or '-')}"
+        text = f"client={short(client_of(self.context)) or '-'} peer={short(self.peer(self.context.peer() or '-'))}"
         named = names(self.request)
         return f"{text} {named}" if named else text
 
@@ -95,11 +97,13 @@ class _Call:
                  self.who())
 
 
-def logged(name: str, impl: Callable[..., Any], streaming_in: bool, streaming_out: bool) -> Callable[..., Any]:
-    """`impl` with its call logged (see the module's docstring); what it answers is unchanged."""
+def logged(name: str, impl: Callable[..., Any], streaming_in: bool, streaming_out: bool,
+           peer: Callable[[str], str] = str) -> Callable[..., Any]:
+    """`impl` with its call logged (see the module's docstring); what it answers is unchanged. `peer` gives
+    the client's address for the peer gRPC reports (the TLS front relays every connection)."""
     if streaming_in:
         async def bidi(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            call = _Call(name, None, context)
+            call = _Call(name, None, context, peer)
             commands = 0
             try:
                 async for command in impl(requests, context):
@@ -118,7 +122,7 @@ def logged(name: str, impl: Callable[..., Any], streaming_in: bool, streaming_ou
 
     if streaming_out:
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            call = _Call(name, request, context)
+            call = _Call(name, request, context, peer)
             status = None
             messages = 0
             try:
@@ -136,7 +140,7 @@ def logged(name: str, impl: Callable[..., Any], streaming_in: bool, streaming_ou
         return stream
 
     async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        call = _Call(name, request, context)
+        call = _Call(name, request, context, peer)
         try:
             response = await impl(request, context)
         except Exception as exc:

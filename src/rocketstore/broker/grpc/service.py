@@ -15,7 +15,8 @@ import logging
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import grpc
 
@@ -37,6 +38,7 @@ from rocketstore.broker.grpc.logs import logged, short
 from rocketstore.broker.grpc.pop import PopService, tag_filter
 from rocketstore.broker.grpc.protos import SERVICE, pb
 from rocketstore.broker.grpc.settings import client_settings
+from rocketstore.broker.grpc.tls import TlsFront, fingerprint, load_pair, self_signed
 from rocketstore.broker.topics import MESSAGE_TYPES, PERM_READ, PERM_WRITE, TopicConfig
 from rocketstore.broker.transactions import TransactionError
 from rocketstore.errors import InvalidMessageError, StoreError
@@ -105,6 +107,7 @@ class MessagingService:
         self.saver = StateSaver(self.state, sync=ctx.store.config.flush_mode is FlushMode.SYNC,
                                 in_memory=ctx.read_only)
         self._round_robin = itertools.count()
+        self.peer: Callable[[str], str] = str  # the client's address for the gRPC peer of a call (TlsFront.peer)
         self._arrival = asyncio.Event()
         loop = asyncio.get_running_loop()
         self._remove_listener = ctx.store.add_arrival_listener(
@@ -268,7 +271,8 @@ class MessagingService:
             config = self._topic(first.topic, PERM_WRITE)
             now = _now_ms()
             levels = self.ctx.store.config.delay_level_millis()
-            plans = [to_store_message(m, first.topic.name, context.peer(), now, levels) for m in request.messages]
+            peer = self.peer(context.peer())
+            plans = [to_store_message(m, first.topic.name, peer, now, levels) for m in request.messages]
             if any(p.transactional for p in plans) and len(plans) > 1:
                 raise GrpcStatusError(pb.Code.BAD_REQUEST, "a transactional message is sent on its own")
             group = first.system_properties.message_group if len(plans) == 1 else ""
@@ -537,7 +541,7 @@ def _handler(service: MessagingService, method: Any, auth: GrpcAuthenticator | N
         impl = _guarded(name, impl, response_type)
     if auth is not None:
         impl = _authenticated(auth, name, impl, response_type, streaming_in, streaming_out)
-    impl = logged(name, impl, streaming_in, streaming_out)
+    impl = logged(name, impl, streaming_in, streaming_out, lambda grpc_peer: service.peer(grpc_peer))
     kwargs = {"request_deserializer": request_type.FromString,
               "response_serializer": response_type.SerializeToString}
     if streaming_in:
@@ -548,23 +552,30 @@ def _handler(service: MessagingService, method: Any, auth: GrpcAuthenticator | N
 
 
 class GrpcEndpoint:
-    """The gRPC server beside the remoting one.
+    """The gRPC server beside the remoting one: plaintext and TLS on the one port (grpc/tls.py).
 
     Args:
         ctx: the broker's shared state.
         address: ``host:port`` to listen on.
         max_message_bytes: largest request accepted by gRPC itself.
         acl: the accounts of `--acl`: every call must then be signed (grpc/auth.py).
+        tls_files: the certificate chain and key files (PEM) TLS clients get; None: `TLS_FILES`, and when
+            that is None too a self-signed certificate made at start.
     """
 
+    TLS_FILES: ClassVar[tuple[Path, Path] | None] = None  # `serve --grpc-tls-cert/--grpc-tls-key`
+
     def __init__(self, ctx: BrokerContext, address: str, max_message_bytes: int,
-                 acl: AclConfig | None = None) -> None:
+                 acl: AclConfig | None = None, tls_files: tuple[Path, Path] | None = None) -> None:
         self.ctx = ctx
         self.address = address
         self.max_message_bytes = max_message_bytes
         self.acl = acl
+        self.tls_files = tls_files if tls_files is not None else self.TLS_FILES
         self.server: grpc.aio.Server | None = None
         self.service: MessagingService | None = None
+        self.front: TlsFront | None = None
+        self.certificate = b""  # PEM of the certificate TLS clients get
         self.port = 0
 
     async def start(self) -> None:
@@ -572,8 +583,10 @@ class GrpcEndpoint:
 
         Raises:
             OSError: the address cannot be bound.
+            ValueError: the certificate or key files cannot be used.
         """
         host, _, port = self.address.rpartition(":")
+        cert, key = load_pair(*self.tls_files) if self.tls_files is not None else self_signed(host)
         advertised_host = host if host not in ("", "0.0.0.0", "[::]") else "127.0.0.1"
         self.service = MessagingService(self.ctx, f"{advertised_host}:{port}")
         limits = self.ctx.config.limits  # the remoting server's bounds, applied the gRPC way
@@ -587,23 +600,39 @@ class GrpcEndpoint:
         auth = GrpcAuthenticator(self.acl, time.time) if self.acl is not None else None
         handlers = {m.name: _handler(self.service, m, auth) for m in descriptor.methods}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-        try:
-            self.port = server.add_insecure_port(self.address)
+        try:  # the two loopback ports the front relays to
+            plain_port = server.add_insecure_port("127.0.0.1:0")
+            tls_port = server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, cert)]))
         except RuntimeError as exc:
+            raise OSError(f"cannot listen for gRPC on loopback ports: {exc}") from exc
+        if not plain_port or not tls_port:
+            raise OSError("cannot listen for gRPC on loopback ports")
+        await server.start()
+        front = TlsFront(host, int(port), plain_port, tls_port, limits.max_connections)
+        try:
+            await front.start()
+        except OSError as exc:
+            await server.stop(None)
             raise OSError(f"cannot listen for gRPC on {self.address}: {exc}") from exc
-        if not self.port:
-            raise OSError(f"cannot listen for gRPC on {self.address}")
+        self.service.peer = front.peer
+        self.port = front.port
         if self.service.advertised.endswith(":0"):
             self.service.advertised = f"{advertised_host}:{self.port}"
-        await server.start()
-        self.server = server
-        log.info("gRPC endpoint (RocketMQ 5 clients) on %s", self.address)
+        self.server, self.front, self.certificate = server, front, cert
+        log.info("gRPC endpoint (RocketMQ 5 clients) on %s, plaintext and TLS; TLS certificate %s, SHA-256 %s",
+                 self.address, f"of {self.tls_files[0]}" if self.tls_files else "self-signed, made at start",
+                 fingerprint(cert))
 
     async def close(self) -> None:
         """Stop listening; held receives are ended (their clients retry)."""
+        if self.front is not None:
+            self.front.stop_listening()
         if self.server is not None:
             await self.server.stop(grace=1.0)
             self.server = None
+        if self.front is not None:
+            await self.front.close()
+            self.front = None
         if self.service is not None:
             self.service.close()
             if not self.ctx.read_only:
