@@ -9,6 +9,7 @@ import pytest
 
 from rocketstore import Message, MessageStore
 from rocketstore.broker.acl import RULES
+from rocketstore.broker.handlers_admin import AdminHandlers
 from rocketstore.broker.handlers_client import ClientHandlers
 from rocketstore.broker.handlers_pull import PullHandlers
 from rocketstore.broker.handlers_query import QueryHandlers
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.broker
 
 def test_every_request_code_served_has_a_permission_rule_and_every_rule_a_handler():
     served: set[int] = set()
-    for group in (SendHandlers, PullHandlers, ClientHandlers, QueryHandlers):
+    for group in (SendHandlers, PullHandlers, ClientHandlers, QueryHandlers, AdminHandlers):
         served |= set(group(None).table())  # type: ignore[arg-type]
     served |= set(NameServerHandlers(None, None).table())  # type: ignore[arg-type]
     assert served - set(RULES) == set(), "a handler without an ACL rule"

@@ -289,6 +289,12 @@ NAME_SERVER = "name server"
 _TOPIC_SUB = topic_field("topic", perm=SUB)
 _TOPIC_AND_GROUP = _both(_TOPIC_SUB, group_field("consumerGroup"))
 
+
+def _signed(cmd: RemotingCommand, topic_at: TopicAt) -> list[Need]:
+    """A signed request of any account: RocketMQ 4.9.8's PlainAccessValidator checks no resource for the
+    admin reads outside its ADMIN_CODE set (runtime info, configs, stats, reset offset, who consumes)."""
+    return []
+
 RULES: dict[int, Rule | str] = {
     RequestCode.SEND_MESSAGE: topic_field("topic", perm=PUB),
     RequestCode.SEND_MESSAGE_V2: topic_field("b", "topic", perm=PUB),
@@ -310,11 +316,23 @@ RULES: dict[int, Rule | str] = {
     RequestCode.UNLOCK_BATCH_MQ: _queue_locks,
     RequestCode.UPDATE_AND_CREATE_TOPIC: ADMIN,
     RequestCode.GET_ALL_TOPIC_CONFIG: ADMIN,
+    RequestCode.DELETE_TOPIC_IN_BROKER: ADMIN,  # RocketMQ's Permission.ADMIN_CODE
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: ADMIN,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: ADMIN,
+    RequestCode.GET_BROKER_CONFIG: _signed,
+    RequestCode.GET_BROKER_RUNTIME_INFO: _signed,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: _signed,
+    RequestCode.GET_TOPIC_STATS_INFO: _signed,
+    RequestCode.GET_CONSUME_STATS: _signed,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: _signed,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _signed,
     RequestCode.GET_ROUTEINFO_BY_TOPIC: NAME_SERVER,
     RequestCode.GET_BROKER_CLUSTER_INFO: NAME_SERVER,
     RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NAME_SERVER,
     RequestCode.REGISTER_BROKER: NAME_SERVER,
     RequestCode.UNREGISTER_BROKER: NAME_SERVER,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV: NAME_SERVER,
+    RequestCode.GET_NAMESRV_CONFIG: NAME_SERVER,
 }
 """What every request code the broker serves needs (a code missing here is refused, and a test holds
 the table to the handlers' codes)."""

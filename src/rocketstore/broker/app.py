@@ -22,6 +22,7 @@ from rocketstore.broker.acl import AclChecker, AclConfig
 from rocketstore.broker.clients import ClientRegistry
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.handlers_admin import AdminHandlers
 from rocketstore.broker.handlers_client import ClientHandlers
 from rocketstore.broker.handlers_pull import PullHandlers
 from rocketstore.broker.handlers_query import QueryHandlers
@@ -113,11 +114,15 @@ class BrokerApp:
             transactions = TransactionTable(store, cfg.transactions)
             transactions.load()
             ctx = BrokerContext(cfg, store, topics, ClientRegistry(cfg.lock_expiry_ms), transactions)
+            problem = ctx.groups.load()
+            if problem is not None:
+                log.warning("%s was damaged (%s): using %s", problem.file, problem.problem, problem.used)
             self.ctx = ctx
             if self.acl is not None:
                 self.acl.topic_at = partial(_topic_at, store)
             broker_table: dict[int, Handler] = {}
-            for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx)):
+            for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx),
+                          AdminHandlers(ctx)):
                 broker_table.update(group.table())
             namesrv_table = NameServerHandlers(cfg, topics, read_only=store.read_only).table()
             host, port = split_address(cfg.listen)
@@ -170,6 +175,7 @@ class BrokerApp:
             try:
                 if self.ctx is not None:
                     await asyncio.to_thread(self.ctx.store.flush)  # fsync must not stall the loop
+                    await asyncio.to_thread(self.ctx.groups.persist)
             except Exception:  # service loop: record and keep going
                 log.exception("periodic flush failed")
 
@@ -212,6 +218,10 @@ class BrokerApp:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.ctx is not None:
+            try:
+                self.ctx.groups.persist()
+            except OSError as exc:
+                log.warning("subscriptionGroup.json not written: %s", exc)
             self.ctx.store.close()
             self.ctx = None
         log.info("broker stopped")

@@ -89,6 +89,22 @@ class ClientRegistry:
         """Client ids of a group's consumers, sorted."""
         return sorted(self.consumers.get(group, {}))
 
+    def subscribed_topics(self, group: str) -> set[str]:
+        """Topics the group's online consumers subscribe."""
+        return {topic for info in self.consumers.get(group, {}).values() for topic in info.subscriptions}
+
+    def groups_subscribing(self, topic: str) -> list[str]:
+        """Groups with an online consumer subscribing `topic`."""
+        return [group for group, members in self.consumers.items()
+                if any(topic in info.subscriptions for info in members.values())]
+
+    def consumer_connections(self, group: str) -> list[Connection]:
+        """The connections of the group's online consumers, one each."""
+        seen: dict[int, Connection] = {}
+        for info in self.consumers.get(group, {}).values():
+            seen.setdefault(id(info.conn), info.conn)
+        return list(seen.values())
+
     def subscription(self, group: str, topic: str) -> str | None:
         """The expression a group's consumers subscribed `topic` with, if any heartbeat said."""
         for info in self.consumers.get(group, {}).values():

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from rocketstore import InvalidArgumentError, MessageStore
 from rocketstore.broker.clients import ClientRegistry
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.long_poll import PullWaiters
+from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.topics import TopicTable
 from rocketstore.broker.transactions import TransactionTable
+from rocketstore.log.subscription_groups import SubscriptionGroups
 from rocketstore.protocol import RemotingCommand, ResponseCode
 
 
@@ -48,6 +51,11 @@ class ConsumerOffsets:
                 return offset
         return self.store.committed_offset(group, topic, queue_id)
 
+    def committed_pairs(self) -> set[tuple[str, str]]:
+        """Every (group, topic) with a committed offset."""
+        pairs = {(group, topic) for group, table in self.store.consumer_offsets().items() for topic, _ in table}
+        return pairs | {(group, topic) for group, topic, _ in self._memory}
+
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record that `group` will next consume `offset` of (topic, queue id).
 
@@ -79,9 +87,13 @@ class BrokerContext:
     transactions: TransactionTable
     waiters: PullWaiters = field(default_factory=PullWaiters)
     offsets: ConsumerOffsets = field(init=False)
+    groups: SubscriptionGroups = field(init=False)
+    stats: BrokerStats = field(default_factory=BrokerStats)
 
     def __post_init__(self) -> None:
         self.offsets = ConsumerOffsets(self.store)
+        self.groups = SubscriptionGroups(self.store.path, lambda: int(time.time() * 1000),
+                                         read_only=self.store.read_only)
 
     @property
     def read_only(self) -> bool:

@@ -50,7 +50,9 @@ class ClientHandlers:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "heartbeat body is not HeartbeatData JSON")
         changed = self.ctx.clients.heartbeat(data, conn)
         for consumer in data.get("consumerDataSet") or []:
-            self.ctx.topics.ensure(RETRY_PREFIX + str(consumer.get("groupName", "")), 1, PERM_READ | PERM_WRITE)
+            group = str(consumer.get("groupName", ""))
+            self.ctx.topics.ensure(RETRY_PREFIX + group, 1, PERM_READ | PERM_WRITE)
+            self.ctx.groups.ensure(group)  # RocketMQ's autoCreateSubscriptionGroup
         for group in changed:
             self.ctx.clients.notify_changed(group)
         return cmd.response(ResponseCode.SUCCESS)

@@ -104,6 +104,8 @@ class PullHandlers:
         if code == ResponseCode.PULL_NOT_FOUND and result.status is GetStatus.OFFSET_OVERFLOW_ONE:
             next_offset = offset
         body = b"".join(m.raw for m in result.messages) if code == ResponseCode.SUCCESS else b""
+        if body:
+            self.ctx.stats.record_get(len(result.messages))
         return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, {
             "suggestWhichBrokerId": 0, "nextBeginOffset": next_offset, "minOffset": result.min_offset,
             "maxOffset": result.max_offset}, body)

@@ -1,14 +1,21 @@
 """The NameServer role: routes of the one broker this process runs (GET_ROUTEINFO_BY_TOPIC 105,
-GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206)."""
+GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206, DELETE_TOPIC_IN_NAMESRV 216) and
+its settings (GET_NAMESRV_CONFIG 319)."""
 
 from __future__ import annotations
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_WRITE, TopicTable
-from rocketstore.format.topics import RETRY_PREFIX
+from rocketstore.format.topics import RETRY_PREFIX, SCHEDULE_TOPIC
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import encode_json_body, topic_route_body
+
+# Topics RocketMQ's broker creates for itself (TopicValidator, MixAll.REPLY_TOPIC_POSTFIX).
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"
 
 
 class NameServerHandlers:
@@ -31,6 +38,8 @@ class NameServerHandlers:
         return {RequestCode.GET_ROUTEINFO_BY_TOPIC: self.route,
                 RequestCode.GET_BROKER_CLUSTER_INFO: self.cluster_info,
                 RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.topic_list,
+                RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+                RequestCode.GET_NAMESRV_CONFIG: self.namesrv_config,
                 RequestCode.REGISTER_BROKER: self.register_broker,
                 RequestCode.UNREGISTER_BROKER: self.register_broker}
 
@@ -55,9 +64,38 @@ class NameServerHandlers:
                 "clusterAddrTable": {self.config.cluster: [name]}}
         return cmd.response(ResponseCode.SUCCESS, body=encode_json_body(body))
 
+    def system_topics(self) -> list[str]:
+        """The topics a RocketMQ 4.9.8 broker registers for itself at start (TopicConfigManager: its
+        cluster's and its own name, the self-test, benchmark, offset-moved, delay and reply topics)."""
+        return [SELF_TEST_TOPIC, BENCHMARK_TOPIC, self.config.cluster, self.config.broker_name,
+                OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, self.config.cluster + REPLY_TOPIC_SUFFIX]
+
     async def topic_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER."""
-        return cmd.response(ResponseCode.SUCCESS, body=encode_json_body({"topicList": sorted(self.topics.topics)}))
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: the broker's topics and the system topics RocketMQ's broker
+        registers for itself."""
+        names = sorted(set(self.topics.topics) | set(self.system_topics()))
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json_body({"topicList": names}))
+
+    async def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """DELETE_TOPIC_IN_NAMESRV: the topic's route goes (mqadmin deleteTopic sends it after the
+        broker's DELETE_TOPIC_IN_BROKER); SUCCESS for an unknown topic too, as RocketMQ answers."""
+        topic = cmd.ext_fields.get("topic")
+        if topic is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "request header field 'topic' is missing")
+        if self.read_only:
+            return cmd.response(ResponseCode.NO_PERMISSION, "the name server serves a read-only store")
+        self.topics.topics.pop(topic, None)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def namesrv_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG: the name server's settings as a properties text (NamesrvConfig and
+        NettyServerConfig names; the KV config lives in memory only: no kvConfigPath)."""
+        _host, _, port = (self.config.namesrv or self.config.listen).rpartition(":")
+        props = {"listenPort": port, "productEnvName": "center", "clusterTest": "false",
+                 "orderMessageEnable": "false",
+                 "serverChannelMaxIdleTimeSeconds": str(int(self.config.limits.idle_timeout_s))}
+        text = "".join(f"{key}={value}\n" for key, value in props.items())
+        return cmd.response(ResponseCode.SUCCESS, body=text.encode("utf-8"))
 
     async def register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """REGISTER_BROKER / UNREGISTER_BROKER from other brokers: not supported (one broker per name server)."""

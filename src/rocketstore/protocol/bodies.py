@@ -115,3 +115,27 @@ def topic_route_body(topic_queues: int, broker_name: str, cluster: str, broker_a
                         "topicSynFlag": 0, "writeQueueNums": topic_queues}],
     }
     return encode_json_body(route)
+
+
+MqKey = tuple[str, str, int]  # topic, broker name, queue id
+
+
+def mq_key_json(mq: MqKey) -> str:
+    """A MessageQueue as fastjson writes it (its fields in name order)."""
+    return encode_json_body({"brokerName": mq[1], "queueId": mq[2], "topic": mq[0]}).decode("utf-8")
+
+
+def encode_mq_keyed_body(fields: dict[str, Any], tables: dict[str, list[tuple[MqKey, Any]]]) -> bytes:
+    """A JSON body whose `tables` are maps keyed by MessageQueue objects, written as fastjson writes such a
+    map (``{{"brokerName":"b","queueId":0,"topic":"T"}:{...}}``, a key no JSON standard allows, which is
+    what RocketMQ's clients parse: TopicStatsTable, ConsumeStats, ResetOffsetBody); the other `fields`
+    as plain JSON, every member in name order."""
+    parts = []
+    for name in sorted({*fields, *tables}):
+        if name in tables:
+            inner = ",".join(f"{mq_key_json(mq)}:{encode_json_body(value).decode('utf-8')}"
+                             for mq, value in tables[name])
+            parts.append(f"{json.dumps(name)}:{{{inner}}}")
+        else:
+            parts.append(f"{json.dumps(name)}:{encode_json_body(fields[name]).decode('utf-8')}")
+    return ("{" + ",".join(parts) + "}").encode("utf-8")

@@ -1,0 +1,125 @@
+"""Admin requests driven with our own remoting client: bodies as RocketMQ's clients parse them, and the
+protocol's error codes (never a crash) for bad input. The same answers against the real mqadmin:
+test_admin_mqadmin.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rocketstore.log.json_config import read_json
+from rocketstore.log.subscription_groups import DEFAULT_GROUPS, MAX_GROUPS, SubscriptionGroups, group_config
+from rocketstore.protocol import RequestCode, ResponseCode
+from rocketstore.protocol.bodies import decode_json_body, encode_json_body, encode_mq_keyed_body
+from rocketstore.protocol.client import RemotingClient
+from tests.broker.broker_support import BrokerProcess
+from tests.broker.test_broker_requests import send
+
+
+def test_mq_keyed_bodies_are_written_as_fastjson_writes_them() -> None:
+    body = encode_mq_keyed_body({"consumeTps": 0.0}, {"offsetTable": [
+        (("T", "broker-a", 1), {"brokerOffset": 5, "consumerOffset": 2, "lastTimestamp": 7})]})
+    assert body == (b'{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"T"}:'
+                    b'{"brokerOffset":5,"consumerOffset":2,"lastTimestamp":7}}}')
+    assert encode_mq_keyed_body({}, {"offsetTable": []}) == b'{"offsetTable":{}}'
+
+
+def test_subscription_groups_file_round_trip_and_bounds(tmp_path: Path) -> None:
+    groups = SubscriptionGroups(tmp_path, lambda: 1234)
+    assert groups.load() is None and set(DEFAULT_GROUPS) <= set(groups.encode()["subscriptionGroupTable"])
+    groups.update(group_config({"groupName": "G", "retryMaxTimes": 3, "consumeBroadcastEnable": False}))
+    assert groups.ensure("H") is True and groups.ensure("H") is False
+    data = read_json(tmp_path / "config" / "subscriptionGroup.json")
+    assert data is not None and data["subscriptionGroupTable"]["G"]["retryMaxTimes"] == 3
+    assert "H" not in data["subscriptionGroupTable"]  # a heartbeat's group waits for persist()
+    groups.persist()
+    again = SubscriptionGroups(tmp_path, lambda: 1)
+    again.load()
+    assert again.get("G") == groups.get("G") and again.get("H") is not None
+    assert again.encode()["dataVersion"]["counter"] == groups.encode()["dataVersion"]["counter"]
+    assert again.delete("G") is True and again.delete("G") is False
+    for bad in ({"groupName": ""}, {"groupName": 5}, {"groupName": "x" * 300}, {"groupName": "G", "retryMaxTimes": -1},
+                {"groupName": "G", "consumeEnable": "yes"}, {"groupName": "G", "brokerId": 2**40}):
+        with pytest.raises(ValueError):
+            group_config(bad)
+    full = SubscriptionGroups(tmp_path / "full", lambda: 1, read_only=True)
+    full.load()
+    for i in range(MAX_GROUPS - len(full)):
+        full.ensure(f"g{i}")
+    assert len(full) == MAX_GROUPS and full.ensure("one-more") is False
+    with pytest.raises(ValueError):
+        full.update(group_config({"groupName": "one-more"}))
+    assert not (tmp_path / "full").exists()  # read-only: nothing written
+
+
+def _body(response) -> dict:
+    data = decode_json_body(response.body)
+    assert isinstance(data, dict), response.body
+    return data
+
+
+def test_admin_requests_answer_and_refuse_bad_input(broker: BrokerProcess) -> None:
+    with RemotingClient(broker.addr, timeout_s=10) as client:
+        for i in range(3):
+            assert send(client, "Stats", f"m{i}".encode(), queue_id=i % 2).code == ResponseCode.SUCCESS
+        stats = client.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Stats"})
+        assert stats.code == ResponseCode.SUCCESS
+        assert stats.body.startswith(b'{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"Stats"}:')
+        assert b'"maxOffset":2' in stats.body and b'"maxOffset":1' in stats.body
+        missing = client.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Nope"})
+        assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[Nope] not exist")
+        assert client.request(RequestCode.GET_TOPIC_STATS_INFO, {}).code == ResponseCode.SYSTEM_ERROR
+
+        for queue_id in range(4):  # the topic's 4 queues (a reset needs a committed offset on each)
+            assert client.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": "CG", "topic": "Stats", "queueId": queue_id, "commitOffset": 1 - queue_id // 2,
+            }).code == ResponseCode.SUCCESS
+        consume = client.request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "CG"})
+        assert consume.code == ResponseCode.SUCCESS
+        assert consume.body.startswith(b'{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,')
+        assert b'"brokerOffset":2,"consumerOffset":1,"lastTimestamp":1' in consume.body
+        none = client.request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "Nobody"})
+        assert none.body == b'{"consumeTps":0.0,"offsetTable":{}}'
+        who = client.request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "Stats"})
+        assert _body(who) == {"groupList": ["CG"]}
+
+        runtime = _body(client.request(RequestCode.GET_BROKER_RUNTIME_INFO))["table"]
+        assert runtime["msgPutTotalTodayNow"] == "3" and runtime["brokerVersionDesc"] == "V5_1_0"
+        assert len(runtime["putTps"].split()) == 3 and int(runtime["earliestMessageTimeStamp"]) > 0
+        config = client.request(RequestCode.GET_BROKER_CONFIG)
+        assert b"brokerName=broker-a\n" in config.body and "counter" in config.ext_fields["version"]
+
+        for body in (b"not json", b"[1,2]", b'{"groupName":""}', b'{"groupName":"G","retryMaxTimes":"x"}'):
+            bad = client.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+            assert bad.code == ResponseCode.SYSTEM_ERROR, body
+        good = client.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                              body=encode_json_body({"groupName": "G", "retryMaxTimes": 2}))
+        assert good.code == ResponseCode.SUCCESS
+        table = _body(client.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))["subscriptionGroupTable"]
+        assert table["G"]["retryMaxTimes"] == 2 and "TOOLS_CONSUMER" in table
+        assert client.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {}).code == ResponseCode.SYSTEM_ERROR
+        assert client.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "G"}).code == 0
+
+        reset = {"topic": "Stats", "group": "CG", "timestamp": 0, "isForce": "true"}
+        offline = client.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset)
+        assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
+        assert offline.remark.startswith("Consumer not online, so can not reset offset, Group: CG Topic: Stats")
+        for fields in ({**reset, "timestamp": "soon"}, {**reset, "timestamp": 2**62}, {"topic": "Stats"}):
+            assert client.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields).code == ResponseCode.SYSTEM_ERROR
+        unknown = client.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**reset, "group": "Never"})
+        assert (unknown.code, unknown.remark) == (ResponseCode.SYSTEM_ERROR, "THe consumer group <Never> not exist")
+
+        for topic, remark in (("SCHEDULE_TOPIC_XXXX", "conflict with system topic"),
+                              ("TBW102", "conflict with system topic"), ("bad topic!", "illegal characters")):
+            refused = client.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+            assert refused.code == ResponseCode.SYSTEM_ERROR and remark in (refused.remark or ""), topic
+        assert client.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Stats"}).code == 0
+        assert client.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Stats"}).code == ResponseCode.TOPIC_NOT_EXIST
+    with RemotingClient(broker.namesrv, timeout_s=10) as ns:
+        topics = _body(ns.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))["topicList"]
+        assert "Stats" not in topics and {"SELF_TEST_TOPIC", "DefaultCluster", "broker-a"} <= set(topics)
+        assert ns.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "Gone"}).code == ResponseCode.SUCCESS
+        assert ns.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {}).code == ResponseCode.SYSTEM_ERROR
+        assert b"listenPort=" in ns.request(RequestCode.GET_NAMESRV_CONFIG).body
+    assert broker.alive()
