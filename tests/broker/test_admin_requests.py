@@ -4,17 +4,19 @@ test_admin_mqadmin.py."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
+from rocketstore.format.msgid import decode_msg_id
 from rocketstore.log.json_config import read_json
 from rocketstore.log.subscription_groups import DEFAULT_GROUPS, MAX_GROUPS, SubscriptionGroups, group_config
 from rocketstore.protocol import RequestCode, ResponseCode
 from rocketstore.protocol.bodies import decode_json_body, encode_json_body, encode_mq_keyed_body
-from rocketstore.protocol.client import RemotingClient
+from rocketstore.protocol.client import RemotingClient, decode_records
 from tests.broker.broker_support import BrokerProcess
-from tests.broker.test_broker_requests import send
+from tests.broker.test_broker_requests import pull, send
 
 
 def test_mq_keyed_bodies_are_written_as_fastjson_writes_them() -> None:
@@ -123,3 +125,33 @@ def test_admin_requests_answer_and_refuse_bad_input(broker: BrokerProcess) -> No
         assert ns.request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {}).code == ResponseCode.SYSTEM_ERROR
         assert b"listenPort=" in ns.request(RequestCode.GET_NAMESRV_CONFIG).body
     assert broker.alive()
+
+
+def test_a_sent_back_copy_names_its_origin_by_the_records_offset_msg_id(broker: BrokerProcess) -> None:
+    """CONSUMER_SEND_MSG_BACK (36): ORIGIN_MESSAGE_ID is the original record's offset msgId (RocketMQ's
+    msgExt.getMsgId()), not the UNIQ_KEY the client sends as originMsgId; a second send-back keeps it."""
+    uniq = "C0A80001000018B4AAC26F1D3A7B0000"
+    with RemotingClient(broker.addr, timeout_s=10) as client:
+        sent = send(client, "Back", b"body", props=f"TAGS\x01A\x02UNIQ_KEY\x01{uniq}")
+        assert sent.code == ResponseCode.SUCCESS
+        offset_id = sent.ext_fields["msgId"]
+        assert offset_id != uniq
+        phy = decode_msg_id(offset_id)[1]
+        back = {"offset": phy, "group": "BG", "delayLevel": 1, "originMsgId": uniq, "maxReconsumeTimes": 16}
+        assert client.request(RequestCode.CONSUMER_SEND_MSG_BACK, back).code == ResponseCode.SUCCESS
+        deadline = time.monotonic() + 20
+        while client.request(RequestCode.GET_MAX_OFFSET, {"topic": "%RETRY%BG", "queueId": 0}).ext_fields[
+                "offset"] == "0" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (copy,) = decode_records(pull(client, "%RETRY%BG", 0, 0).body)
+        assert copy.properties["ORIGIN_MESSAGE_ID"] == offset_id
+        assert copy.properties["RETRY_TOPIC"] == "Back" and copy.properties["UNIQ_KEY"] == uniq
+        assert copy.reconsume_times == 1
+        again = {**back, "offset": copy.phy_offset, "originMsgId": uniq}
+        assert client.request(RequestCode.CONSUMER_SEND_MSG_BACK, again).code == ResponseCode.SUCCESS
+        deadline = time.monotonic() + 20
+        while client.request(RequestCode.GET_MAX_OFFSET, {"topic": "%RETRY%BG", "queueId": 0}).ext_fields[
+                "offset"] == "1" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = decode_records(pull(client, "%RETRY%BG", 0, 1).body)[0]
+        assert second.properties["ORIGIN_MESSAGE_ID"] == offset_id and second.reconsume_times == 2

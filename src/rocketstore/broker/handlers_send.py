@@ -186,7 +186,9 @@ class SendHandlers:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, f"no message at offset {phy_offset}: {exc}") from exc
             props = dict(original.properties)
             props.setdefault(PROPERTY_RETRY_TOPIC, original.topic)
-            props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, cmd.ext_fields.get("originMsgId") or original.msg_id)
+            # RocketMQ keeps the first copy's ORIGIN_MESSAGE_ID, else names the record by its offset msgId (the
+            # request's originMsgId, the client's UNIQ_KEY, is not used)
+            props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, original.msg_id)
             props[PROPERTY_WAIT] = "false"  # RocketMQ does not wait for the disk on a send-back
             limit = field_int(cmd, "maxReconsumeTimes", self.ctx.config.max_reconsume_times)
             delay_level = field_int(cmd, "delayLevel", 0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_WRITE, TopicTable
-from rocketstore.format.topics import RETRY_PREFIX, SCHEDULE_TOPIC
+from rocketstore.format.topics import RETRY_PREFIX, SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import encode_json_body, topic_route_body
 
@@ -65,10 +65,11 @@ class NameServerHandlers:
         return cmd.response(ResponseCode.SUCCESS, body=encode_json_body(body))
 
     def system_topics(self) -> list[str]:
-        """The topics a RocketMQ 4.9.8 broker registers for itself at start (TopicConfigManager: its
-        cluster's and its own name, the self-test, benchmark, offset-moved, delay and reply topics)."""
+        """The topics a RocketMQ 4.9.8 broker registers for itself (TopicConfigManager at start: its
+        cluster's and its own name, the self-test, benchmark, offset-moved, delay and reply topics; the
+        transaction check, a minute after start: the half-message topic)."""
         return [SELF_TEST_TOPIC, BENCHMARK_TOPIC, self.config.cluster, self.config.broker_name,
-                OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, self.config.cluster + REPLY_TOPIC_SUFFIX]
+                OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, self.config.cluster + REPLY_TOPIC_SUFFIX, TRANS_HALF_TOPIC]
 
     async def topic_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: the broker's topics and the system topics RocketMQ's broker
