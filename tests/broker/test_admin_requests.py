@@ -155,3 +155,63 @@ def test_a_sent_back_copy_names_its_origin_by_the_records_offset_msg_id(broker: 
             time.sleep(0.2)
         second = decode_records(pull(client, "%RETRY%BG", 0, 1).body)[0]
         assert second.properties["ORIGIN_MESSAGE_ID"] == offset_id and second.reconsume_times == 2
+
+
+def test_connections_consume_queue_stats_and_kv_config_answer_and_refuse_bad_input(broker: BrokerProcess) -> None:
+    heartbeat = {"clientID": "c1", "consumerDataSet": [{
+        "groupName": "HG", "consumeType": "CONSUME_ACTIVELY", "messageModel": "BROADCASTING",
+        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "subscriptionDataSet": [
+            {"topic": "Cq", "subString": "A", "codeSet": [65], "tagsSet": ["A"], "classFilterMode": False,
+             "expressionType": "TAG", "subVersion": 1}]}], "producerDataSet": [{"groupName": "HP"}]}
+    with RemotingClient(broker.addr, timeout_s=10) as client:
+        for i in range(3):
+            assert send(client, "Cq", f"m{i}".encode(), queue_id=0).code == ResponseCode.SUCCESS
+        none = client.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "HG"})
+        assert (none.code, none.remark) == (ResponseCode.CONSUMER_NOT_ONLINE, "the consumer group[HG] not online")
+        assert client.request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "HP"}).code == \
+            ResponseCode.SYSTEM_ERROR
+        assert client.request(RequestCode.HEART_BEAT, body=encode_json_body(heartbeat)).code == 0
+        consumers = _body(client.request(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "HG"}))
+        assert consumers["connectionSet"][0]["clientId"] == "c1" and consumers["messageModel"] == "BROADCASTING"
+        assert consumers["consumeType"] == "CONSUME_ACTIVELY"
+        assert consumers["subscriptionTable"]["Cq"]["codeSet"] == [65]
+        producers = _body(client.request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "HP"}))
+        assert [c["clientId"] for c in producers["connectionSet"]] == ["c1"]
+        for code in (RequestCode.GET_CONSUMER_CONNECTION_LIST, RequestCode.GET_PRODUCER_CONNECTION_LIST):
+            assert client.request(code, {}).code == ResponseCode.SYSTEM_ERROR
+
+        cq = _body(client.request(RequestCode.QUERY_CONSUME_QUEUE, {"topic": "Cq", "queueId": 0, "index": 1,
+                                                                    "count": 5, "consumerGroup": "HG"}))
+        assert (cq["minQueueIndex"], cq["maxQueueIndex"], len(cq["queueData"])) == (0, 3, 2)
+        assert cq["subscriptionData"]["subString"] == "A" and cq["filterData"] == "null"
+        assert all(entry["eval"] is False and entry["physicSize"] > 0 for entry in cq["queueData"])
+        offline = _body(client.request(RequestCode.QUERY_CONSUME_QUEUE, {"topic": "Cq", "queueId": 0, "index": 0,
+                                                                         "count": 2**31 - 1, "consumerGroup": "X"}))
+        assert offline["filterData"] == "X@Cq is not online!" and len(offline["queueData"]) == 3
+        past = client.request(RequestCode.QUERY_CONSUME_QUEUE, {"topic": "Cq", "queueId": 0, "index": 3, "count": 1})
+        assert (past.code, past.remark, past.body) == (ResponseCode.SUCCESS, "Index 3 of 0@Cq is not exist!", b"")
+        missing = client.request(RequestCode.QUERY_CONSUME_QUEUE, {"topic": "Cq", "queueId": 7, "index": 0, "count": 1})
+        assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR, "7@Cq is not exist!")
+        assert client.request(RequestCode.QUERY_CONSUME_QUEUE, {"topic": "Cq", "queueId": "x", "index": 0,
+                                                                "count": 1}).code == ResponseCode.SYSTEM_ERROR
+
+        puts = _body(client.request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS",
+                                                                         "statsKey": "Cq"}))
+        assert puts["statsMinute"]["sum"] == puts["statsDay"]["sum"] == 3 and puts["statsDay"]["avgpt"] == 1.0
+        unknown = client.request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "X", "statsKey": "Cq"})
+        assert (unknown.code, unknown.remark) == (ResponseCode.SYSTEM_ERROR, "The stats <X> <Cq> not exist")
+        assert client.request(RequestCode.VIEW_BROKER_STATS_DATA, {}).code == ResponseCode.SYSTEM_ERROR
+
+        stats = client.request(RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+        assert stats.code == ResponseCode.SUCCESS and b'{"HG":[]}' in stats.body and b'"totalDiff":0' in stats.body
+    with RemotingClient(broker.namesrv, timeout_s=10) as ns:
+        assert ns.request(RequestCode.PUT_KV_CONFIG, {"namespace": "N", "key": "k", "value": "v"}).code == 0
+        got = ns.request(RequestCode.GET_KV_CONFIG, {"namespace": "N", "key": "k"})
+        assert (got.code, got.ext_fields["value"]) == (ResponseCode.SUCCESS, "v")
+        for fields in ({"namespace": "N", "key": "k"}, {"key": "k", "value": "v"}, {}):
+            assert ns.request(RequestCode.PUT_KV_CONFIG, fields).code == ResponseCode.SYSTEM_ERROR
+        assert ns.request(RequestCode.DELETE_KV_CONFIG, {"namespace": "N", "key": "k"}).code == 0
+        assert ns.request(RequestCode.DELETE_KV_CONFIG, {"namespace": "N", "key": "k"}).code == 0
+        gone = ns.request(RequestCode.GET_KV_CONFIG, {"namespace": "N", "key": "k"})
+        assert (gone.code, gone.remark) == (ResponseCode.QUERY_NOT_FOUND, "No config item, Namespace: N Key: k")
+    assert broker.alive()

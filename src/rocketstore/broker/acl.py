@@ -326,6 +326,11 @@ RULES: dict[int, Rule | str] = {
     RequestCode.GET_CONSUME_STATS: _signed,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: _signed,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _signed,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: _signed,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: _signed,
+    RequestCode.GET_BROKER_CONSUME_STATS: _signed,
+    RequestCode.QUERY_CONSUME_QUEUE: _signed,
+    RequestCode.VIEW_BROKER_STATS_DATA: _signed,
     RequestCode.GET_ROUTEINFO_BY_TOPIC: NAME_SERVER,
     RequestCode.GET_BROKER_CLUSTER_INFO: NAME_SERVER,
     RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: NAME_SERVER,
@@ -333,6 +338,9 @@ RULES: dict[int, Rule | str] = {
     RequestCode.UNREGISTER_BROKER: NAME_SERVER,
     RequestCode.DELETE_TOPIC_IN_NAMESRV: NAME_SERVER,
     RequestCode.GET_NAMESRV_CONFIG: NAME_SERVER,
+    RequestCode.PUT_KV_CONFIG: NAME_SERVER,
+    RequestCode.GET_KV_CONFIG: NAME_SERVER,
+    RequestCode.DELETE_KV_CONFIG: NAME_SERVER,
 }
 """What every request code the broker serves needs (a code missing here is refused, and a test holds
 the table to the handlers' codes)."""

@@ -27,6 +27,7 @@ from rocketstore.broker.handlers_client import ClientHandlers
 from rocketstore.broker.handlers_pull import PullHandlers
 from rocketstore.broker.handlers_query import QueryHandlers
 from rocketstore.broker.handlers_send import SendHandlers
+from rocketstore.broker.kv_config import KvConfig
 from rocketstore.broker.namesrv import NameServerHandlers
 from rocketstore.broker.retention import describe_retention
 from rocketstore.broker.server import Connection, Dispatcher, Handler, RemotingServer
@@ -124,7 +125,9 @@ class BrokerApp:
             for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx),
                           AdminHandlers(ctx)):
                 broker_table.update(group.table())
-            namesrv_table = NameServerHandlers(cfg, topics, read_only=store.read_only).table()
+            kv = KvConfig(store.path, read_only=store.read_only)
+            kv.load()
+            namesrv_table = NameServerHandlers(cfg, topics, read_only=store.read_only, kv=kv).table()
             host, port = split_address(cfg.listen)
             if cfg.namesrv and split_address(cfg.namesrv) == (host, port):
                 broker_table.update(namesrv_table)

@@ -25,6 +25,21 @@ class ConsumerInfo:
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
     message_model: str = "CLUSTERING"
     last_seen_ms: int = 0
+    language: str = "JAVA"
+    version: int = 0
+    consume_type: str = "CONSUME_PASSIVELY"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscription_data: dict[str, dict[str, Any]] = field(default_factory=dict)  # topic -> SubscriptionData
+
+
+@dataclass(slots=True)
+class ProducerInfo:
+    """One producer client in one group."""
+
+    client_id: str
+    conn: Connection
+    language: str = "JAVA"
+    version: int = 0
 
 
 MqKey = tuple[str, str, int]  # topic, broker name, queue id
@@ -40,13 +55,14 @@ class ClientRegistry:
 
     def __init__(self, lock_expiry_ms: int, clock_ms: Callable[[], int] | None = None) -> None:
         self.consumers: dict[str, dict[str, ConsumerInfo]] = {}
-        self.producers: dict[str, dict[str, Connection]] = {}
+        self.producers: dict[str, dict[str, ProducerInfo]] = {}
         self.lock_expiry_ms = lock_expiry_ms
         self._clock = clock_ms or (lambda: int(time.time() * 1000))
         self._locks: dict[tuple[str, MqKey], tuple[str, int]] = {}
 
-    def heartbeat(self, data: dict[str, Any], conn: Connection) -> list[str]:
-        """Record a HEART_BEAT body; returns the consumer groups whose membership changed."""
+    def heartbeat(self, data: dict[str, Any], conn: Connection, language: str = "JAVA", version: int = 0) -> list[str]:
+        """Record a HEART_BEAT body (and the language and version of its request); returns the consumer
+        groups whose membership changed."""
         client_id = str(data.get("clientID", ""))
         now = self._clock()
         changed = []
@@ -58,10 +74,16 @@ class ClientRegistry:
             known = members.get(client_id)
             if known is None or known.conn is not conn:
                 changed.append(group)
+            data_set = {str(sub.get("topic")): sub for sub in item.get("subscriptionDataSet") or []
+                        if isinstance(sub, dict)}
             members[client_id] = ConsumerInfo(client_id, conn, subs, str(item.get("messageModel", "CLUSTERING")),
-                                              now)
+                                              now, language, version,
+                                              str(item.get("consumeType") or "CONSUME_PASSIVELY"),
+                                              str(item.get("consumeFromWhere") or "CONSUME_FROM_LAST_OFFSET"),
+                                              data_set)
         for item in data.get("producerDataSet") or []:
-            self.producers.setdefault(str(item.get("groupName", "")), {})[client_id] = conn
+            self.producers.setdefault(str(item.get("groupName", "")), {})[client_id] = ProducerInfo(
+                client_id, conn, language, version)
         return changed
 
     def unregister(self, client_id: str, producer_group: str, consumer_group: str) -> list[str]:
@@ -81,9 +103,18 @@ class ClientRegistry:
                 self._release_client(group, client_id)
                 changed.append(group)
         for producers in self.producers.values():
-            for client_id in [cid for cid, c in producers.items() if c is conn]:
+            for client_id in [cid for cid, info in producers.items() if info.conn is conn]:
                 del producers[client_id]
         return changed
+
+    def consumers_of(self, group: str) -> list[ConsumerInfo]:
+        """The group's online consumers, by client id."""
+        return [info for _cid, info in sorted(self.consumers.get(group, {}).items())]
+
+    def producers_of(self, group: str) -> list[ProducerInfo] | None:
+        """The group's producers, None when the group never sent a heartbeat."""
+        members = self.producers.get(group)
+        return None if members is None else [info for _cid, info in sorted(members.items())]
 
     def consumer_ids(self, group: str) -> list[str]:
         """Client ids of a group's consumers, sorted."""

@@ -3,16 +3,19 @@
 
 GET_BROKER_CONFIG (26), GET_BROKER_RUNTIME_INFO (28), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_TOPIC_STATS_INFO (202), DELETE_SUBSCRIPTIONGROUP (207),
-GET_CONSUME_STATS (208), DELETE_TOPIC_IN_BROKER (215), INVOKE_BROKER_TO_RESET_OFFSET (222) and
-QUERY_TOPIC_CONSUME_BY_WHO (300).
+GET_CONSUME_STATS (208), DELETE_TOPIC_IN_BROKER (215), INVOKE_BROKER_TO_RESET_OFFSET (222),
+QUERY_TOPIC_CONSUME_BY_WHO (300), GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204),
+GET_BROKER_CONSUME_STATS (317), QUERY_CONSUME_QUEUE (321) and VIEW_BROKER_STATS_DATA (315).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str
 from rocketstore.broker.server import Connection, Handler
@@ -56,6 +59,11 @@ def _disk_used(path: Path) -> tuple[str, str]:
     return str(ratio), f"Total : {_human_bytes(total)}, Free : {_human_bytes(usable)}."
 
 
+def _connection(client_id: str, conn: Connection, language: str, version: int) -> dict[str, object]:
+    """A remoting Connection (clientAddr, clientId, language, version)."""
+    return {"clientAddr": conn.peer, "clientId": client_id, "language": language, "version": version}
+
+
 def _runtime(ms: int) -> str:
     seconds = ms // 1000
     return (f"[ {seconds // 86400} days, {seconds // 3600 % 24} hours, {seconds // 60 % 60} minutes, "
@@ -79,7 +87,12 @@ class AdminHandlers:
                 RequestCode.GET_CONSUME_STATS: self.consume_stats,
                 RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
                 RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
-                RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who}
+                RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by_who,
+                RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connection,
+                RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connection,
+                RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
+                RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+                RequestCode.VIEW_BROKER_STATS_DATA: self.stats_data}
 
     # -- broker --------------------------------------------------------------------------------------
 
@@ -243,6 +256,19 @@ class AdminHandlers:
         """Topics `group` committed offsets for (RocketMQ's whichTopicByConsumer)."""
         return sorted({topic for g, topic in self.ctx.offsets.committed_pairs() if g == group})
 
+    def _offset_rows(self, group: str, topic: str, queue_nums: int) -> list[tuple[MqKey, dict[str, int]]]:
+        """The OffsetWrapper of each of `queue_nums` queues of `topic` for `group`."""
+        rows: list[tuple[MqKey, dict[str, int]]] = []
+        for queue_id in range(queue_nums):
+            broker_offset = max(self.ctx.store.max_offset(topic, queue_id), 0)
+            consumer_offset = self.ctx.offsets.get(group, topic, queue_id)
+            consumer_offset = max(consumer_offset if consumer_offset is not None else 0, 0)
+            last = self._store_time(topic, queue_id, consumer_offset - 1) if consumer_offset > 0 else 0
+            rows.append((self._mq(topic, queue_id), {"brokerOffset": broker_offset,
+                                                     "consumerOffset": consumer_offset,
+                                                     "lastTimestamp": max(last, 0)}))
+        return rows
+
     def consume_stats_of(self, group: str, topic: str | None) -> tuple[float, list[tuple[MqKey, dict[str, int]]]]:
         """The ConsumeStats of `group` (on `topic`, or every topic it committed offsets for)."""
         rows: list[tuple[MqKey, dict[str, int]]] = []
@@ -251,15 +277,30 @@ class AdminHandlers:
             config = self.ctx.topics.get(name)
             if config is None or (subscribed and name not in subscribed):
                 continue  # RocketMQ skips a topic the group's online consumers do not subscribe
-            for queue_id in range(config.read_queue_nums):
-                broker_offset = max(self.ctx.store.max_offset(name, queue_id), 0)
-                consumer_offset = self.ctx.offsets.get(group, name, queue_id)
-                consumer_offset = max(consumer_offset if consumer_offset is not None else 0, 0)
-                last = self._store_time(name, queue_id, consumer_offset - 1) if consumer_offset > 0 else 0
-                rows.append((self._mq(name, queue_id), {"brokerOffset": broker_offset,
-                                                        "consumerOffset": consumer_offset,
-                                                        "lastTimestamp": max(last, 0)}))
+            rows += self._offset_rows(group, name, config.read_queue_nums)
         return 0.0, rows
+
+    async def broker_consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS: the ConsumeStats of every subscription group on each topic it committed
+        offsets for (RocketMQ's ConsumeStatsList; topics are never ordered here, so isOrder=true lists
+        no topic), with the total of broker minus consumer offsets."""
+        only_ordered = field_bool(cmd, "isOrder")
+        groups: list[str] = []
+        total_diff = 0
+        for group in self.ctx.groups.encode()["subscriptionGroupTable"]:
+            subscribed = self.ctx.clients.subscribed_topics(group)
+            stats: list[str] = []
+            for name in self._group_topics(group):
+                config = self.ctx.topics.get(name)
+                if config is None or only_ordered or (subscribed and name not in subscribed):
+                    continue
+                rows = self._offset_rows(group, name, config.write_queue_nums)
+                total_diff += sum(row["brokerOffset"] - row["consumerOffset"] for _mq, row in rows)
+                stats.append(encode_mq_keyed_body({"consumeTps": 0.0}, {"offsetTable": rows}).decode("utf-8"))
+            groups.append("{" + json.dumps(group, ensure_ascii=False) + ":[" + ",".join(stats) + "]}")
+        body = (f'{{"brokerAddr":{json.dumps(self.ctx.config.broker_addr)},"consumeStatsList":[{",".join(groups)}],'
+                f'"totalDiff":{total_diff}}}')
+        return cmd.response(ResponseCode.SUCCESS, body=body.encode("utf-8"))
 
     async def consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """GET_CONSUME_STATS: broker and committed offset of each queue of the group's topics."""
@@ -331,6 +372,80 @@ class AdminHandlers:
         log.info("[reset-offset] %s told %d consumers of %s to reset %s to %d", conn.peer, len(members), group,
                  topic, timestamp)
         return cmd.response(ResponseCode.SUCCESS, body=body)
+
+    async def consumer_connection(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """GET_CONSUMER_CONNECTION_LIST: the group's online consumers (ConsumerConnection);
+        CONSUMER_NOT_ONLINE when none is."""
+        try:
+            group = field_str(cmd, "consumerGroup")
+        except RequestError as exc:
+            return cmd.response(exc.code, exc.remark)
+        members = self.ctx.clients.consumers_of(group)
+        if not members:
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        first = members[0]
+        table: dict[str, Any] = {}
+        for info in members:
+            for topic, data in info.subscription_data.items():
+                table.setdefault(topic, data)
+        body = {"connectionSet": [_connection(info.client_id, info.conn, info.language, info.version)
+                                  for info in members],
+                "consumeFromWhere": first.consume_from_where, "consumeType": first.consume_type,
+                "messageModel": first.message_model, "subscriptionTable": table}
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json_body(body))
+
+    async def producer_connection(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """GET_PRODUCER_CONNECTION_LIST: the group's connected producers (ProducerConnection)."""
+        try:
+            group = field_str(cmd, "producerGroup")
+        except RequestError as exc:
+            return cmd.response(exc.code, exc.remark)
+        members = self.ctx.clients.producers_of(group)
+        if not members:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        body = {"connectionSet": [_connection(info.client_id, info.conn, info.language, info.version)
+                                  for info in members]}
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json_body(body))
+
+    async def query_consume_queue(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE: `count` entries of a consume queue from `index`, up to the end of the file
+        holding it (RocketMQ reads one mapped file), with the group's subscription when it is online. `eval`
+        is false throughout, as RocketMQ sets it only for entries of a consume-queue extension (none here)."""
+        try:
+            topic, queue_id = field_str(cmd, "topic"), field_int(cmd, "queueId")
+            index, count = field_int(cmd, "index"), field_int(cmd, "count")
+        except RequestError as exc:
+            return cmd.response(exc.code, exc.remark)
+        store = self.ctx.store
+        if queue_id not in store.queues().get(topic, ()):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
+        low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
+        answer: dict[str, Any] = {"maxQueueIndex": high, "minQueueIndex": low}
+        group = cmd.ext_fields.get("consumerGroup")
+        if group is not None:
+            subscription = next((info.subscription_data[topic] for info in self.ctx.clients.consumers_of(group)
+                                 if topic in info.subscription_data), None)
+            if subscription is None:
+                answer["filterData"] = f"{group}@{topic} is not online!"
+            else:
+                answer["filterData"], answer["subscriptionData"] = "null", subscription
+        if not low <= index < high:
+            return cmd.response(ResponseCode.SUCCESS, f"Index {index} of {queue_id}@{topic} is not exist!")
+        per_file = store.config.consume_queue_file_entries
+        end = min(high, (index // per_file + 1) * per_file, index + max(count, 0))
+        answer["queueData"] = [{"eval": False, "physicOffset": unit.phy_offset, "physicSize": unit.size,
+                                "tagsCode": unit.tags_code}
+                               for unit in store.queue_entries(topic, queue_id, index, end)]
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json_body(dict(sorted(answer.items()))))
+
+    async def stats_data(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """VIEW_BROKER_STATS_DATA: one counter's BrokerStatsData (TOPIC_PUT_NUMS / TOPIC_PUT_SIZE of a topic,
+        GROUP_GET_NUMS / GROUP_GET_SIZE of topic@group) over the last minute, hour and day."""
+        name, key = cmd.ext_fields.get("statsName"), cmd.ext_fields.get("statsKey")
+        data = self.ctx.stats.items.snapshot(name, key) if name is not None and key is not None else None
+        if data is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json_body(data))
 
     async def consumed_by_who(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """QUERY_TOPIC_CONSUME_BY_WHO: the groups online on `topic` and those with offsets committed on it."""

@@ -48,7 +48,7 @@ class ClientHandlers:
         data = self._json(cmd)
         if not data:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "heartbeat body is not HeartbeatData JSON")
-        changed = self.ctx.clients.heartbeat(data, conn)
+        changed = self.ctx.clients.heartbeat(data, conn, cmd.language, cmd.version)
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName", ""))
             self.ctx.topics.ensure(RETRY_PREFIX + group, 1, PERM_READ | PERM_WRITE)

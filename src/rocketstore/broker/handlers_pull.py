@@ -105,7 +105,8 @@ class PullHandlers:
             next_offset = offset
         body = b"".join(m.raw for m in result.messages) if code == ResponseCode.SUCCESS else b""
         if body:
-            self.ctx.stats.record_get(len(result.messages))
+            self.ctx.stats.record_get(cmd.ext_fields.get("topic", ""), cmd.ext_fields.get("consumerGroup", ""),
+                                      len(result.messages), len(body))
         return cmd.response(code, None if code == ResponseCode.SUCCESS else result.status.value, {
             "suggestWhichBrokerId": 0, "nextBeginOffset": next_offset, "minOffset": result.min_offset,
             "maxOffset": result.max_offset}, body)

@@ -164,7 +164,7 @@ class SendHandlers:
     def _respond(self, cmd: RemotingCommand, queue_id: int, results: list[PutResult]) -> RemotingCommand:
         first = results[0]
         stored = [result for result in results if result.status in STORED]
-        self.ctx.stats.record_put(len(stored), sum(result.size for result in stored))
+        self.ctx.stats.record_put(first.topic, len(stored), sum(result.size for result in stored))
         for result in stored:
             self.ctx.notify_arrival(result.topic, result.queue_id)
         code = PUT_STATUS_CODES.get(first.status, ResponseCode.SYSTEM_ERROR)
@@ -208,6 +208,6 @@ class SendHandlers:
             return cmd.response(exc.code, exc.remark)
         if result.status not in STORED:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"put failed: {result.status.value}")
-        self.ctx.stats.record_put(1, result.size)
+        self.ctx.stats.record_put(result.topic, 1, result.size)
         self.ctx.notify_arrival(result.topic, result.queue_id)
         return cmd.response(ResponseCode.SUCCESS)

@@ -1,15 +1,22 @@
 """The NameServer role: routes of the one broker this process runs (GET_ROUTEINFO_BY_TOPIC 105,
 GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206, DELETE_TOPIC_IN_NAMESRV 216) and
-its settings (GET_NAMESRV_CONFIG 319)."""
+its settings (GET_NAMESRV_CONFIG 319) and KV config (PUT_KV_CONFIG 100, GET_KV_CONFIG 101,
+DELETE_KV_CONFIG 102)."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 from rocketstore.broker.config import BrokerConfig
+from rocketstore.broker.kv_config import KvConfig
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_WRITE, TopicTable
 from rocketstore.format.topics import RETRY_PREFIX, SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import encode_json_body, topic_route_body
+
+log = logging.getLogger("rocketstore.broker")
 
 # Topics RocketMQ's broker creates for itself (TopicValidator, MixAll.REPLY_TOPIC_POSTFIX).
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
@@ -28,10 +35,12 @@ class NameServerHandlers:
             (as RocketMQ routes a broker whose brokerPermission is read-only), so producers do not pick it.
     """
 
-    def __init__(self, config: BrokerConfig, topics: TopicTable, *, read_only: bool = False) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicTable, *, read_only: bool = False,
+                 kv: KvConfig | None = None) -> None:
         self.config = config
         self.topics = topics
         self.read_only = read_only
+        self.kv = kv if kv is not None else KvConfig(Path(), read_only=True)
 
     def table(self) -> dict[int, Handler]:
         """Request code -> handler."""
@@ -40,6 +49,8 @@ class NameServerHandlers:
                 RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.topic_list,
                 RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
                 RequestCode.GET_NAMESRV_CONFIG: self.namesrv_config,
+                RequestCode.PUT_KV_CONFIG: self.put_kv, RequestCode.GET_KV_CONFIG: self.get_kv,
+                RequestCode.DELETE_KV_CONFIG: self.delete_kv,
                 RequestCode.REGISTER_BROKER: self.register_broker,
                 RequestCode.UNREGISTER_BROKER: self.register_broker}
 
@@ -90,13 +101,53 @@ class NameServerHandlers:
 
     async def namesrv_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """GET_NAMESRV_CONFIG: the name server's settings as a properties text (NamesrvConfig and
-        NettyServerConfig names; the KV config lives in memory only: no kvConfigPath)."""
+        NettyServerConfig names)."""
         _host, _, port = (self.config.namesrv or self.config.listen).rpartition(":")
-        props = {"listenPort": port, "productEnvName": "center", "clusterTest": "false",
+        props = {"listenPort": port, "kvConfigPath": str(self.kv.path), "productEnvName": "center",
+                 "clusterTest": "false",
                  "orderMessageEnable": "false",
                  "serverChannelMaxIdleTimeSeconds": str(int(self.config.limits.idle_timeout_s))}
         text = "".join(f"{key}={value}\n" for key, value in props.items())
         return cmd.response(ResponseCode.SUCCESS, body=text.encode("utf-8"))
+
+    def _kv_fields(self, cmd: RemotingCommand) -> tuple[str, str]:
+        namespace, key = cmd.ext_fields.get("namespace"), cmd.ext_fields.get("key")
+        if namespace is None or key is None:
+            raise ValueError("request header fields 'namespace' and 'key' are required")
+        return namespace, key
+
+    async def put_kv(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """PUT_KV_CONFIG."""
+        try:
+            namespace, key = self._kv_fields(cmd)
+            value = cmd.ext_fields.get("value")
+            if value is None:
+                raise ValueError("request header field 'value' is missing")
+            self.kv.put(namespace, key, value)
+        except (ValueError, OSError) as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        log.info("KV config %s %s set by %s", namespace, key, conn.peer)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def get_kv(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """GET_KV_CONFIG: the value in `value`; QUERY_NOT_FOUND when there is none."""
+        try:
+            namespace, key = self._kv_fields(cmd)
+        except ValueError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        value = self.kv.get(namespace, key)
+        if value is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}")
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"value": value})
+
+    async def delete_kv(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """DELETE_KV_CONFIG; SUCCESS for an unknown key too, as RocketMQ answers."""
+        try:
+            namespace, key = self._kv_fields(cmd)
+            self.kv.delete(namespace, key)
+        except (ValueError, OSError) as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        return cmd.response(ResponseCode.SUCCESS)
 
     async def register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """REGISTER_BROKER / UNREGISTER_BROKER from other brokers: not supported (one broker per name server)."""

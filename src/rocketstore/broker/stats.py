@@ -33,6 +33,7 @@ class BrokerStats:
         self.put_size_total = 0
         self._samples: deque[tuple[int, int, int]] = deque(maxlen=MAX_SAMPLES)  # (ms, puts, gets)
         self._day: date = self._today()
+        self.items = KeyedStats(self._clock)
         self.put_today_morning = self.get_today_morning = 0
         self.put_yesterday_morning = self.get_yesterday_morning = 0
 
@@ -49,16 +50,22 @@ class BrokerStats:
             self.put_today_morning, self.get_today_morning = self.put_total, self.get_total
             self._day = today
 
-    def record_put(self, count: int, size: int) -> None:
-        """`count` messages of `size` bytes in all were stored."""
+    def record_put(self, topic: str, count: int, size: int) -> None:
+        """`count` messages of `size` bytes in all were stored in `topic`."""
         self._tick()
         self.put_total += count
         self.put_size_total += size
+        if count:
+            self.items.add(TOPIC_PUT_NUMS, topic, count)
+            self.items.add(TOPIC_PUT_SIZE, topic, size)
 
-    def record_get(self, count: int) -> None:
-        """`count` messages were delivered to consumers."""
+    def record_get(self, topic: str, group: str, count: int, size: int) -> None:
+        """`count` messages of `size` bytes of `topic` were delivered to `group`."""
         self._tick()
         self.get_total += count
+        if count:
+            self.items.add(GROUP_GET_NUMS, f"{topic}@{group}", count)
+            self.items.add(GROUP_GET_SIZE, f"{topic}@{group}", size)
 
     def _tps(self, which: int) -> str:
         """Rates over the three windows, "x.xx y.yy z.zz" (RocketMQ's putTps shape)."""
@@ -78,3 +85,75 @@ class BrokerStats:
 
     def get_tps(self) -> str:
         return self._tps(1)
+
+
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+GROUP_GET_SIZE = "GROUP_GET_SIZE"
+STATS_NAMES = (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE)
+# (bucket width, buckets kept) of the minute, hour and day views (RocketMQ samples every 10 s, 10 min, 1 h)
+_VIEWS = ((10_000, 6), (600_000, 6), (3_600_000, 24))
+MAX_STATS_KEYS = 10_000
+"""Most (name, key) counters kept: the least recently counted goes first (clients choose group names)."""
+
+
+class _Counter:
+    """Counts of one (name, key) in buckets of each view: value sum and times counted."""
+
+    __slots__ = ("buckets",)
+
+    def __init__(self) -> None:
+        self.buckets: tuple[deque[list[int]], ...] = tuple(deque(maxlen=kept) for _width, kept in _VIEWS)
+
+    def add(self, now: int, value: int) -> None:
+        for (width, _kept), buckets in zip(_VIEWS, self.buckets, strict=True):
+            start = now - now % width
+            if buckets and buckets[-1][0] == start:
+                buckets[-1][1] += value
+                buckets[-1][2] += 1
+            else:
+                buckets.append([start, value, 1])
+
+    def view(self, now: int, which: int) -> dict[str, float | int]:
+        """RocketMQ's StatsSnapshot (avgpt, sum, tps) of the minute (0), hour (1) or day (2) view."""
+        width, kept = _VIEWS[which]
+        oldest = now - width * kept
+        total = times = 0
+        for start, value, count in self.buckets[which]:
+            if start + width > oldest:
+                total += value
+                times += count
+        return {"avgpt": total / times if times else 0.0, "sum": total, "tps": total * 1000 / (width * kept)}
+
+
+class KeyedStats:
+    """RocketMQ's BrokerStatsManager items that VIEW_BROKER_STATS_DATA reports (statsAll reads them):
+    messages and bytes put per topic, got per topic@group, over the last minute, hour and day.
+
+    Args:
+        clock_ms: epoch milliseconds.
+    """
+
+    def __init__(self, clock_ms: Callable[[], int] | None = None) -> None:
+        self._clock = clock_ms or _now_ms
+        self._counters: dict[tuple[str, str], _Counter] = {}
+
+    def add(self, name: str, key: str, value: int) -> None:
+        """Count `value` for (name, key)."""
+        counter = self._counters.pop((name, key), None)  # re-inserted last: the dict keeps recency order
+        if counter is None:
+            counter = _Counter()
+            while len(self._counters) >= MAX_STATS_KEYS:
+                del self._counters[next(iter(self._counters))]
+        self._counters[(name, key)] = counter
+        counter.add(self._clock(), value)
+
+    def snapshot(self, name: str, key: str) -> dict[str, dict[str, float | int]] | None:
+        """BrokerStatsData (statsDay, statsHour, statsMinute) of (name, key), None when never counted."""
+        counter = self._counters.get((name, key))
+        if counter is None:
+            return None
+        now = self._clock()
+        return {"statsDay": counter.view(now, 2), "statsHour": counter.view(now, 1),
+                "statsMinute": counter.view(now, 0)}
