@@ -215,3 +215,34 @@ def test_connections_consume_queue_stats_and_kv_config_answer_and_refuse_bad_inp
         gone = ns.request(RequestCode.GET_KV_CONFIG, {"namespace": "N", "key": "k"})
         assert (gone.code, gone.remark) == (ResponseCode.QUERY_NOT_FOUND, "No config item, Namespace: N Key: k")
     assert broker.alive()
+
+
+def test_kv_config_and_stats_items_stay_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rocketstore.broker import kv_config, stats
+
+    kv = kv_config.KvConfig(tmp_path)
+    monkeypatch.setattr(kv_config, "MAX_ENTRIES", 3)
+    monkeypatch.setattr(kv_config, "MAX_BYTES", 100)
+    for i in range(3):
+        kv.put("N", f"k{i}", "v")
+    with pytest.raises(ValueError):
+        kv.put("N", "k3", "v")
+    kv.put("N", "k0", "w")  # a replaced value is no new key
+    with pytest.raises(ValueError):
+        kv.put("N", "k1", "x" * 100)
+    again = kv_config.KvConfig(tmp_path)
+    again.load()
+    assert again.get("N", "k0") == "w" and again.get("N", "k1") == "v"
+
+    now = [1_000_000]
+    items = stats.KeyedStats(lambda: now[0])
+    monkeypatch.setattr(stats, "MAX_STATS_KEYS", 2)
+    for key in ("a", "b", "a", "c"):
+        items.add(stats.TOPIC_PUT_NUMS, key, 1)
+    assert items.snapshot(stats.TOPIC_PUT_NUMS, "b") is None  # least recently counted, dropped
+    assert items.snapshot(stats.TOPIC_PUT_NUMS, "a")["statsMinute"]["sum"] == 2  # type: ignore[index]
+    items.add(stats.GROUP_GET_NUMS, "T@" + "g" * 1000, 1)
+    assert items.snapshot(stats.GROUP_GET_NUMS, "T@" + "g" * 1000) is None
+    now[0] += 2 * 3_600_000  # two hours on: out of the minute and hour views, still in the day's
+    day = items.snapshot(stats.TOPIC_PUT_NUMS, "a")
+    assert day is not None and (day["statsMinute"]["sum"], day["statsHour"]["sum"], day["statsDay"]["sum"]) == (0, 0, 2)

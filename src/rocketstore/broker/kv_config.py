@@ -20,6 +20,8 @@ from rocketstore.storage import fs
 KV_CONFIG_FILE = "kvConfig.json"
 MAX_ENTRIES = 10_000
 """Most keys over all namespaces: a client cannot make the table (and the file) grow without end."""
+MAX_BYTES = 16 * 1024 * 1024
+"""Most characters of namespaces, keys and values together."""
 log = logging.getLogger("rocketstore.broker")
 
 
@@ -48,6 +50,9 @@ class KvConfig:
     def __len__(self) -> int:
         return sum(len(kv) for kv in self._table.values())
 
+    def _size(self) -> int:
+        return sum(len(ns) + sum(len(k) + len(v) for k, v in kv.items()) for ns, kv in self._table.items())
+
     def get(self, namespace: str, key: str) -> str | None:
         return self._table.get(namespace, {}).get(key)
 
@@ -59,8 +64,12 @@ class KvConfig:
             OSError: the file could not be written (the value is kept in memory).
         """
         with self._lock:
-            if self.get(namespace, key) is None and len(self) >= MAX_ENTRIES:
+            current = self.get(namespace, key)
+            if current is None and len(self) >= MAX_ENTRIES:
                 raise ValueError(f"the KV config holds {MAX_ENTRIES} keys already")
+            grown = len(value) - (len(current) if current is not None else -len(key) - len(namespace))
+            if self._size() + grown > MAX_BYTES:
+                raise ValueError(f"the KV config would hold more than {MAX_BYTES} characters")
             self._table.setdefault(namespace, {})[key] = value
         self._persist()
 

@@ -96,6 +96,9 @@ STATS_NAMES = (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE)
 _VIEWS = ((10_000, 6), (600_000, 6), (3_600_000, 24))
 MAX_STATS_KEYS = 10_000
 """Most (name, key) counters kept: the least recently counted goes first (clients choose group names)."""
+MAX_KEY_LENGTH = 512
+"""Longest key counted (a topic is at most 127 characters; a group name longer than RocketMQ's 255 is not
+counted)."""
 
 
 class _Counter:
@@ -140,7 +143,9 @@ class KeyedStats:
         self._counters: dict[tuple[str, str], _Counter] = {}
 
     def add(self, name: str, key: str, value: int) -> None:
-        """Count `value` for (name, key)."""
+        """Count `value` for (name, key) (a key longer than MAX_KEY_LENGTH is not counted)."""
+        if len(key) > MAX_KEY_LENGTH:
+            return
         counter = self._counters.pop((name, key), None)  # re-inserted last: the dict keeps recency order
         if counter is None:
             counter = _Counter()
