@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from rocketstore import MessageStore, StoreConfig
 from rocketstore.format.message import decode_record, encode_message
 from rocketstore.native import speedups
-from rocketstore.spark import columnar
-from rocketstore.spark.columnar import record_batch
+from rocketstore.scan import columnar
+from rocketstore.scan.columnar import record_batch
 from rocketstore.spark.schema import ARROW_SCHEMA, to_record_batch
 from tests.conftest import GOLDEN_GEOMETRY, copy_golden_store
 

@@ -13,6 +13,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "rocketstore"
 ORDER = ["format", "storage", "log", "services", "store"]
 ADAPTERS = {"spark", "cli", "broker", "report", "testing"}
+READ_CORE = {"scan", "arrow"}  # the read core Spark's source and rocketstore.arrow share, and the Arrow reader
 BASE = {"errors", "config", "_types", "_readable", "native", "_speedups"}
 
 
@@ -54,12 +55,23 @@ def test_the_core_never_imports_an_adapter():
 
 
 def test_every_top_level_module_has_a_place_in_the_layers():
-    placed = {"message", "results", "__init__", "__main__"} | BASE
+    placed = {"message", "results", "__init__", "__main__", "arrow"} | BASE
     for path in SRC.glob("*.py"):
         assert path.stem in placed, f"{path.name}: name its layer in tests/unit/test_layers.py"
     for path in SRC.iterdir():
         if path.is_dir() and (path / "__init__.py").exists():
-            assert path.name in set(ORDER) | ADAPTERS | {"protocol"}, f"{path.name}/: name its layer"
+            assert path.name in set(ORDER) | ADAPTERS | READ_CORE | {"protocol"}, f"{path.name}/: name its layer"
+
+
+def test_the_read_core_stands_on_the_store_alone():
+    """`scan` and `arrow` reach the store as adapters do (its public surface), import no adapter and no
+    pyspark: Spark's source is an adapter over them, not the other way round."""
+    paths = [*(SRC / "scan").rglob("*.py"), SRC / "arrow.py"]
+    for path in paths:
+        for module in _imports(path):
+            where = f"{path.relative_to(SRC)} imports {module}"
+            assert _layer(module) not in ADAPTERS | {"log", "services", "storage"}, where
+            assert module.split(".")[0] != "pyspark", where
 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))

@@ -26,10 +26,11 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rocketstore.config import StoreConfig
-from rocketstore.spark._stores import LogReader, open_read_only
-from rocketstore.spark.batch import QueueRange
-from rocketstore.spark.columnar import run_batches
-from rocketstore.spark.options import EARLIEST, LATEST, StreamOptions
+from rocketstore.scan.columnar import run_batches
+from rocketstore.scan.options import EARLIEST, LATEST, StreamOptions
+from rocketstore.scan.plan import QueueRange
+from rocketstore.scan.stores import LogReader, open_read_only
+from rocketstore.spark.batch import ScanPartition
 
 __all__ = ["DataLossError", "RocketStoreStreamReader", "allocate", "queue_key"]
 
@@ -197,17 +198,18 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 first = begin.get(root, {}).get(key, 0)
                 if last > first:
                     topic, queue_id = _split_key(key)
-                    parts.append(QueueRange(root, topic, queue_id, first, last, self._config(root)))
+                    parts.append(ScanPartition(QueueRange(root, topic, queue_id, first, last, self._config(root))))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The messages of one queue range as record batches (a range planned on the driver, whose
         data-loss check already ran in `latestOffset`)."""
-        if not isinstance(partition, QueueRange):
+        if not isinstance(partition, ScanPartition) or not isinstance(partition.value, QueueRange):
             return  # Spark's placeholder when a batch has no partitions
-        with LogReader(partition.root, partition.config) as log:
-            runs = log.queue_runs(partition.topic, partition.queue_id, partition.start, partition.end)
-            yield from run_batches(runs, partition.root)
+        part = partition.value
+        with LogReader(part.root, part.config) as log:
+            runs = log.queue_runs(part.topic, part.queue_id, part.start, part.end)
+            yield from run_batches(runs, part.root)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the source keeps no state between batches."""

@@ -1,0 +1,50 @@
+"""Stores as Arrow, without Spark: a `pyarrow.RecordBatchReader` over one or more store directories.
+
+    import rocketstore.arrow
+    reader = rocketstore.arrow.read("/data/store", {"topics": "TopicA"},
+                                    filters=[("queueId", "in", [0, 1]), ("storeTimestamp", ">=", 1795319620000)])
+    table = reader.read_all()
+
+The options are the Spark source's read options (`docs/spark.md`, "Batch reads"); the rows and columns
+are the Spark source's (`rocketstore.scan.records.ARROW_SCHEMA`). `filters` are `(column, op, value)`
+predicates (`rocketstore.scan.filters`), their AND: they prune the plan as Spark's pushed filters do,
+and every batch holds exactly the rows they hold true for. Needs pyarrow (the `spark` extra), not pyspark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from rocketstore.scan.filters import Prune, predicates
+from rocketstore.scan.options import ReadOptions
+from rocketstore.scan.plan import plan_partitions, read_partition
+from rocketstore.scan.records import ARROW_SCHEMA
+
+__all__ = ["ARROW_SCHEMA", "read"]
+
+
+def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
+         filters: Iterable[Sequence[Any]] = ()) -> pa.RecordBatchReader:
+    """The messages of the stores at `path` (a root, comma-separated roots, glob patterns, or a list of
+    them) as a record batch reader, partitions in plan order.
+
+    The plan is made here (each store opened read-only once); the records are read as the reader is
+    consumed, each partition through the store's files.
+
+    Raises:
+        ValueError: a malformed option or filter, naming it.
+        rocketstore.errors.StoreError: a path is not a store or does not fit the geometry.
+    """
+    roots = path if isinstance(path, str) else ",".join(path)
+    opts = ReadOptions.parse({**{str(k): str(v) for k, v in (options or {}).items()}, "path": roots})
+    preds = predicates(filters)
+    parts = plan_partitions(opts, Prune.of(preds))
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in parts:
+            yield from read_partition(opts, part, preds)
+
+    return pa.RecordBatchReader.from_batches(ARROW_SCHEMA, batches())

@@ -1,0 +1,310 @@
+"""Whole records -> one Arrow record batch, column by column (no per-field Python).
+
+`schema.to_record_batch` asks every `StoredMessage` for every field: ~20 Python calls per row, the
+cost that bounded a Spark read. Here the records of a batch are joined into one buffer and every column
+is made for all rows at once: by the compiled `record_columns` (one pass over the records writing each
+column's Arrow buffers), or without it by `_columnar_py`, which gathers each header field from its
+fixed position with numpy (record v1 and v2 with IPv4 hosts: the layout of `format.message`) and splits
+the properties with Arrow's string kernels and RocketMQ's parse rule (`format.properties`). Rows these
+paths do not cover (an IPv6 host, properties or topic that are not valid UTF-8, a property name given
+twice in one record) make the whole batch take `to_record_batch`, so all paths always give equal
+batches (`tests/spark/test_columnar.py` holds them to it).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketstore.format import properties as props_codec
+from rocketstore.format.hosts import format_host
+from rocketstore.format.message import (
+    BODY_CRC_POS,
+    BORN_HOST_POS,
+    FLAG_POS,
+    MAGIC_V2,
+    PHY_OFFSET_POS,
+    QUEUE_ID_POS,
+    QUEUE_OFFSET_POS,
+    SYS_FLAG_POS,
+    header_struct,
+    store_timestamp_pos,
+)
+from rocketstore.format.sysflag import SysFlag
+from rocketstore.native import speedups
+from rocketstore.scan.records import ARROW_SCHEMA, to_record_batch
+
+if TYPE_CHECKING:
+    from rocketstore import StoredMessage
+
+__all__ = ["BATCH_BYTES", "BATCH_ROWS", "batches", "record_batch", "run_batches"]
+
+BATCH_ROWS = 4096
+"""Rows per Arrow record batch a reader yields, at most."""
+BATCH_BYTES = 64 * 1024 * 1024
+"""Record bytes per batch, at most (one row may exceed it): keeps a batch of 4 MiB messages far from
+Arrow's 2 GiB limit of a binary column and a Python worker's memory."""
+
+# Field positions of a record with IPv4 born and store hosts (sys flag 0), from format.message's layout.
+_HOST_BITS = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+_BORN_TS_POS = SYS_FLAG_POS + 4
+_STORE_TS_POS = store_timestamp_pos(0)
+_STORE_HOST_POS = _STORE_TS_POS + 8
+_RECONSUME_POS = _STORE_HOST_POS + 8  # after the 4-byte IP and 4-byte port
+_BODY_POS = header_struct(4, 4).size  # 88
+_BODY_LENGTH_POS = _BODY_POS - 4
+_MSG_ID_BYTES = 16  # IPv4 store host (8) + physical offset (8)
+
+_HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint8).reshape(256, 2)
+
+
+class _NotColumnar(Exception):
+    """The batch holds a row this path does not cover."""
+
+
+def record_batch(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
+    """`schema.to_record_batch(messages, broker)`, computed column-wise where the rows allow it."""
+    if not messages:
+        return to_record_batch(messages, broker)
+    try:
+        return _columnar(messages, broker)
+    except _NotColumnar:
+        return to_record_batch(messages, broker)
+
+
+def batches(messages: Iterable[StoredMessage], broker: str, rows: int = BATCH_ROWS,
+            max_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
+    """Group `messages` into record batches of at most `rows` rows and about `max_bytes` record bytes
+    (none for no messages)."""
+    it = iter(messages)
+    return run_batches(iter(lambda: list(itertools.islice(it, 1024)), []), broker, rows, max_bytes)
+
+
+_size_of = attrgetter("size")
+
+
+def run_batches(runs: Iterable[Sequence[StoredMessage]], broker: str, rows: int = BATCH_ROWS,
+                max_bytes: int = BATCH_BYTES) -> Iterator[pa.RecordBatch]:
+    """`batches` of the messages that come in `runs` (lists of them, in order): the same batches, a run
+    that ends no batch taken whole."""
+    chunk: list[StoredMessage] = []
+    size = 0
+    for run in runs:
+        run_size = sum(map(_size_of, run))
+        if len(chunk) + len(run) < rows and size + run_size < max_bytes:
+            chunk += run  # no batch ends inside it
+            size += run_size
+            continue
+        for message in run:
+            chunk.append(message)
+            size += message.size
+            if len(chunk) >= rows or size >= max_bytes:
+                yield record_batch(chunk, broker)
+                chunk, size = [], 0
+    if chunk:
+        yield record_batch(chunk, broker)
+
+
+def _gather(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """The `width` bytes at each position, one row each."""
+    return u8[pos[:, None] + np.arange(width)]
+
+
+def _field(u8: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
+    """The big-endian integer of type `dtype` at each position, in native order."""
+    width = np.dtype(dtype).itemsize
+    return _gather(u8, pos, width).view(dtype).reshape(-1).astype(dtype[1:])
+
+
+def _slices(data: pa.Buffer, begins: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The bytes [begin, end) of each row, copied out of `data` by Arrow.
+
+    Ascending, non-overlapping ranges make the offsets 0, b0, e0, b1, e1, ..., len of a binary array
+    over the whole buffer (no copy) whose odd elements are the ranges: `take` copies just those.
+    """
+    n = len(begins)
+    offsets = np.empty(2 * n + 2, dtype=np.int64)
+    offsets[0], offsets[-1] = 0, data.size
+    offsets[1:-1:2], offsets[2:-1:2] = begins, ends
+    spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n + 1, [None, pa.py_buffer(offsets), data])
+    return pc.take(spans, pa.array(np.arange(1, 2 * n, 2))).cast(pa.binary())
+
+
+def _utf8(binary: pa.Array) -> pa.Array:
+    try:
+        return binary.cast(pa.string())
+    except pa.ArrowInvalid:
+        raise _NotColumnar from None  # decoding with replacement is the row path's job
+
+
+def _hosts(u8: np.ndarray, pos: np.ndarray) -> pa.Array:
+    """`"ip:port"` of the IPv4 host at each position, formatted once per distinct host."""
+    packed = _gather(u8, pos, 8).view(">u8").reshape(-1)
+    distinct, inverse = np.unique(packed, return_inverse=True)
+    text = []
+    for value in distinct.tolist():
+        port = value & 0xFFFFFFFF
+        text.append(format_host((value >> 32).to_bytes(4, "big"), port - (1 << 32) if port >= 1 << 31 else port))
+    return pc.take(pa.array(text, type=pa.string()), pa.array(inverse.reshape(-1)))
+
+
+def _msg_ids(u8: np.ndarray, starts: np.ndarray) -> pa.Array:
+    """Offset msgIds: uppercase hex of store ip, port and physical offset."""
+    raw = np.concatenate([_gather(u8, starts + _STORE_HOST_POS, 8), _gather(u8, starts + PHY_OFFSET_POS, 8)], axis=1)
+    text = _HEX[raw].reshape(len(starts), 2 * _MSG_ID_BYTES)
+    offsets = np.arange(0, text.size + 1, 2 * _MSG_ID_BYTES, dtype=np.int32)
+    return pa.StringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(text.tobytes()))
+
+
+def _mask(flags: pa.Array) -> np.ndarray:
+    return np.asarray(flags.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _value_of(name: str, names: pa.Array, values: pa.Array, parents: np.ndarray, n: int) -> pa.Array:
+    """Per row, the value of property `name` (null when the row has none)."""
+    hit = _mask(pc.equal(names, name))
+    index = np.full(n, -1, dtype=np.int64)
+    index[parents[hit]] = np.arange(int(hit.sum()))
+    taken = pa.array(index, mask=index < 0)
+    return pc.take(values.filter(pa.array(hit)), taken)
+
+
+def _split_keys(keys: pa.Array) -> pa.Array:
+    """KEYS values -> lists of their non-empty space-separated tokens ([] for none)."""
+    tokens = pc.split_pattern(pc.fill_null(keys, ""), props_codec.KEY_SEPARATOR)
+    flat = tokens.flatten()
+    parents = np.asarray(pc.list_parent_indices(tokens))
+    keep = _mask(pc.not_equal(flat, ""))
+    counts = np.bincount(parents[keep], minlength=len(keys))
+    offsets = np.zeros(len(keys) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), flat.filter(pa.array(keep)))
+
+
+def _properties(text: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+    """(properties map, TAGS, UNIQ_KEY, KEYS) per row, parsed with RocketMQ's rule."""
+    n = len(text)
+    segments = pc.split_pattern(text, props_codec.PROPERTY_SEPARATOR)
+    flat = segments.flatten()
+    parents = np.asarray(pc.list_parent_indices(segments))
+    pairs = pc.split_pattern(flat, props_codec.NAME_VALUE_SEPARATOR, max_splits=1)
+    paired = _mask(pc.equal(pc.list_value_length(pairs), 2))  # a segment without U+0001 has no value
+    pairs, parents = pairs.filter(pa.array(paired)), parents[paired]
+    names, values = pc.list_element(pairs, 0), pc.list_element(pairs, 1)
+    kept = _mask(pc.and_(pc.not_equal(names, ""), pc.not_equal(values, "")))
+    names, values, parents = names.filter(pa.array(kept)), values.filter(pa.array(kept)), parents[kept]
+    counts = np.bincount(parents, minlength=n)
+    # a name given twice in one row moves to its later place: left to the row path
+    row_names = pc.binary_join_element_wise(pc.cast(pa.array(parents), pa.string()), names, "\x00")
+    if pc.count_distinct(row_names).as_py() != len(row_names):
+        raise _NotColumnar
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    mapping = pa.MapArray.from_arrays(pa.array(offsets), names, values)
+    tags = _value_of(props_codec.TAGS, names, values, parents, n)
+    uniq = _value_of(props_codec.UNIQ_KEY, names, values, parents, n)
+    keys = _split_keys(_value_of(props_codec.KEYS, names, values, parents, n))
+    return mapping, tags, uniq, keys
+
+
+def _columnar(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
+    raws = [m.raw for m in messages]
+    buf = b"".join(raws)
+    n = len(raws)
+    sizes = np.fromiter(map(len, raws), dtype=np.int64, count=n)
+    starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    if _record_columns is None:
+        return _columnar_py(buf, starts, sizes, broker)
+    buffers = _record_columns(buf, starts, starts + sizes)
+    if buffers is None:
+        raise _NotColumnar
+    return _from_buffers(n, buffers, broker)
+
+
+_record_columns = None if speedups is None else speedups.record_columns
+
+_FIXED = (("queueId", pa.int32()), ("queueOffset", pa.int64()), ("commitLogOffset", pa.int64()),
+          ("storeSize", pa.int32()), ("flag", pa.int32()), ("sysFlag", pa.int32()), ("bornTimestamp", pa.int64()),
+          ("storeTimestamp", pa.int64()), ("reconsumeTimes", pa.int32()), ("bodyCRC", pa.int32()))
+"""The fixed-width columns record_columns returns first, in its order."""
+
+
+def _from_buffers(n: int, buffers: tuple[bytes, ...], broker: str) -> pa.RecordBatch:
+    """The record batch of `n` rows from the buffers of `record_columns` (see its order there)."""
+    b = [pa.py_buffer(x) for x in buffers]
+    columns = {name: pa.Array.from_buffers(kind, n, [None, b[i]]) for i, (name, kind) in enumerate(_FIXED)}
+    (topic_offsets, topic, msg_id, uniq_valid, uniq_offsets, uniq, tags_valid, tags_offsets, tags, keys_lists,
+     keys_offsets, keys, entries, names_offsets, names, values_offsets, values, body_offsets, body, born_offsets,
+     born, store_offsets, store) = b[len(_FIXED):]
+    string = pa.string()
+    key_count = keys_offsets.size // 4 - 1
+    entry_count = names_offsets.size // 4 - 1
+    columns.update({
+        "topic": pa.Array.from_buffers(string, n, [None, topic_offsets, topic]),
+        "msgId": pa.Array.from_buffers(string, n, [None, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)),
+                                                   msg_id]),
+        "uniqKey": pa.Array.from_buffers(string, n, [uniq_valid, uniq_offsets, uniq]),
+        "tags": pa.Array.from_buffers(string, n, [tags_valid, tags_offsets, tags]),
+        "keys": pa.ListArray.from_buffers(pa.list_(string), n, [None, keys_lists],
+                                          children=[pa.Array.from_buffers(string, key_count,
+                                                                          [None, keys_offsets, keys])]),
+        "properties": pa.MapArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), n + 1, [None, entries]),
+            pa.Array.from_buffers(string, entry_count, [None, names_offsets, names]),
+            pa.Array.from_buffers(string, entry_count, [None, values_offsets, values])),
+        "body": pa.Array.from_buffers(pa.binary(), n, [None, body_offsets, body]),
+        "bornHost": pa.Array.from_buffers(string, n, [None, born_offsets, born]),
+        "storeHost": pa.Array.from_buffers(string, n, [None, store_offsets, store]),
+        "broker": pa.array([broker] * n, type=string),
+    })
+    return pa.RecordBatch.from_arrays([columns[field.name] for field in ARROW_SCHEMA], schema=ARROW_SCHEMA)
+
+
+def _columnar_py(buf: bytes, starts: np.ndarray, sizes: np.ndarray, broker: str) -> pa.RecordBatch:
+    """`_columnar` with numpy and Arrow compute (the twin of the compiled `record_columns`)."""
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    data = pa.py_buffer(buf)
+    n = len(starts)
+    sys_flag = _field(u8, starts + SYS_FLAG_POS, ">i4")
+    if (sys_flag & _HOST_BITS).any():
+        raise _NotColumnar  # IPv6 hosts move every later field
+    magic = _field(u8, starts + 4, ">u4")
+    body_begin = starts + _BODY_POS
+    body_end = body_begin + _field(u8, starts + _BODY_LENGTH_POS, ">i4")
+    v2 = magic == MAGIC_V2
+    topic_len = np.where(v2, _field(u8, body_end, ">i2"), _field(u8, body_end, ">i1"))
+    topic_begin = body_end + np.where(v2, 2, 1)
+    topic_end = topic_begin + topic_len
+    props_begin = topic_end + 2
+    mapping, tags, uniq, keys = _properties(_utf8(_slices(data, props_begin, starts + sizes)))
+    columns = {
+        "topic": _utf8(_slices(data, topic_begin, topic_end)),
+        "queueId": pa.array(_field(u8, starts + QUEUE_ID_POS, ">i4")),
+        "queueOffset": pa.array(_field(u8, starts + QUEUE_OFFSET_POS, ">i8")),
+        "commitLogOffset": pa.array(_field(u8, starts + PHY_OFFSET_POS, ">i8")),
+        "storeSize": pa.array(sizes.astype(np.int32)),
+        "msgId": _msg_ids(u8, starts),
+        "uniqKey": uniq,
+        "tags": tags,
+        "keys": keys,
+        "properties": mapping,
+        "body": _slices(data, body_begin, body_end),
+        "flag": pa.array(_field(u8, starts + FLAG_POS, ">i4")),
+        "sysFlag": pa.array(sys_flag),
+        "bornTimestamp": pa.array(_field(u8, starts + _BORN_TS_POS, ">i8")),
+        "bornHost": _hosts(u8, starts + BORN_HOST_POS),
+        "storeTimestamp": pa.array(_field(u8, starts + _STORE_TS_POS, ">i8")),
+        "storeHost": _hosts(u8, starts + _STORE_HOST_POS),
+        "reconsumeTimes": pa.array(_field(u8, starts + _RECONSUME_POS, ">i4")),
+        "bodyCRC": pa.array(_field(u8, starts + BODY_CRC_POS, ">i4")),
+        "broker": pa.array([broker] * n, type=pa.string()),
+    }
+    arrays = [columns[field.name].cast(field.type) for field in ARROW_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

@@ -1,0 +1,226 @@
+"""The read core: a read's partitions over one or more stores, and one partition's rows as Arrow record
+batches. Spark's source (`rocketstore.spark.batch`) and `rocketstore.arrow` are thin adapters over it.
+
+Three ways to read, chosen by options (`options.ReadOptions`):
+
+* `scan=queues` (default): through the consume queues, one partition per queue range of at most
+  `messagesPerPartition` messages; bounded by `startingOffsets` / `endingOffsets`.
+* `scan=commitlog`: every record of the commitlog in log order, dispatched or not; one partition per
+  range of about `bytesPerPartition` bytes, split at record starts.
+* `key=...`: the messages the store's index finds for a key, one partition per store and topic.
+
+`startingTimestamp` / `endingTimestamp` bound every mode by store time, `[start, end)`.
+
+A `filters.Prune` narrows the plan further: topics and queues left out, each queue range cut to the
+queue offsets, the store times (through `offset_by_time`, as `startingTimestamp` does) and the physical
+offsets it allows (found in the queue's entries), commitlog ranges that hold no allowed physical offset
+dropped. A prune never leaves out a row its predicates keep; `read_partition` with predicates then keeps
+exactly the rows they hold true for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from rocketstore.config import StoreConfig
+from rocketstore.format.message import StoredMessage
+from rocketstore.scan.columnar import batches, run_batches
+from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, mask
+from rocketstore.scan.options import EARLIEST, LATEST, ReadOptions
+from rocketstore.scan.stores import LogReader, commitlog_extent, open_read_only, record_starts, store_config
+
+__all__ = ["CommitLogRange", "KeyLookup", "Partition", "QueueRange", "plan_partitions", "read_partition"]
+
+_UNLIMITED_RESULTS = 2**31 - 1
+_ENTRY = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # a consume-queue entry, 20 bytes
+
+
+@dataclass(frozen=True)
+class QueueRange:
+    """Queue offsets `[start, end)` of one queue of one store (with the store's resolved config)."""
+
+    root: str
+    topic: str
+    queue_id: int
+    start: int
+    end: int
+    config: StoreConfig
+
+
+@dataclass(frozen=True)
+class CommitLogRange:
+    """Records starting in physical offsets `[start, end)` of one store; `start` is a record start."""
+
+    root: str
+    start: int
+    end: int
+    config: StoreConfig
+
+
+@dataclass(frozen=True)
+class KeyLookup:
+    """The messages of one topic of one store that carry `key`."""
+
+    root: str
+    topic: str
+    key: str
+
+
+Partition = QueueRange | CommitLogRange | KeyLookup
+
+
+def _queue_bounds(opts: ReadOptions, store: Any, topic: str, queue_id: int) -> tuple[int, int]:
+    low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
+    start = opts.starting.for_queue(topic, queue_id)
+    end = opts.ending.for_queue(topic, queue_id)
+    start = low if start == EARLIEST else high if start == LATEST else min(max(start, low), high)
+    end = high if end == LATEST else low if end == EARLIEST else min(max(end, low), high)
+    return start, end
+
+
+def _time_bounds(opts: ReadOptions, prune: Prune, store: Any, topic: str, queue_id: int, start: int,
+                 end: int) -> tuple[int, int]:
+    """Narrow a queue range to the store-time bounds of the options and the prune."""
+    lo_ms, hi_ms = prune.time_bounds(opts.starting_timestamp_ms, opts.ending_timestamp_ms)
+    if lo_ms is not None and start < end:
+        start = max(start, store.offset_by_time(topic, queue_id, lo_ms))
+    if hi_ms is not None and start < end:
+        end = min(end, store.offset_by_time(topic, queue_id, hi_ms))
+    return start, end
+
+
+def _phy_bounds(root: str, config: StoreConfig, prune: Prune, topic: str, queue_id: int, start: int,
+                end: int) -> tuple[int, int]:
+    """Narrow a queue range to the entries whose physical offset the prune allows: from the first such
+    entry to the last (an entry between them stays whatever its offset)."""
+    if not prune.phy_offset.bounded or start >= end:
+        return start, end
+    from rocketstore.store.files import ConsumeQueue
+
+    cq = ConsumeQueue(Path(root), topic, queue_id, config.consume_queue_file_entries, read_only=True)
+    cq.load()
+    try:
+        entries = np.frombuffer(cq.entry_bytes(start, end), dtype=_ENTRY)
+        first = max(start, cq.min_offset)
+    finally:
+        cq.close()
+    phy = entries["phy"]
+    inside = np.ones(len(phy), dtype=bool)
+    if prune.phy_offset.lo is not None:
+        inside &= phy >= prune.phy_offset.lo
+    if prune.phy_offset.hi is not None:
+        inside &= phy < prune.phy_offset.hi
+    hits = np.flatnonzero(inside)
+    if len(hits) == 0:
+        return start, start
+    return first + int(hits[0]), first + int(hits[-1]) + 1
+
+
+def _plan_queues(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
+    step = opts.messages_per_partition
+    parts: list[Partition] = []
+    with open_read_only(root, opts.geometry) as store:
+        for topic, queue_ids in sorted(store.queues().items()):
+            if (opts.topics and topic not in opts.topics) or not prune.keeps_topic(topic):
+                continue
+            for queue_id in sorted(queue_ids):
+                if not prune.keeps_queue(topic, queue_id):
+                    continue
+                start, end = _queue_bounds(opts, store, topic, queue_id)
+                start, end = prune.queue_offset.clip(start, end)
+                start, end = _time_bounds(opts, prune, store, topic, queue_id, start, end)
+                start, end = _phy_bounds(root, store.config, prune, topic, queue_id, start, end)
+                parts.extend(
+                    QueueRange(root, topic, queue_id, lo, min(lo + step, end), store.config)
+                    for lo in range(start, end, step)
+                )
+    return parts
+
+
+def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
+    config = store_config(root, opts.geometry)
+    lo, hi = commitlog_extent(root, config)
+    if hi <= lo or prune.nothing or not prune.phy_offset.overlaps(lo, hi):
+        return []
+    starts = record_starts(root, config.commitlog_file_size, lo, hi, opts.bytes_per_partition)
+    ends = [*starts[1:], hi]
+    return [CommitLogRange(root, a, b, config) for a, b in zip(starts, ends, strict=True)
+            if prune.phy_offset.overlaps(a, b)]
+
+
+def _plan_key(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
+    assert opts.key is not None
+    if opts.topics:
+        topics: Sequence[str] = opts.topics
+    else:
+        with open_read_only(root, opts.geometry) as store:
+            topics = sorted(store.queues())
+    return [KeyLookup(root, topic, opts.key) for topic in topics if prune.keeps_topic(topic)]
+
+
+def plan_partitions(opts: ReadOptions, prune: Prune = EVERYTHING) -> list[Partition]:
+    """The partitions of a read of every store in `opts.paths`, narrowed by `prune`.
+
+    Raises:
+        rocketstore.errors.StoreError: a path is not a store or does not fit the geometry.
+    """
+    if opts.key is not None:
+        planner = _plan_key
+    elif opts.scan == "commitlog":
+        planner = _plan_commitlog
+    else:
+        planner = _plan_queues
+    return [part for root in opts.paths for part in planner(opts, prune, root)]
+
+
+def read_partition(opts: ReadOptions, partition: Partition,
+                   preds: Sequence[Predicate] = ()) -> Iterator[pa.RecordBatch]:
+    """One partition's messages inside the topic and time bounds of the options, as record batches; with
+    `preds`, only the rows every predicate holds true for (batches left empty are not yielded)."""
+    for batch in _read(opts, partition):
+        keep = mask(batch, preds)
+        if keep is not None:
+            batch = batch.filter(keep)
+        if batch.num_rows:
+            yield batch
+
+
+def _read(opts: ReadOptions, partition: Partition) -> Iterator[pa.RecordBatch]:
+    if isinstance(partition, KeyLookup):
+        with open_read_only(partition.root, opts.geometry, max_query_results=_UNLIMITED_RESULTS) as store:
+            found = store.query(partition.topic, partition.key, max_count=_UNLIMITED_RESULTS)
+        yield from batches(_bounded(opts, found, filter_topics=False), partition.root)
+    elif isinstance(partition, QueueRange):
+        with LogReader(partition.root, partition.config) as log:
+            runs = log.queue_runs(partition.topic, partition.queue_id, partition.start, partition.end)
+            yield from run_batches(_bounded_runs(opts, runs, filter_topics=False), partition.root)
+    elif isinstance(partition, CommitLogRange):
+        with LogReader(partition.root, partition.config) as log:
+            runs = log.scan_runs(partition.start, partition.end)
+            yield from run_batches(_bounded_runs(opts, runs, filter_topics=True), partition.root)
+
+
+def _bounded(opts: ReadOptions, messages: Iterable[StoredMessage], *, filter_topics: bool) -> Iterator[StoredMessage]:
+    """The messages inside the topic and store-time bounds."""
+    for run in _bounded_runs(opts, [list(messages)], filter_topics=filter_topics):
+        yield from run
+
+
+def _bounded_runs(opts: ReadOptions, runs: Iterable[list[StoredMessage]], *,
+                  filter_topics: bool) -> Iterable[list[StoredMessage]]:
+    """The runs of messages with only the messages inside the topic and store-time bounds."""
+    topics = set(opts.topics) if opts.topics and filter_topics else None
+    timed = opts.starting_timestamp_ms is not None or opts.ending_timestamp_ms is not None
+    if topics is None and not timed:
+        return runs
+
+    def kept(m: StoredMessage) -> bool:
+        return (topics is None or m.topic in topics) and (not timed or opts.keeps_time(m.store_timestamp))
+
+    return (list(filter(kept, run)) for run in runs)

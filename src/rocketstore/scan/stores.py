@@ -1,0 +1,170 @@
+"""Opening stores for the readers (Spark's and `rocketstore.arrow`): read-only opens with the geometry given by options.
+
+Readers never keep a store open between calls and never write: planning on the driver opens the store
+with `MessageStore.open(read_only=True)` (no lock, no recovery), which finds where the valid data ends
+and so fixes each partition's bounds. Tasks then read those bounds with `LogReader`, which maps the
+same files through the store's own `log` classes but skips the end-of-data search a read-only open
+runs (it decodes the last three commitlog files), since the driver already did it once: a task
+costs the records it reads, not the size of the store.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from rocketstore.format.filenames import offset_to_name
+from rocketstore.format.message import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, StoredMessage, peek_prefix
+from rocketstore.format.store_dirs import COMMITLOG_DIR
+
+if TYPE_CHECKING:
+    from rocketstore import MessageStore, StoreConfig
+    from rocketstore.store.files import CommitLog, ConsumeQueue
+
+__all__ = ["LogReader", "commitlog_extent", "make_config", "open_read_only", "record_starts", "store_config"]
+
+
+def make_config(geometry: tuple[tuple[str, int], ...]) -> StoreConfig | None:
+    """A StoreConfig with the geometry overrides, or None to let the store read its own config."""
+    from rocketstore import StoreConfig
+
+    return StoreConfig().with_geometry(dict(geometry)) if geometry else None
+
+
+def store_config(root: str, geometry: tuple[tuple[str, int], ...] = ()) -> StoreConfig:
+    """The config a read-only open of `root` uses: the geometry options, else the store's own (what it
+    recorded in `config/rocketstore.json`, or for a store RocketMQ wrote what its files give; the same
+    resolution as `MessageStore.open(root, read_only=True)`)."""
+    from rocketstore import MessageStore, StoreConfig
+
+    if geometry:
+        return StoreConfig().with_geometry(dict(geometry))
+    return MessageStore.config_of(root, read_only=True)
+
+
+def commitlog_extent(root: str, config: StoreConfig) -> tuple[int, int]:
+    """(min, end) physical offsets of the whole records of the commitlog, as a read-only open finds them,
+    without loading the consume queues (which a full read-only open does).
+
+    Raises:
+        FileNotFoundError: no store directory at `root`.
+        rocketstore.errors.StoreLayoutError: commitlog files that do not fit the geometry.
+    """
+    from pathlib import Path
+
+    from rocketstore.store.files import CommitLog, find_end
+
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"no store directory at {root}")
+    commitlog = CommitLog(Path(root), config.commitlog_file_size, read_only=True)
+    try:
+        commitlog.load()
+        return commitlog.min_offset, find_end(commitlog)
+    finally:
+        commitlog.close()
+
+
+@contextmanager
+def open_read_only(root: str, geometry: tuple[tuple[str, int], ...] = (), **overrides: Any) -> Iterator[MessageStore]:
+    """Open the store at `root` read-only for the duration of a `with` block.
+
+    Raises:
+        rocketstore.errors.StoreError: the directory is not a store, or its files do not fit the geometry.
+    """
+    from rocketstore import MessageStore
+
+    store = MessageStore.open(root, make_config(geometry), read_only=True)
+    if overrides:
+        # Settings beyond the geometry (e.g. the query cap) on top of the store's own config.
+        config = replace(store.config, **overrides)
+        store.close()
+        store = MessageStore.open(root, config, read_only=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def record_starts(root: str, file_size: int, lo: int, hi: int, step: int) -> list[int]:
+    """Physical offsets in `[lo, hi)` where records start, about `step` bytes apart, `lo` first.
+
+    `lo` must be a record start (a file start or the log's minimum). Walks only the 8-byte record
+    prefixes (`format.message.peek_prefix`), one commitlog file at a time; a blank record moves to the
+    next file, whose start is always a record start.
+    """
+    starts = [lo]
+    file_start = lo - lo % file_size
+    while file_start < hi:
+        pos = max(lo, file_start) - file_start
+        end = min(hi - file_start, file_size)
+        path = os.path.join(root, COMMITLOG_DIR, offset_to_name(file_start))
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            end = min(end, len(buf))
+            while pos < end:
+                prefix = peek_prefix(buf, pos)
+                if prefix is None or prefix[1] == BLANK_MAGIC or prefix[1] not in (MAGIC_V1, MAGIC_V2):
+                    break
+                if file_start + pos - starts[-1] >= step:
+                    starts.append(file_start + pos)
+                if prefix[0] <= 0:
+                    break
+                pos += prefix[0]
+        file_start += file_size
+        if file_start < hi and file_start - starts[-1] >= step:
+            starts.append(file_start)
+    return starts
+
+
+class LogReader:
+    """Reads bounds planned on the driver: commitlog ranges and consume-queue ranges.
+
+    Raises:
+        rocketstore.errors.StoreLayoutError: (at open) files that do not fit the geometry.
+    """
+
+    def __init__(self, root: str, config: StoreConfig) -> None:
+        from pathlib import Path
+
+        from rocketstore.store.files import CommitLog
+
+        self.root = Path(root)
+        self.config = config
+        self.commitlog: CommitLog = CommitLog(self.root, config.commitlog_file_size, read_only=True)
+        self.commitlog.load()
+        self._queues: list[ConsumeQueue] = []
+
+    def scan(self, start: int, end: int) -> Iterator[StoredMessage]:
+        """Records starting in physical offsets `[start, end)`; `start` is a record start."""
+        return self.commitlog.scan(start, end)
+
+    def scan_runs(self, start: int, end: int, run: int = 1024) -> Iterator[list[StoredMessage]]:
+        """`scan` in lists of up to `run` records."""
+        records = self.commitlog.scan(start, end)
+        while chunk := list(itertools.islice(records, run)):
+            yield chunk
+
+    def queue_runs(self, topic: str, queue_id: int, start: int, end: int) -> Iterator[list[StoredMessage]]:
+        """Messages of queue offsets `[start, end)` (fillers and removed records skipped), in lists."""
+        from rocketstore.store.files import ConsumeQueue, queue_runs
+
+        cq = ConsumeQueue(self.root, topic, queue_id, self.config.consume_queue_file_entries, read_only=True)
+        cq.load()
+        self._queues.append(cq)
+        return queue_runs(self.commitlog, cq, start, end)
+
+    def close(self) -> None:
+        """Unmap every file."""
+        for cq in self._queues:
+            cq.close()
+        self.commitlog.close()
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
