@@ -28,6 +28,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "2")
         .config("spark.driver.memory", "2g")
+        .config("spark.sql.python.filterPushdown.enabled", "true")  # the source's option filterPushdown
         .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
         .getOrCreate()
     )

@@ -63,6 +63,7 @@ def spark_session(app_name: str, *, master: str | None = None, debug: bool = Fal
             .config("spark.sql.shuffle.partitions", str(max(os.cpu_count() or 1, 2)))
             .config("spark.local.dir", scratch)
             .config("spark.sql.warehouse.dir", str(Path(scratch) / "warehouse"))
+            .config("spark.sql.python.filterPushdown.enabled", "true")  # the source's option filterPushdown
         )
         if progress is not None:
             progress.stage("starting Spark")

@@ -201,6 +201,7 @@ class ReadOptions:
         scan: `queues` (through the consume queues) or `commitlog` (every record of the log).
         geometry: StoreConfig geometry overrides.
         messages_per_partition / bytes_per_partition: split sizes for the two scan modes.
+        filter_pushdown: Spark's reader takes the filters Spark pushes (`filterPushdown`).
     """
 
     paths: tuple[str, ...]
@@ -214,6 +215,7 @@ class ReadOptions:
     geometry: tuple[tuple[str, int], ...] = ()
     messages_per_partition: int = _DEFAULT_MESSAGES_PER_PARTITION
     bytes_per_partition: int = _DEFAULT_BYTES_PER_PARTITION
+    filter_pushdown: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -250,6 +252,7 @@ class ReadOptions:
             bytes_per_partition=_int(
                 opts, "bytesPerPartition", _DEFAULT_BYTES_PER_PARTITION, minimum=4096
             ),  # type: ignore[arg-type]
+            filter_pushdown=_bool(opts, "filterPushdown", False),
         )
 
     def keeps_time(self, store_timestamp_ms: int) -> bool:

@@ -1,14 +1,37 @@
 """Batch reader: Spark's adapter over the read core (`rocketstore.scan.plan`), which plans the
-partitions of one or more stores and reads them as Arrow record batches."""
+partitions of one or more stores and reads them as Arrow record batches.
+
+`RocketStoreBatchReader` reads what the options bound. `RocketStorePushdownReader` (option
+`filterPushdown=true`, with `spark.sql.python.filterPushdown.enabled`) also takes the filters Spark
+pushes: it turns those it understands into core predicates, which prune the plan
+(`rocketstore.scan.filters.Prune`) and drop the rows they fail in the tasks, and hands every filter back,
+so Spark evaluates each one again. Its state comes from one `pushFilters` call on a fresh reader, nothing
+else.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualNullSafe,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+)
 
-from rocketstore.scan.filters import EVERYTHING, Predicate, Prune
+from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
 from rocketstore.scan.plan import CommitLogRange, KeyLookup, Partition, QueueRange, plan_partitions, read_partition
 
@@ -17,7 +40,9 @@ __all__ = [
     "KeyLookup",
     "QueueRange",
     "RocketStoreBatchReader",
+    "RocketStorePushdownReader",
     "ScanPartition",
+    "to_predicate",
 ]
 
 
@@ -45,3 +70,51 @@ class RocketStoreBatchReader(DataSourceReader):
         if isinstance(partition, ScanPartition):
             yield from read_partition(self.options, partition.value, self.predicates)
         # else: Spark reads one placeholder partition when planning found none; it has no rows.
+
+
+class RocketStorePushdownReader(RocketStoreBatchReader):
+    """`RocketStoreBatchReader` that prunes by the filters Spark pushes (and hands all of them back)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Take the filters this reader understands as predicates (replacing any taken before) and return
+        every filter, for Spark to evaluate after the scan."""
+        taken = [p for p in map(to_predicate, filters) if p is not None]
+        self.predicates = predicates(taken)
+        return list(filters)
+
+
+_COMPLEMENT = {"=": "!=", "<": ">=", "<=": ">", ">": "<=", ">=": "<", "in": "not in", "is null": "is not null"}
+_OPS: dict[type, str] = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
+                         LessThanOrEqual: "<=", In: "in", IsNull: "is null", IsNotNull: "is not null"}
+
+
+def to_predicate(f: Filter) -> Predicate | None:
+    """The core predicate of a Spark filter on a top-level integer or string column, or None when there is
+    none (another column or kind of filter, a value of another type)."""
+    negated = isinstance(f, Not)
+    inner: Any = f.child if isinstance(f, Not) else f
+    if isinstance(inner, EqualNullSafe):
+        if inner.value is None:
+            return None
+        op = "="  # x <=> v with v not null is x = v, except for null x, which no filter keeps
+        if negated:
+            return None  # NOT (x <=> v) keeps a null x
+    elif type(inner) in _OPS:
+        op = _OPS[type(inner)]
+    else:
+        return None
+    attribute: tuple[str, ...] = getattr(inner, "attribute", ())
+    if len(attribute) != 1:
+        return None
+    if negated:
+        if op == "is not null":
+            op = "is null"
+        elif op in _COMPLEMENT:
+            op = _COMPLEMENT[op]
+        else:
+            return None
+    value = getattr(inner, "value", None)
+    try:
+        return predicates([(attribute[0], op, value)])[0]
+    except ValueError:
+        return None

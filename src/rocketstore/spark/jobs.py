@@ -553,7 +553,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rocketstore.spark.progress import quiet_jvm_launch, quiet_jvm_options
 
     builder = (SparkSession.builder.appName(f"rocketstore-{args.command}")
-               .config("spark.ui.showConsoleProgress", "false"))  # the progress line says what runs
+               .config("spark.ui.showConsoleProgress", "false")  # the progress line says what runs
+               .config("spark.sql.python.filterPushdown.enabled", "true"))  # the source's option filterPushdown
     if args.master:
         # A Spark session this command starts itself: its Python workers are this interpreter unless told.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -16,7 +16,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from rocketstore.spark.batch import RocketStoreBatchReader
+from rocketstore.spark.batch import RocketStoreBatchReader, RocketStorePushdownReader
 from rocketstore.spark.options import ReadOptions, StreamOptions, WriteOptions
 from rocketstore.spark.schema import MESSAGE_SCHEMA
 from rocketstore.spark.streaming import RocketStoreStreamReader
@@ -41,12 +41,15 @@ class RocketStoreDataSource(DataSource):
         return MESSAGE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """Batch reader.
+        """Batch reader; with option `filterPushdown=true` one that prunes by the filters Spark pushes.
 
         Raises:
             ValueError: a missing or malformed option, naming it.
         """
-        return RocketStoreBatchReader(ReadOptions.parse(self.options))
+        options = ReadOptions.parse(self.options)
+        if options.filter_pushdown:
+            return RocketStorePushdownReader(options)
+        return RocketStoreBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """Streaming reader with per-queue offsets.
