@@ -8,6 +8,7 @@ Both brokers start once for the module: JVM start-ups are slow.
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ import pytest
 
 from rocketstore.log.json_config import read_json
 from tests.broker.broker_support import BrokerProcess, create_store
-from tests.broker.differential import JavaBroker, mqadmin, normalise, require_java_broker, run_tool
+from tests.broker.differential import LAUNCHER, JavaBroker, mqadmin, normalise, require_java_broker, run_tool
 
 SEEDED = 20  # messages of TopicA both brokers get, consumed by GroupA
 RESET_MESSAGES = 100
@@ -193,3 +194,72 @@ def test_the_store_records_what_the_answers_said(brokers: Brokers) -> None:
             break
         time.sleep(0.5)
     assert groups is not None and groups["subscriptionGroupTable"]["GroupR"]["retryMaxTimes"] == 16
+
+
+_CLIENT_IDS = re.compile(r"\S+@drv-\d+")
+
+
+def test_connections_and_message_tracks_while_a_consumer_is_online(brokers: Brokers) -> None:
+    """GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204) and the track of
+    queryMsgByOffset (QUERY_TOPIC_CONSUME_BY_WHO, 300), offline and online."""
+    ours, java = brokers.both("queryMsgByOffset", "-n", "{ns}", "-t", "TopicA", "-b", "broker-a", "-i", "0", "-o", "0")
+    track = "MessageTrack [consumerGroup=GroupA, trackType=NOT_ONLINE, exceptionDesc=CODE:206 DESC:the consumer " \
+            "group[GroupA] not online]"
+    assert track in ours and track in java, (ours, java)
+    labels = re.compile(r"^([A-Z][\w ]+):", re.MULTILINE)
+    assert labels.findall(ours) == labels.findall(java)
+    ours, java = brokers.both("producerConnection", "-n", "{ns}", "-g", "NoSuchProducer", "-t", "TopicA")
+    assert "the producer group[NoSuchProducer] not exist" in ours and "not exist" in java
+    consumers = [subprocess.Popen([str(LAUNCHER), "consumer", ns, "TopicA", "GroupA", "--timeout", "90"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for ns in (brokers.ours.namesrv, brokers.java.namesrv)]
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            ours, java = brokers.both("consumerConnection", "-n", "{ns}", "-g", "GroupA")
+            if ("#ClientId" in ours and "#ClientId" in java) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert _CLIENT_IDS.sub("<client>", normalise(ours)) == _CLIENT_IDS.sub("<client>", normalise(java))
+        assert "ConsumeType: CONSUME_PASSIVELY" in ours and re.search(r"TopicA\s+\*", ours)
+        ours, java = brokers.both("queryMsgByOffset", "-n", "{ns}", "-t", "TopicA", "-b", "broker-a", "-i", "0",
+                                  "-o", "0")
+        online = "MessageTrack [consumerGroup=GroupA, trackType=CONSUMED, exceptionDesc=null]"
+        assert online in ours and online in java, (ours, java)
+    finally:
+        for proc in consumers:
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_broker_consume_stats_consume_queue_and_stats_all(brokers: Brokers) -> None:
+    """GET_BROKER_CONSUME_STATS (317), QUERY_CONSUME_QUEUE (321) and VIEW_BROKER_STATS_DATA (315, which
+    statsAll reads for its 24-hour counts)."""
+    ours, java = brokers.both("brokerConsumeStats", "-n", "{ns}", "-b", "{broker}")
+    # GroupA's rows: the same on both (GroupR's differ: only serve's consumer read TopicR again after the reset)
+    mine = [line for line in normalise(ours).splitlines() if " GroupA " in line or line.startswith("#")]
+    theirs = [line for line in normalise(java).splitlines() if " GroupA " in line or line.startswith("#")]
+    assert mine == theirs and len(mine) == 5, (ours, java)
+    assert "Diff Total: 0" in ours
+    ours, java = brokers.both("queryCq", "-n", "{ns}", "-t", "TopicA", "-q", "0", "-i", "0", "-c", "3", "-g",
+                              "GroupA")
+    offsets = re.compile(r"physicOffset=\d+, physicSize=\d+")  # where each record landed differs
+    assert offsets.sub("<entry>", normalise(ours)) == offsets.sub("<entry>", normalise(java))
+    assert ours.count("ConsumeQueueData{") == 3 and "tagsCode=2598919" in ours  # "TagA".hashCode()
+    ours, java = brokers.both("statsAll", "-n", "{ns}")
+    row = re.compile(r"^TopicA\s+GroupA\s+.*$", re.MULTILINE)
+    assert len(row.findall(ours)) == len(row.findall(java)) == 1, (ours, java)
+    # the 24-hour counts: the Java broker's lag behind its hourly samples (0 in a broker not an hour old)
+    assert row.findall(ours)[0].split()[-2:] == [str(SEEDED), str(SEEDED)]
+
+
+def test_kv_config_is_set_and_deleted_on_the_name_server(brokers: Brokers) -> None:
+    """PUT_KV_CONFIG (100) and DELETE_KV_CONFIG (102): serve keeps them in config/kvConfig.json, as
+    RocketMQ's name server keeps its kvConfig.json."""
+    ours, java = brokers.both("updateKvConfig", "-n", "{ns}", "-s", "NS1", "-k", "k1", "-v", "v1")
+    assert normalise(ours) == normalise(java) == "create or update kv config to namespace success."
+    recorded = read_json(brokers.ours.store / "config" / "kvConfig.json")
+    assert recorded == {"configTable": {"NS1": {"k1": "v1"}}}
+    ours, java = brokers.both("deleteKvConfig", "-n", "{ns}", "-s", "NS1", "-k", "k1")
+    assert normalise(ours) == normalise(java) == "delete kv config from namespace success."
+    assert read_json(brokers.ours.store / "config" / "kvConfig.json") == {"configTable": {"NS1": {}}}

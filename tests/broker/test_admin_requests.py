@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketstore import MessageStore
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.log.json_config import read_json
 from rocketstore.log.subscription_groups import DEFAULT_GROUPS, MAX_GROUPS, SubscriptionGroups, group_config
@@ -214,7 +215,11 @@ def test_connections_consume_queue_stats_and_kv_config_answer_and_refuse_bad_inp
         assert ns.request(RequestCode.DELETE_KV_CONFIG, {"namespace": "N", "key": "k"}).code == 0
         gone = ns.request(RequestCode.GET_KV_CONFIG, {"namespace": "N", "key": "k"})
         assert (gone.code, gone.remark) == (ResponseCode.QUERY_NOT_FOUND, "No config item, Namespace: N Key: k")
-    assert broker.alive()
+    assert broker.stop() == 0
+    with MessageStore.open(broker.store, read_only=True) as store:  # the heartbeat's group and retry topic
+        assert store.topic_config()["%RETRY%HG"]["writeQueueNums"] == 1
+    groups = read_json(broker.store / "config" / "subscriptionGroup.json")
+    assert groups is not None and "HG" in groups["subscriptionGroupTable"]
 
 
 def test_kv_config_and_stats_items_stay_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str
 from rocketstore.broker.server import Connection, Handler
+from rocketstore.broker.stats import GROUP_GET_NUMS
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, valid_topic
 from rocketstore.errors import RemoteProtocolError, RocketStoreError
 from rocketstore.format.topics import is_system_topic
@@ -272,13 +273,20 @@ class AdminHandlers:
     def consume_stats_of(self, group: str, topic: str | None) -> tuple[float, list[tuple[MqKey, dict[str, int]]]]:
         """The ConsumeStats of `group` (on `topic`, or every topic it committed offsets for)."""
         rows: list[tuple[MqKey, dict[str, int]]] = []
+        tps = 0.0
         subscribed = self.ctx.clients.subscribed_topics(group)
         for name in ([topic] if topic else self._group_topics(group)):
             config = self.ctx.topics.get(name)
             if config is None or (subscribed and name not in subscribed):
                 continue  # RocketMQ skips a topic the group's online consumers do not subscribe
             rows += self._offset_rows(group, name, config.read_queue_nums)
-        return 0.0, rows
+            tps += self._get_tps(group, name)
+        return tps, rows
+
+    def _get_tps(self, group: str, topic: str) -> float:
+        """Messages of `topic` `group` got per second over the last minute (RocketMQ's tpsGroupGetNums)."""
+        data = self.ctx.stats.items.snapshot(GROUP_GET_NUMS, f"{topic}@{group}")
+        return float(data["statsMinute"]["tps"]) if data is not None else 0.0
 
     async def broker_consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """GET_BROKER_CONSUME_STATS: the ConsumeStats of every subscription group on each topic it committed
@@ -296,7 +304,8 @@ class AdminHandlers:
                     continue
                 rows = self._offset_rows(group, name, config.write_queue_nums)
                 total_diff += sum(row["brokerOffset"] - row["consumerOffset"] for _mq, row in rows)
-                stats.append(encode_mq_keyed_body({"consumeTps": 0.0}, {"offsetTable": rows}).decode("utf-8"))
+                stats.append(encode_mq_keyed_body({"consumeTps": self._get_tps(group, name)},
+                                                  {"offsetTable": rows}).decode("utf-8"))
             groups.append("{" + json.dumps(group, ensure_ascii=False) + ":[" + ",".join(stats) + "]}")
         body = (f'{{"brokerAddr":{json.dumps(self.ctx.config.broker_addr)},"consumeStatsList":[{",".join(groups)}],'
                 f'"totalDiff":{total_diff}}}')

@@ -3,13 +3,14 @@ LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from rocketstore.broker.clients import MqKey
 from rocketstore.broker.context import BrokerContext
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE
-from rocketstore.errors import RemoteProtocolError
+from rocketstore.errors import RemoteProtocolError, RocketStoreError
 from rocketstore.format.topics import RETRY_PREFIX
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import decode_json_body, encode_json_body
@@ -52,7 +53,11 @@ class ClientHandlers:
         for consumer in data.get("consumerDataSet") or []:
             group = str(consumer.get("groupName", ""))
             self.ctx.topics.ensure(RETRY_PREFIX + group, 1, PERM_READ | PERM_WRITE)
-            self.ctx.groups.ensure(group)  # RocketMQ's autoCreateSubscriptionGroup
+            # RocketMQ's autoCreateSubscriptionGroup; a new group's retry topic goes to topics.json too (as
+            # RocketMQ records it), so it is listed after a restart before its first retried message
+            if self.ctx.groups.ensure(group) and not self.ctx.read_only:
+                with contextlib.suppress(RocketStoreError):  # a name the store refuses stays in memory
+                    self.ctx.store.ensure_topic(RETRY_PREFIX + group, 1)
         for group in changed:
             self.ctx.clients.notify_changed(group)
         return cmd.response(ResponseCode.SUCCESS)
