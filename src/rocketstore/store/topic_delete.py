@@ -5,6 +5,10 @@ config/topics.json; config/derivedEnds.json is rewritten without its queues, so 
 take the missing files for damage and rebuild them from the log. The topic's records stay in the
 commitlog (and its keys in the index) until retention deletes their files, as in RocketMQ. A send to the
 topic afterwards starts its queues again at offset 0.
+
+A thorough queue flush that sampled the record before the delete may still write that sample after it;
+the next `flush()` or `close()` writes the record again without the topic (the broker flushes every
+5 s), so only a crash within that window brings the deleted queues back at the next open.
 """
 
 from __future__ import annotations
