@@ -10,9 +10,10 @@ A predicate is a tuple `(column, op, value)` over a column of `records.ARROW_SCH
 
 A list of predicates is their AND, with SQL's rule for nulls: a row passes when every predicate is
 true, so a null comparison drops the row. `Prune.of` derives what a plan may skip from the predicates
-on `topic`, `queueId`, `queueOffset`, `commitLogOffset`, `storeTimestamp` and `msgId` (the offset
-message id carries the record's physical offset); a prune only ever leaves out rows that some
-predicate drops. `mask` is the exact test of every predicate on a record batch.
+on `topic`, `queueId`, `queueOffset`, `commitLogOffset`, `storeTimestamp`, `msgId` (the offset
+message id carries the record's physical offset) and `tags` (`=` and `in`: the consume-queue entries'
+tags codes, Java hash codes, so a match is only a candidate); a prune only ever leaves out rows that
+some predicate drops. `mask` is the exact test of every predicate on a record batch.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocketstore.format.javahash import tags_code
 from rocketstore.scan.records import FIELDS
 
 __all__ = ["EVERYTHING", "Interval", "Predicate", "Prune", "mask", "predicates"]
@@ -105,6 +107,7 @@ class Prune:
     queue_offset: Interval = Interval()
     phy_offset: Interval = Interval()
     store_time: Interval = Interval()
+    tags_codes: frozenset[int] | None = None
     nothing: bool = False
 
     @classmethod
@@ -129,6 +132,12 @@ class Prune:
                     return replace(self, nothing=True)  # x NOT IN (..., NULL) is never true
                 return replace(self, not_topics=self.not_topics | frozenset(value))
             return self
+        if column == "tags" and op in ("=", "in"):
+            tags = [v for v in ([value] if op == "=" else value) if v is not None]
+            if "" in tags:
+                return self  # the code of no tags: left to the rows
+            codes = frozenset(tags_code(v) for v in tags)
+            return replace(self, tags_codes=codes if self.tags_codes is None else self.tags_codes & codes)
         if column == "msgId" and op == "=" and _MSG_ID.fullmatch(value):
             phy = int(value[-16:], 16)
             return replace(self, phy_offset=self.phy_offset.meet(phy, phy + 1))

@@ -13,9 +13,10 @@ Three ways to read, chosen by options (`options.ReadOptions`):
 
 A `filters.Prune` narrows the plan further: topics and queues left out, each queue range cut to the
 queue offsets, the store times (through `offset_by_time`, as `startingTimestamp` does) and the physical
-offsets it allows (found in the queue's entries), commitlog ranges that hold no allowed physical offset
-dropped. A prune never leaves out a row its predicates keep; `read_partition` with predicates then keeps
-exactly the rows they hold true for.
+offsets it allows (found in the queue's entries), queue entries of other tags codes passed over before
+their records are read, commitlog ranges that hold no allowed physical offset dropped. A prune never
+leaves out a row its predicates keep; `read_partition` with predicates then keeps exactly the rows they
+hold true for.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pyarrow as pa
 
 from rocketstore.config import StoreConfig
 from rocketstore.format.message import StoredMessage
+from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.scan.columnar import batches, run_batches
 from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, mask
 from rocketstore.scan.options import EARLIEST, LATEST, ReadOptions
@@ -43,7 +45,8 @@ _ENTRY = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # a consu
 
 @dataclass(frozen=True)
 class QueueRange:
-    """Queue offsets `[start, end)` of one queue of one store (with the store's resolved config)."""
+    """Queue offsets `[start, end)` of one queue of one store (with the store's resolved config); with
+    `tags_codes`, only the entries of those tags codes are read."""
 
     root: str
     topic: str
@@ -51,6 +54,7 @@ class QueueRange:
     start: int
     end: int
     config: StoreConfig
+    tags_codes: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,8 +140,9 @@ def _plan_queues(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
                 start, end = prune.queue_offset.clip(start, end)
                 start, end = _time_bounds(opts, prune, store, topic, queue_id, start, end)
                 start, end = _phy_bounds(root, store.config, prune, topic, queue_id, start, end)
+                codes = None if topic == SCHEDULE_TOPIC else prune.tags_codes  # its codes are delivery times
                 parts.extend(
-                    QueueRange(root, topic, queue_id, lo, min(lo + step, end), store.config)
+                    QueueRange(root, topic, queue_id, lo, min(lo + step, end), store.config, codes)
                     for lo in range(start, end, step)
                 )
     return parts
@@ -198,7 +203,11 @@ def _read(opts: ReadOptions, partition: Partition) -> Iterator[pa.RecordBatch]:
         yield from batches(_bounded(opts, found, filter_topics=False), partition.root)
     elif isinstance(partition, QueueRange):
         with LogReader(partition.root, partition.config) as log:
-            runs = log.queue_runs(partition.topic, partition.queue_id, partition.start, partition.end)
+            if partition.tags_codes is not None:
+                runs = log.queue_runs_tagged(partition.topic, partition.queue_id, partition.start, partition.end,
+                                             partition.tags_codes)
+            else:
+                runs = log.queue_runs(partition.topic, partition.queue_id, partition.start, partition.end)
             yield from run_batches(_bounded_runs(opts, runs, filter_topics=False), partition.root)
     elif isinstance(partition, CommitLogRange):
         with LogReader(partition.root, partition.config) as log:

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from rocketstore import MessageStore, StoreConfig
     from rocketstore.store.files import CommitLog, ConsumeQueue
 
+_ENTRY = [("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")]
+"""A consume-queue entry (20 bytes) as a numpy record."""
+
 __all__ = ["LogReader", "commitlog_extent", "make_config", "open_read_only", "record_starts", "store_config"]
 
 
@@ -156,6 +159,33 @@ class LogReader:
         cq.load()
         self._queues.append(cq)
         return queue_runs(self.commitlog, cq, start, end)
+
+    def queue_runs_tagged(self, topic: str, queue_id: int, start: int, end: int, codes: frozenset[int],
+                          gap: int = 16) -> Iterator[list[StoredMessage]]:
+        """`queue_runs` of only the entries whose tags code is in `codes`, found in the consume queue before
+        any record is read; the entries between two such entries fewer than `gap` apart are read through
+        (their rows are the caller's to drop)."""
+        import numpy as np
+
+        from rocketstore.store.files import ConsumeQueue, queue_runs
+
+        cq = ConsumeQueue(self.root, topic, queue_id, self.config.consume_queue_file_entries, read_only=True)
+        cq.load()
+        self._queues.append(cq)
+        wanted = np.array(sorted(codes), dtype=np.int64)
+        lo, hi = max(start, cq.min_offset), min(end, cq.max_offset)
+        while lo < hi:
+            entries = np.frombuffer(cq.entry_bytes(lo, min(hi, lo + 65536)), dtype=_ENTRY)
+            if len(entries) == 0:
+                return
+            hits = np.flatnonzero(np.isin(entries["tags"].astype(np.int64), wanted))
+            if len(hits):
+                breaks = np.flatnonzero(np.diff(hits) > gap)
+                firsts = np.concatenate([hits[:1], hits[breaks + 1]])
+                lasts = np.concatenate([hits[breaks], hits[-1:]])
+                for a, b in zip(firsts.tolist(), lasts.tolist(), strict=True):
+                    yield from queue_runs(self.commitlog, cq, lo + a, lo + b + 1)
+            lo += len(entries)
 
     def close(self) -> None:
         """Unmap every file."""
