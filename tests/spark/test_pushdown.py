@@ -290,3 +290,25 @@ def test_spark_filters_become_predicates_of_the_same_meaning():
     ]
     for spark_filter, predicate in expected:
         assert to_predicate(spark_filter) == predicate, spark_filter
+
+
+def test_push_filters_takes_only_the_filters_of_its_call_and_hands_back_each_one(stores):
+    from pyspark.sql.datasource import EqualTo, GreaterThan, StringEndsWith
+
+    from rocketstore.scan.options import ReadOptions
+    from rocketstore.spark.batch import RocketStorePushdownReader
+
+    root, geometry = stores["written"]
+    reader = RocketStorePushdownReader(ReadOptions.parse({**geometry, "path": str(root), "filterPushdown": "true"}))
+    first = [EqualTo(("topic",), "TopicA"), StringEndsWith(("tags",), "A")]
+    returned = list(reader.pushFilters(first))
+    assert [id(f) for f in returned] == [id(f) for f in first]  # Spark matches them by reference
+    assert reader.predicates == (("topic", "=", "TopicA"),)
+    assert {p.value.topic for p in reader.partitions()} == {"TopicA"}
+    second = [GreaterThan(("queueId",), 1)]
+    assert list(reader.pushFilters(second)) == second
+    assert reader.predicates == (("queueId", ">", 1),)
+    assert {(p.value.topic, p.value.queue_id) for p in reader.partitions()} == {
+        ("TopicA", 2), ("TopicB", 2), ("TopicC", 2)}
+    assert list(reader.pushFilters([])) == [] and reader.predicates == ()
+    assert len(reader.partitions()) > 3
