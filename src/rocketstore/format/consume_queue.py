@@ -151,7 +151,8 @@ class EntryScan(NamedTuple):
 
 def scan_entries_py(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int], bool] | None = None) -> EntryScan:
     """Check that `buf` holds what a consume queue writes: fillers, then entries pointing at strictly
-    increasing log offsets (a queue's records follow one another in the log), then only zeros.
+    increasing log offsets (a queue's records follow one another in the log), then only zeros. A filler
+    among the entries is a hole a rebuild left where the log holds no record for that queue offset.
 
     An invalid last entry followed only by zeros is a torn write (an entry crossing a page boundary
     half on disk after a power cut): it ends the written data and is no problem. `after_phy` is the
@@ -169,8 +170,7 @@ def scan_entries_py(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int],
     for chunk_start in range(0, whole, _SCAN_CHUNK):
         for phy, size, tags in UNIT.iter_unpack(view[chunk_start:min(whole, chunk_start + _SCAN_CHUNK)]):
             if phy == 0 and size == FILLER_SIZE and tags == 0:
-                if last >= 0:
-                    return EntryScan(n, last, f"entry {n}: a filler entry after entries")
+                pass
             elif phy >= 0 and size > 0 and phy > last:
                 last = phy
             else:
@@ -191,21 +191,17 @@ def scan_entries(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int], bo
     phy, size, code = units["phy"], units["size"], units["code"]
     filler = (phy == 0) & (size == FILLER_SIZE) & (code == 0)
     entry = (phy >= 0) & (size > 0) & ~filler
-    seen_entry = _np.cumsum(entry)  # entries up to and including each position
     # the phy of the entry before each position (after_phy before the first), as `last` of the walk
     last_index = _np.maximum.accumulate(_np.where(entry, _np.arange(len(units)), -1))
     before = _np.concatenate(([-1], last_index[:-1])) if len(units) else last_index
     last_before = _np.where(before >= 0, phy[_np.maximum(before, 0)], after_phy)
-    filler_refused = filler & ((after_phy >= 0) | (seen_entry > 0))  # a filler after entries
     entry_refused = entry & (phy <= last_before)  # not after the entry before it
-    stops = _np.flatnonzero(~(filler | entry) | filler_refused | entry_refused)
+    stops = _np.flatnonzero(~(filler | entry) | entry_refused)
     if not len(stops):
         newest = int(last_index[-1]) if len(units) else -1
         return EntryScan(len(units), int(phy[newest]) if newest >= 0 else after_phy, None)
     n = int(stops[0])
     last = int(last_before[n])
-    if filler_refused[n]:
-        return EntryScan(n, last, f"entry {n}: a filler entry after entries")
     return _entries_end(n, last, int(phy[n]), int(size[n]), int(code[n]),
                         zero_from if zero_from is not None else _zero_from_bytes(memoryview(buf)))
 

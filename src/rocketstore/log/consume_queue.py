@@ -248,6 +248,25 @@ class ConsumeQueue:
             self.max_physic_offset = phy + size
         return last
 
+    def fill_hole(self, queue_offset: int) -> None:
+        """Write filler entries from the queue's end up to `queue_offset` (a rebuild found no record of
+        the queue for those offsets in the log: a record whose queue id or offset field was damaged).
+        Readers pass over fillers as over removed messages.
+
+        Raises:
+            OSError: a new file cannot be created.
+        """
+        filler = pack_unit(*FILLER)
+        while True:
+            mf = self.queue.last
+            current = 0 if mf is None else mf.file_from_offset + mf.wrote_position
+            if current >= queue_offset * UNIT_SIZE:
+                return
+            if mf is None or mf.full:
+                mf = self.queue.create_file(current)
+            count = min(queue_offset - current // UNIT_SIZE, (mf.file_size - mf.wrote_position) // UNIT_SIZE)
+            mf.append(filler * count)
+
     def _file_for(self, phy_offset: int, size: int, queue_offset: int) -> MappedFile | None:
         """The file where the entry for `queue_offset` goes next (created, after fillers when the queue
         starts mid-file), None when the entry is there already.

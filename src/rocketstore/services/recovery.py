@@ -407,8 +407,8 @@ def _disagreement(cq: ConsumeQueue, commitlog: CommitLog, samples: list[tuple[in
     the record's tags code (a delayed record's, its delivery time, is the schedule service's to judge)."""
     low = commitlog.min_offset
     for queue_offset, unit in samples:
-        if not low <= unit.phy_offset < end:
-            continue  # expired by retention, or dispatched past a torn tail (truncated below)
+        if unit.filler or not low <= unit.phy_offset < end:
+            continue  # a hole a rebuild left, expired by retention, or dispatched past a torn tail (cut below)
         where = f"{cq.topic}/{cq.queue_id} entry {queue_offset}"
         try:
             msg = commitlog.message_at(unit.phy_offset)

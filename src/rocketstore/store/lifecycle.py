@@ -36,13 +36,14 @@ from rocketstore.log.json_config import StateFileProblem, load_state
 from rocketstore.message import Message
 from rocketstore.services import odd_files, recovery
 from rocketstore.services.cleanup import CleanupReport, CleanupService
-from rocketstore.services.dispatch import DISPATCH_BATCH, packed_from, request_from_message
+from rocketstore.services.dispatch import DISPATCH_BATCH, DispatchRequest, packed_from, request_from_message
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService, QueueFlushService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.services.service import Service
 from rocketstore.storage import fs
 from rocketstore.storage.marker_files import StoreLock, abort_file_exists, create_abort_file, remove_abort_file
 from rocketstore.store.core import DISK_FULL_REASON, StoreCore, _check_int, _system_clock
+from rocketstore.store.queue_order import QueueOrder
 
 log = logging.getLogger("rocketstore.store")
 _LAST_MS_OF_YEAR_9999 = 253_402_300_799_999  # local time (retention's delete hour) ends there
@@ -325,15 +326,23 @@ class StoreLifecycle(StoreCore):
 
     def _rebuild_queues(self, keys: set[tuple[str, int]], start: int, end: int,
                         report: recovery.RecoveryReport) -> None:
-        """Write the entries of the queues `keys` (emptied by recovery) for the records in [start, end);
-        the catch-up that follows dispatches every queue from `end` on. A record whose queue offset does
-        not fit (a damaged field) is left out of its queue and listed in `report.dispatch_skipped`."""
+        """Write the entries of the queues `keys` (emptied by recovery) for the records in [start, end),
+        keeping each queue's sequence (`QueueOrder`: a record out of it is listed in
+        `report.dispatch_skipped`); the catch-up that follows dispatches every queue from `end` on."""
+        order = self._queue_order(report)
         for msg in self.commitlog.scan(start, end):
             if (msg.topic, msg.queue_id) in keys:
-                try:
-                    self._dispatcher.dispatch(request_from_message(msg, self._delay_millis), index=False)
-                except StoreError as exc:
-                    report.dispatch_skipped.append(f"{msg.phy_offset}: {exc}")
+                order.add(request_from_message(msg, self._delay_millis))
+        order.finish()
+
+    def _queue_order(self, report: recovery.RecoveryReport) -> QueueOrder:
+        def write(req: DispatchRequest) -> bool:
+            return self._dispatcher.dispatch(req, index=False)[0]
+
+        def skipped(req: DispatchRequest, why: str) -> None:
+            report.dispatch_skipped.append(f"{req.phy_offset}: {why}")
+
+        return QueueOrder(write, self._queue_for, skipped)
 
     def _dispatch_from(self, start: int, cq_from: int, index_from: int, report: recovery.RecoveryReport, *,
                        skip_gaps: bool) -> None:
@@ -349,20 +358,15 @@ class StoreLifecycle(StoreCore):
                 if packed.last_store_timestamp is not None:
                     self._last_store_timestamp = packed.last_store_timestamp
             return
+        order = self._queue_order(report)  # from the oldest record: each queue's sequence kept
         for msg in self.commitlog.scan(start):
             req = request_from_message(msg, self._delay_millis)
-            with_index = msg.phy_offset >= index_from
-            with_queue = msg.phy_offset >= cq_from
-            try:
-                queued, indexed = self._dispatcher.dispatch(req, queues=with_queue, index=with_index)
-            except StoreError as exc:
-                if not skip_gaps:
-                    raise
-                report.dispatch_skipped.append(f"{msg.phy_offset}: {exc}")
-                queued, indexed = self._dispatcher.dispatch(req, queues=False, index=with_index)
-            report.queue_entries_dispatched += queued  # what was added, not what was looked at
-            report.index_records_dispatched += indexed
+            if msg.phy_offset >= cq_from:
+                report.queue_entries_dispatched += order.add(req)  # what was added, not what was looked at
+            report.index_records_dispatched += self._dispatcher.dispatch(req, queues=False,
+                                                                         index=msg.phy_offset >= index_from)[1]
             self._last_store_timestamp = msg.store_timestamp
+        report.queue_entries_dispatched += order.finish()
 
     def _start_services(self) -> None:
         assert self.checkpoint is not None

@@ -226,3 +226,43 @@ def test_a_record_with_a_negative_queue_offset_is_left_out_of_its_rebuilt_queue(
     assert all(p.name.isdigit() for p in (root / "consumequeue" / "T" / "0").iterdir())
     problems = verify_store(root, CONFIG).problems
     assert problems and all("record at 0" in p.message or p.pos == 0 for p in problems), problems
+
+
+def _rewrite_field(root: Path, phy_offset: int, field_pos: int, fmt: str, value: int) -> None:
+    with (root / "commitlog" / f"{0:020d}").open("r+b") as f:
+        f.seek(phy_offset + field_pos)
+        f.write(struct.pack(fmt, value))
+
+
+def test_a_record_moved_to_another_queue_leaves_a_hole_its_queue_keeps(tmp_path):
+    """No CRC covers QUEUEID: record 4 of T/0 rewritten to queue 7 leaves T/0 without an offset 4. A
+    rebuild of T/0 (`recover` checks every entry) writes a filler there, read as a removed message, and
+    records 5 to 9 keep their offsets; the next put gets 10."""
+    root = tmp_path / "store"
+    with MessageStore.open(root, CONFIG) as store:
+        results = [store.put(Message("T", b"old-%d" % i)) for i in range(10)]
+    _rewrite_field(root, results[4].phy_offset, 12, ">i", 7)  # QUEUEID
+    with MessageStore.open(root, CONFIG, repair=True) as store:
+        assert [(q.topic, q.queue_id) for q in store.recovery.queues_rebuilt] == [("T", 0)]
+        assert [m.queue_offset for m in store.iter_queue("T", 0)] == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+        assert [m.body for m in store.get("T", 0, 4, 1).messages] == [b"old-5"]  # passed over, as a removed one
+        assert store.put(Message("T", b"new")).queue_offset == 10
+    with MessageStore.open(root, CONFIG) as store:
+        assert not store.recovery.queues_rebuilt, "a hole is no damage to the next open"
+
+
+def test_a_record_with_a_damaged_queue_offset_is_skipped_and_the_rest_keep_theirs(tmp_path):
+    """No CRC covers QUEUEOFFSET: record 4's rewritten to 1,000. A catch-up from the oldest record (the
+    queue lost its files, the record of queue ends with them) leaves record 4 out (listed in
+    dispatch_skipped), puts a filler at 4 and keeps 5 to 9; the next put gets 10, not 5."""
+    root = tmp_path / "store"
+    with MessageStore.open(root, CONFIG) as store:
+        results = [store.put(Message("T", b"old-%d" % i)) for i in range(10)]
+    _rewrite_field(root, results[4].phy_offset, 20, ">q", 1000)  # QUEUEOFFSET
+    shutil.rmtree(root / "consumequeue")
+    for name in (DERIVED_ENDS_FILE, DERIVED_ENDS_FILE + ".bak"):
+        (root / CONFIG_DIR / name).unlink(missing_ok=True)
+    with MessageStore.open(root, CONFIG) as store:
+        assert [s.split(":")[0] for s in store.recovery.dispatch_skipped] == [str(results[4].phy_offset)]
+        assert [m.queue_offset for m in store.iter_queue("T", 0)] == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+        assert store.put(Message("T", b"new")).queue_offset == 10
