@@ -198,9 +198,9 @@ class QueueFlushService(Service):
         if thorough:
             self._last_thorough = now
             self.index.flush()  # outside the lock: a sync of the index files takes long, puts go on
+            if ends is not None and self.derived_ends is not None:  # before the checkpoint: an abnormal
+                self.derived_ends.persist(ends)  # recovery then never starts after what the record holds
             with self._lock:
                 if logics > 0:
                     self.checkpoint.values.logics_msg_timestamp = logics
                 self.checkpoint.flush()
-            if ends is not None and self.derived_ends is not None:
-                self.derived_ends.persist(ends)

@@ -43,11 +43,13 @@ from rocketstore.log.derived_ends import Ends, IndexEnd, QueueEnd
 from rocketstore.log.index_service import IndexService
 from rocketstore.log.json_config import StateFileProblem
 from rocketstore.native import speedups
+from rocketstore.services.dispatch import DISPATCH_BATCH, requests_from
 from rocketstore.services.odd_files import OddFile
 from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
 
 _PHY_OFFSET = struct.Struct(">q")
+LONG_MAX = 2**63 - 1
 NORMAL_RECOVERY_FILES = 3
 
 
@@ -378,9 +380,31 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
                                       commitlog.min_offset == recorded.log_min)
         if reason is not None:
             _quarantine_queue(root, cq, reason, report)
+    if thorough:
+        _rebuild_queues_missing_their_front(root, commitlog, queues, end, report)
     _drop_index_from_first_bad(index, recorded.index_files, commitlog.min_offset, end, thorough, report)
     _drop_index_past(index, end, report)
     return report
+
+
+def _rebuild_queues_missing_their_front(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], end: int,
+                                        report: RecoveryReport) -> None:
+    """`recover`: quarantine (for a rebuild) every queue that starts above the first of its records in
+    the log (its oldest files were lost; retention deletes a queue's files only once the log no longer
+    holds their records). One compiled pass over the log's records."""
+    first: dict[tuple[str, int], int] = {}
+    for reqs in requests_from(commitlog, commitlog.min_offset, [], DISPATCH_BATCH, end):
+        for req in reqs:
+            if req.gets_queue_entry and 0 <= req.queue_offset < first.get((req.topic, req.queue_id), LONG_MAX):
+                first[(req.topic, req.queue_id)] = req.queue_offset
+    rebuilt = {(q.topic, q.queue_id) for q in report.queues_rebuilt}
+    for cq in queues:
+        key = (cq.topic, cq.queue_id)
+        oldest = first.get(key)
+        if key not in rebuilt and cq.queue.files and oldest is not None and oldest < cq.min_offset:
+            _quarantine_queue(root, cq, f"{cq.topic}/{cq.queue_id} starts at queue offset {cq.min_offset}, but the "
+                                        f"log holds its record of offset {oldest} (its oldest files are missing)",
+                              report)
 
 
 def _short_of_record(cq: ConsumeQueue, recorded: QueueEnd | None, end: int, log_kept_start: bool) -> str | None:

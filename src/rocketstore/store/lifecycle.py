@@ -474,6 +474,7 @@ class StoreLifecycle(StoreCore):
                     cq.flush(0)
                 ends = snapshot(self._queues.values(), self.index, self.commitlog.min_offset, flushed)
                 self.index.flush()
+                self._derived_ends.persist(ends)  # before the checkpoint, as the queue flush writes them
                 assert self.checkpoint is not None
                 if self._last_store_timestamp:
                     self.checkpoint.values.physic_msg_timestamp = self._last_store_timestamp
@@ -481,7 +482,6 @@ class StoreLifecycle(StoreCore):
                 self.checkpoint.flush()
             self.offsets.persist()
             self.topics.persist()
-            self._derived_ends.persist(ends)
             if self._schedule is not None:
                 self._schedule.persist()
         except OSError as exc:

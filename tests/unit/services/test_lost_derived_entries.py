@@ -266,3 +266,24 @@ def test_a_record_with_a_damaged_queue_offset_is_skipped_and_the_rest_keep_their
         assert [s.split(":")[0] for s in store.recovery.dispatch_skipped] == [str(results[4].phy_offset)]
         assert [m.queue_offset for m in store.iter_queue("T", 0)] == [0, 1, 2, 3, 5, 6, 7, 8, 9]
         assert store.put(Message("T", b"new")).queue_offset == 10
+
+
+def test_recover_rebuilds_a_queue_whose_oldest_file_is_missing_without_a_record(tmp_path):
+    """The record of queue ends is what tells a plain open that a queue lost its oldest file (which
+    otherwise looks like a queue retention shortened); without it, `recover` finds it in one pass over
+    the log: the queue starts above the first of its records there."""
+    root = tmp_path / "store"
+    config = StoreConfig(commitlog_file_size=1 << 20, consume_queue_file_entries=8)
+    with MessageStore.open(root, config) as store:
+        for i in range(20):
+            store.put(Message("T", b"old-%d" % i))
+    for name in (DERIVED_ENDS_FILE, DERIVED_ENDS_FILE + ".bak"):
+        (root / CONFIG_DIR / name).unlink(missing_ok=True)
+    (root / "consumequeue" / "T" / "0" / f"{0:020d}").unlink()
+    with MessageStore.open(root, config) as store:
+        assert store.min_offset("T", 0) == 8  # read as retention would leave it
+    assert not verify_store(root, config).ok
+    with MessageStore.open(root, config, repair=True) as store:
+        assert [(q.topic, q.queue_id) for q in store.recovery.queues_rebuilt] == [("T", 0)]
+        assert [m.queue_offset for m in store.iter_queue("T", 0)] == list(range(20))
+    assert verify_store(root, config).ok
