@@ -341,8 +341,13 @@ def _check_store(store: MessageStore, case: Case, acked: list[Acked], *, after: 
         report = store.recovery
         truth: dict[tuple[str, int], int] = {}
         damaged = _damaged_records(case, acked)
-        skipped = {int(s.split(":", 1)[0]) for s in report.dispatch_skipped} | damaged  # no CRC on queue fields
+        by_phy = {a.phy_offset: a for a in acked}
+        skipped = {int(s.split(":", 1)[0]) for s in report.dispatch_skipped}
         for msg in store.scan():
+            a = by_phy.get(msg.phy_offset)
+            if a is not None and msg.phy_offset in damaged and (msg.topic, msg.queue_id, msg.queue_offset) != (
+                    a.topic, a.queue_id, a.queue_offset):
+                continue  # its queue fields were damaged (no CRC covers them)
             if msg.phy_offset not in skipped and msg.topic in {t for t, _ in QUEUES}:
                 key = (msg.topic, msg.queue_id)
                 truth[key] = max(truth.get(key, -1), msg.queue_offset)

@@ -77,7 +77,7 @@ from rocketstore.format.store_dirs import (
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.report._files import first_nonzero as _first_nonzero
 from rocketstore.report._files import mapped as _mapped
-from rocketstore.store.files import request_from_message
+from rocketstore.store.files import IndexFile, request_from_message
 
 if TYPE_CHECKING:
     from rocketstore import StoreConfig
@@ -463,6 +463,24 @@ class _Verifier:
             rel, pos,
         )
 
+    def index_chains(self) -> None:
+        """Every index file's slots and chain links as the store checks them (`IndexFile.find_damage`):
+        a slot emptied or a link broken hides keys that every entry of the file still names. The newest
+        file is left alone while a writer appends to the log (its header is written after its entries)."""
+        directory = self.root / INDEX_DIR
+        paths = sorted(p for p in directory.iterdir() if p.is_file() and p.name.isdigit()) if directory.is_dir() else []
+        slots, max_entries = self.config.index_hash_slots, self.config.index_max_entries
+        for path in paths[:-1] if self.result.log_grew else paths:
+            if path.stat().st_size != self._index_file_size():
+                continue  # reported with the file's size
+            index_file = IndexFile(path, slots, max_entries, read_only=True)
+            try:
+                reason = index_file.find_damage(full=True)
+            finally:
+                index_file.close()
+            if reason is not None:
+                self.result.problems.append(Problem(f"{INDEX_DIR}/{path.name}", 0, reason))
+
     def settle(self) -> None:
         """After the queues and the index: look at the log's end again. A writer appended (a whole record
         or a blank lies at the snapshot's end now): what lies past it is newer. Nothing was appended:
@@ -839,5 +857,6 @@ def verify_store(root: Path, config: StoreConfig) -> VerifyResult:
     verifier.consume_queues()
     verifier.index()
     verifier.settle()
+    verifier.index_chains()
     verifier.dispatch()
     return verifier.result
