@@ -100,11 +100,20 @@ def test_topic_status_matches_the_java_broker(brokers: Brokers) -> None:
 
 
 def test_consumer_progress_matches_the_java_broker(brokers: Brokers) -> None:
-    """GET_CONSUME_STATS (208): broker and consumer offsets of each queue of the group's topics."""
+    """GET_CONSUME_STATS (208): broker and consumer offsets of each queue of the group's topics. The Java
+    consumer commits its offsets now and then and once more, oneway, as it shuts down: whether the Java
+    broker got the last commits (and the retry queue's) is a matter of timing, so its consumer offsets
+    and its %RETRY% row are compared only when they are complete."""
     ours, java = brokers.both("consumerProgress", "-n", "{ns}", "-g", "GroupA")
-    tps = re.compile(r"Consume TPS: [\d.]+")  # the last minute's rate: a matter of timing
-    assert tps.sub("TPS", normalise(ours)) == tps.sub("TPS", normalise(java))
-    assert "Diff Total: 0" in ours and "TopicA" in ours and "%RETRY%GroupA" in ours
+    assert normalise(ours).splitlines()[0] == normalise(java).splitlines()[0]
+    mine = [row for row in _rows(ours) if row[0] == "TopicA"]
+    theirs = [row for row in _rows(java) if row[0] == "TopicA"]
+    assert [row[:4] for row in mine] == [row[:4] for row in theirs], (ours, java)
+    assert [(row[3], row[4], row[5]) for row in mine] == [("5", "5", "0")] * 4, ours
+    if "Diff Total: 0" in java:
+        assert [row[:6] for row in mine] == [row[:6] for row in theirs]
+    assert ["%RETRY%GroupA", "broker-a", "0", "0", "0", "0", "N/A"] in _rows(ours)
+    assert "Diff Total: 0" in ours and re.search(r"Consume TPS: \d+\.\d\d", ours)
 
 
 def test_subscription_groups_are_created_read_persisted_and_deleted(brokers: Brokers) -> None:
@@ -134,8 +143,14 @@ def test_reset_offset_by_time_lets_a_restarted_consumer_read_again(brokers: Brok
                                  "--timeout", "60"):
         assert f'"received":{RESET_MESSAGES}' in out, out
     ours, java = brokers.both("resetOffsetByTime", "-n", "{ns}", "-g", "GroupR", "-t", "TopicR", "-s", "0")
-    assert sorted(normalise(ours).splitlines()) == sorted(normalise(java).splitlines())
-    assert [row[5] for row in _rows(ours) if len(row) == 6 and row[0] == "broker-a"] == ["0"] * 4, ours
+    assert normalise(ours).splitlines()[0] == normalise(java).splitlines()[0]  # "rollback consumer offset ..."
+
+    def table(text: str) -> list[list[str]]:  # brokerName, queueId, brokerOffset, timestampOffset, rollbackOffset
+        return sorted(row[:3] + row[4:] for row in _rows(text) if len(row) == 6 and row[0] == "broker-a")
+
+    # the consumer offset column is left out: the Java consumer's last commits may not have landed
+    assert table(ours) == table(java) and len(table(ours)) == 4, (ours, java)
+    assert [row[3:] for row in _rows(ours) if len(row) == 6 and row[0] == "broker-a"] == [["25", "0", "0"]] * 4
     again = run_tool("consumer", brokers.ours.namesrv, "TopicR", "GroupR", "--expect", str(RESET_MESSAGES),
                      "--timeout", "60")
     assert f'"received":{RESET_MESSAGES}' in again, again
@@ -236,10 +251,12 @@ def test_broker_consume_stats_consume_queue_and_stats_all(brokers: Brokers) -> N
     """GET_BROKER_CONSUME_STATS (317), QUERY_CONSUME_QUEUE (321) and VIEW_BROKER_STATS_DATA (315, which
     statsAll reads for its 24-hour counts)."""
     ours, java = brokers.both("brokerConsumeStats", "-n", "{ns}", "-b", "{broker}")
-    # GroupA's rows: the same on both (GroupR's differ: only serve's consumer read TopicR again after the reset)
-    mine = [line for line in normalise(ours).splitlines() if " GroupA " in line or line.startswith("#")]
-    theirs = [line for line in normalise(java).splitlines() if " GroupA " in line or line.startswith("#")]
-    assert mine == theirs and len(mine) == 5, (ours, java)
+    # GroupA's queues and broker offsets: the same on both (consumer offsets can differ when the Java
+    # consumer's last commit did not land; GroupR's: only serve's consumer read TopicR again after the reset)
+    mine = [row[:5] for row in _rows(ours) if row[1:2] == ["GroupA"]]
+    assert mine == [row[:5] for row in _rows(java) if row[1:2] == ["GroupA"]] and len(mine) == 4, (ours, java)
+    assert all(row[4] == row[5] == "5" for row in _rows(ours) if row[1:2] == ["GroupA"]), ours
+    assert normalise(ours).splitlines()[0] == normalise(java).splitlines()[0]
     assert "Diff Total: 0" in ours
     ours, java = brokers.both("queryCq", "-n", "{ns}", "-t", "TopicA", "-q", "0", "-i", "0", "-c", "3", "-g",
                               "GroupA")
