@@ -73,6 +73,9 @@ class DerivedEnds:
         self.path = root / CONFIG_DIR / DERIVED_ENDS_FILE
         self._written: Ends | None = None
         self._lock = threading.Lock()  # the queue flush and `flush()` both write it
+        self.generation = 0
+        """Raised (under the store lock) when queues leave the store (a topic deleted): a snapshot
+        taken before may no longer be written."""
 
     def load(self, *, quarantine: Path | None) -> tuple[Ends | None, StateFileProblem | None]:
         """The recorded ends (None: no record, as in a store RocketMQ wrote) and what was wrong with the
@@ -86,15 +89,16 @@ class DerivedEnds:
         self._written = ends if problem is None else None
         return ends, problem
 
-    def persist(self, ends: Ends) -> None:
+    def persist(self, ends: Ends, generation: int | None = None) -> None:
         """Replace the record with `ends` (atomically, the previous one kept as `.bak`) unless it holds
-        them already. `ends` must be what the files hold on disk now.
+        them already, or unless they were taken at a `generation` that queues leaving the store have
+        since passed. `ends` must be what the files hold on disk now.
 
         Raises:
             OSError: the file could not be written; the previous record is still in place.
         """
         with self._lock:
-            if ends == self._written:
+            if ends == self._written or (generation is not None and generation < self.generation):
                 return
             table: dict[str, dict[int, list[int]]] = {}
             for (topic, queue_id), end in sorted(ends.queues.items()):

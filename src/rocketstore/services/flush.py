@@ -193,13 +193,14 @@ class QueueFlushService(Service):
             queues = self.queues()
             ends = (snapshot(queues, self.index, *self.log_bounds()) if thorough and self.derived_ends is not None
                     else None)  # sampled with logics
+            generation = None if self.derived_ends is None else self.derived_ends.generation
         for cq in queues:
             cq.flush(0 if thorough else self.least_pages)
         if thorough:
             self._last_thorough = now
             self.index.flush()  # outside the lock: a sync of the index files takes long, puts go on
             if ends is not None and self.derived_ends is not None:  # before the checkpoint: an abnormal
-                self.derived_ends.persist(ends)  # recovery then never starts after what the record holds
+                self.derived_ends.persist(ends, generation)  # recovery then never starts after the record
             with self._lock:
                 if logics > 0:
                     self.checkpoint.values.logics_msg_timestamp = logics

@@ -474,7 +474,7 @@ class StoreLifecycle(StoreCore):
                     cq.flush(0)
                 ends = snapshot(self._queues.values(), self.index, self.commitlog.min_offset, flushed)
                 self.index.flush()
-                self._derived_ends.persist(ends)  # before the checkpoint, as the queue flush writes them
+                self._derived_ends.persist(ends)  # before the checkpoint, under the lock a topic deletion takes
                 assert self.checkpoint is not None
                 if self._last_store_timestamp:
                     self.checkpoint.values.physic_msg_timestamp = self._last_store_timestamp

@@ -6,9 +6,8 @@ take the missing files for damage and rebuild them from the log. The topic's rec
 commitlog (and its keys in the index) until retention deletes their files, as in RocketMQ. A send to the
 topic afterwards starts its queues again at offset 0.
 
-A thorough queue flush that sampled the record before the delete may still write that sample after it;
-the next `flush()` or `close()` writes the record again without the topic (the broker flushes every
-5 s), so only a crash within that window brings the deleted queues back at the next open.
+A thorough queue flush that sampled the record before the delete does not write that sample after it
+(`DerivedEnds.generation`).
 """
 
 from __future__ import annotations
@@ -54,13 +53,15 @@ def delete_topic(store: MessageStore, topic: str) -> bool:
             store._misplaced.pop(key, None)
             cq.queue.destroy()  # a flush thread holding the queue meanwhile finds nothing to flush
         known = store.topics.remove(topic) or bool(keys)
+        store._derived_ends.generation += 1  # a queue flush's earlier snapshot still holds the topic
+        generation = store._derived_ends.generation
         ends = snapshot(store._queues.values(), store.index, store.commitlog.min_offset,
                         store.commitlog.queue.flushed_offset)
     folder = store.path / CONSUME_QUEUE_DIR / topic
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
     store.topics.persist()
-    store._derived_ends.persist(ends)
+    store._derived_ends.persist(ends, generation)
     if known:
         log.info("%s: topic %s deleted (%d consume queues)", store.path, topic, len(keys))
     return known

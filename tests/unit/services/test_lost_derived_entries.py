@@ -287,3 +287,24 @@ def test_recover_rebuilds_a_queue_whose_oldest_file_is_missing_without_a_record(
         assert [(q.topic, q.queue_id) for q in store.recovery.queues_rebuilt] == [("T", 0)]
         assert [m.queue_offset for m in store.iter_queue("T", 0)] == list(range(20))
     assert verify_store(root, config).ok
+
+
+def test_a_snapshot_taken_before_a_topic_was_deleted_is_not_written_after_it(tmp_path):
+    """The queue flush samples the queue ends under the store lock and writes them after its syncs: a
+    topic deleted in between must not come back in the record (the next open would rebuild it)."""
+    from rocketstore.log.derived_ends import snapshot
+
+    root = tmp_path / "store"
+    with MessageStore.open(root, CONFIG) as store:
+        store.put(Message("T", b"t"))
+        store.put(Message("U", b"u"))
+        store.flush()
+        generation = store._derived_ends.generation
+        stale = snapshot(store._queues.values(), store.index, store.commitlog.min_offset,
+                         store.commitlog.queue.flushed_offset)
+        assert store.delete_topic("T")
+        store._derived_ends.persist(stale, generation)  # the queue flush's write, after the delete
+        recorded, _ = store._derived_ends.load(quarantine=None)
+        assert recorded is not None and ("T", 0) not in recorded.queues and ("U", 0) in recorded.queues
+    with MessageStore.open(root, CONFIG) as store:
+        assert not store.recovery.queues_rebuilt and store.max_offset("T", 0) == 0
