@@ -293,9 +293,17 @@ def _unexplained(root: Path, case: Case, acked: list[Acked]) -> list[object]:
     assert not isinstance(result, Exception), f"{case}: verify refused: {result}"
     damaged = _damaged_records(case, acked)
     holes = {(a.topic, a.queue_id, a.queue_offset) for a in acked if a.phy_offset in damaged}
+    times_damaged = any(int(name) + start < a.phy_offset + STORE_TIME_END and a.phy_offset + STORE_TIME_POS
+                        < int(name) + end for a in acked for name, start, end in case.damaged_log)
     return [p for p in result.problems if not _in_damaged_log(case, p.file, p.pos)
             and not any(f"record at {phy}" in p.message or f"at {phy}:" in p.message for phy in damaged)
-            and not _around_hole(p.message, holes)]
+            and not _around_hole(p.message, holes)
+            and not (times_damaged and p.file.startswith("index/") and "begins after it ends" in p.message)]
+
+
+STORE_TIME_POS, STORE_TIME_END = 56, 64
+"""A v1 record's STORETIMESTAMP (no CRC covers it): a rewritten one orders its index file's header
+times wrongly, which `verify` names."""
 
 
 def _around_hole(message: str, holes: set[tuple[str, int, int]]) -> bool:

@@ -20,8 +20,8 @@ from rocketstore.errors import CorruptRecordError, MessageNotFoundError
 from rocketstore.format import properties as props
 from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.consume_queue import UNIT_SIZE, CqUnit
-from rocketstore.format.index import FIRST_ENTRY, IndexHeader
-from rocketstore.format.javahash import tags_code
+from rocketstore.format.index import FIRST_ENTRY, IndexHeader, index_key
+from rocketstore.format.javahash import index_key_hash, tags_code
 from rocketstore.format.message import (
     BLANK_MAGIC,
     END_OF_FILE,
@@ -40,10 +40,11 @@ from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.derived_ends import Ends, IndexEnd, QueueEnd
+from rocketstore.log.index_file import IndexFile
 from rocketstore.log.index_service import IndexService
 from rocketstore.log.json_config import StateFileProblem
 from rocketstore.native import speedups
-from rocketstore.services.dispatch import DISPATCH_BATCH, requests_from
+from rocketstore.services.dispatch import DISPATCH_BATCH, request_from_message, requests_from
 from rocketstore.services.odd_files import OddFile
 from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
@@ -382,7 +383,7 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
             _quarantine_queue(root, cq, reason, report)
     if thorough:
         _rebuild_queues_missing_their_front(root, commitlog, queues, end, report)
-    _drop_index_from_first_bad(index, recorded.index_files, commitlog.min_offset, end, thorough, report)
+    _drop_index_from_first_bad(index, commitlog, recorded.index_files, end, thorough, report)
     _drop_index_past(index, end, report)
     return report
 
@@ -473,19 +474,39 @@ def _quarantine_queue(root: Path, cq: ConsumeQueue, reason: str, report: Recover
     report.queues_rebuilt.append(RebuiltQueue(cq.topic, cq.queue_id, reason, str(target) if paths else ""))
 
 
-def _drop_index_from_first_bad(index: IndexService, recorded: list[IndexEnd], low: int, end: int, full: bool,
-                               report: RecoveryReport) -> None:
-    """Drop the first index file that is damaged (`IndexFile.find_damage`, with every slot and entry
-    when `full`) or lost entries since the last flush (gone, or holding fewer than recorded, while the
-    records it indexed are still in the log [low, end)), and every newer one: the catch-up indexes
-    their records again."""
+def _entries_disagree(f: IndexFile, commitlog: CommitLog, low: int, end: int) -> bool:
+    """`recover`: whether an entry of the index file names a key hash that is not one of its record's
+    keys (no checksum covers an entry: a flipped hash hides the key). One decode per record indexed."""
+    hashes: dict[int, frozenset[int]] = {}
+    for key_hash, phy, _, _ in f.entries():
+        if not low <= phy < end:
+            continue  # expired by retention, or past the end (dropped below)
+        if phy not in hashes:
+            try:
+                req = request_from_message(commitlog.message_at(phy), [])
+            except (MessageNotFoundError, CorruptRecordError):
+                return True
+            hashes[phy] = frozenset(index_key_hash(index_key(req.topic, k)) for k in req.index_keys)
+        if key_hash not in hashes[phy]:
+            return True
+    return False
+
+
+def _drop_index_from_first_bad(index: IndexService, commitlog: CommitLog, recorded: list[IndexEnd], end: int,
+                               full: bool, report: RecoveryReport) -> None:
+    """Drop the first index file that is damaged (`IndexFile.find_damage`, with every slot and entry,
+    and every entry's key hash against its record, when `full`) or lost entries since the last flush
+    (gone, or holding fewer than recorded, while the records it indexed are still in the log), and
+    every newer one: the catch-up indexes their records again."""
+    low = commitlog.min_offset
     lost = {name: count for name, _, last_phy, count in recorded if low <= last_phy < end}
     present = {f.path.name for f in index.files}
     first_bad = min((name for name in lost if name not in present), default=None)
     for f in index.files:
         if first_bad is not None and f.path.name >= first_bad:
             break
-        if f.header.index_count < lost.get(f.path.name, 0) or f.find_damage(full) is not None:
+        if (f.header.index_count < lost.get(f.path.name, 0) or f.find_damage(full) is not None
+                or (full and _entries_disagree(f, commitlog, low, end))):
             first_bad = f.path.name
             break
     if first_bad is None:
