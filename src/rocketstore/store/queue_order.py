@@ -8,7 +8,8 @@ of its queue's sequence.
   and stays in the log and the index.
 * A queue offset for which the log holds no record (a record's queue id was damaged, so it went to
   another queue) becomes a filler entry, which readers pass over as a removed message: the records
-  after it keep their offsets, and no offset is given out twice.
+  after it keep their offsets, and no offset is given out twice. A hole is filled only where the next
+  record of the queue agrees with the offset after it, and up to `MAX_HOLE` offsets wide.
 
 One record of lookahead per queue: a record is decided when the next record of its queue arrives, or
 at `finish`.
@@ -21,6 +22,9 @@ from collections.abc import Callable
 from rocketstore.errors import StoreError
 from rocketstore.log.consume_queue import MAX_QUEUE_OFFSET, ConsumeQueue
 from rocketstore.services.dispatch import DispatchRequest
+
+MAX_HOLE = 4096
+"""The most queue offsets in a row a hole may fill: more is a damaged offset, not lost records."""
 
 
 class QueueOrder:
@@ -59,16 +63,21 @@ class QueueOrder:
     def _decide(self, req: DispatchRequest, after: int | None) -> int:
         key = (req.topic, req.queue_id)
         q = req.queue_offset
-        leads = after is None or after == q + 1
         before = self._last_kept.get(key)
-        fits = leads if before is None else q == before + 1 or (q > before and leads)
+        cq = self._queue_for(*key)
+        if before is None:  # the first of its queue here: the next one vouches for it
+            fits = after is None or after == q + 1
+        else:
+            fits = q == before + 1 or (before < q and after == q + 1)
+        hole = q - cq.max_offset if cq.max_offset else 0  # a hole only where the next record agrees, and no
+        if hole > MAX_HOLE or (hole > 0 and after != q + 1):  # wider than damage to a few records leaves
+            fits = False
         if not fits or not 0 <= q <= MAX_QUEUE_OFFSET:
             self._skipped(req, f"{key[0]}/{key[1]} queue offset {q} agrees with neither record beside it in its "
                                "queue (a damaged field)")
             return 0
         self._last_kept[key] = q
-        cq = self._queue_for(*key)
-        if cq.max_offset and q > cq.max_offset:
+        if hole > 0:
             cq.fill_hole(q)
         try:
             return int(self._write(req))

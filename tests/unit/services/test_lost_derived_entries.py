@@ -308,3 +308,20 @@ def test_a_snapshot_taken_before_a_topic_was_deleted_is_not_written_after_it(tmp
         assert recorded is not None and ("T", 0) not in recorded.queues and ("U", 0) in recorded.queues
     with MessageStore.open(root, CONFIG) as store:
         assert not store.recovery.queues_rebuilt and store.max_offset("T", 0) == 0
+
+
+def test_a_damaged_queue_offset_on_the_last_record_opens_no_hole(tmp_path):
+    """The last record of a queue whose QUEUEOFFSET reads 2**30: no record after it agrees, so it is
+    left out, and no filler run of a billion entries is written to reach it."""
+    root = tmp_path / "store"
+    config = StoreConfig(commitlog_file_size=1 << 20, consume_queue_file_entries=8)
+    with MessageStore.open(root, config) as store:
+        results = [store.put(Message("T", b"old-%d" % i)) for i in range(10)]
+    _rewrite_field(root, results[-1].phy_offset, 20, ">q", 1 << 30)  # QUEUEOFFSET
+    shutil.rmtree(root / "consumequeue")
+    for name in (DERIVED_ENDS_FILE, DERIVED_ENDS_FILE + ".bak"):
+        (root / CONFIG_DIR / name).unlink(missing_ok=True)
+    with MessageStore.open(root, config) as store:
+        assert [s.split(":")[0] for s in store.recovery.dispatch_skipped] == [str(results[-1].phy_offset)]
+        assert store.put(Message("T", b"new")).queue_offset == 9
+    assert len(list((root / "consumequeue" / "T" / "0").iterdir())) == 2
