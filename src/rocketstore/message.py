@@ -118,8 +118,7 @@ _SLOTS = tuple(getattr(Message, f.name) for f in fields(Message))
 
 if speedups is not None:
     # A call of Message itself builds the common message (a bytes body, keys as a tuple) in one compiled
-    # step, the type's vectorcall, and hands every other call to `__new__` above, the reference
-    # (1,000,000 `Message(topic, body, queue_id=..., keys=(key,), born_host=...)`: 0.43 -> 0.13 us each,
-    # 2026-11-27).
+    # step, the type's vectorcall, and hands every other call to `__new__` above, the reference (the
+    # figures are in docs/benchmarks.md).
     speedups.install_message_call(Message, _SLOTS, tuple(f.default for f in fields(Message)), MISSING,
                                   Message.__new__)
