@@ -12,8 +12,8 @@ from rocketstore.broker.long_poll import PullWaiters
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.topics import TopicTable
 from rocketstore.broker.transactions import TransactionTable
-from rocketstore.log.subscription_groups import SubscriptionGroups
 from rocketstore.protocol import RemotingCommand, ResponseCode
+from rocketstore.store.files import SubscriptionGroups
 
 
 class RequestError(Exception):

@@ -23,10 +23,10 @@ from rocketstore.broker.stats import GROUP_GET_NUMS
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, valid_topic
 from rocketstore.errors import RemoteProtocolError, RocketStoreError
 from rocketstore.format.topics import is_system_topic
-from rocketstore.log.subscription_groups import group_config
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import MqKey, decode_json_body, encode_json_body, encode_mq_keyed_body
 from rocketstore.protocol.codes import OUR_VERSION, OUR_VERSION_DESC
+from rocketstore.store.files import group_config
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -13,9 +13,8 @@ import threading
 from pathlib import Path
 
 from rocketstore.format.store_dirs import CONFIG_DIR
-from rocketstore.log.json_config import read_json
 from rocketstore.protocol.bodies import encode_json_body
-from rocketstore.storage import fs
+from rocketstore.store.files import atomic_write, read_json
 
 KV_CONFIG_FILE = "kvConfig.json"
 MAX_ENTRIES = 10_000
@@ -91,4 +90,4 @@ class KvConfig:
         with self._lock:
             table = {ns: dict(sorted(kv.items())) for ns, kv in sorted(self._table.items())}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fs.atomic_write(self.path, encode_json_body({"configTable": table}))  # compact, as RocketMQ writes it
+        atomic_write(self.path, encode_json_body({"configTable": table}))  # compact, as RocketMQ writes it

@@ -11,7 +11,10 @@ module, so that the adapters depend on the store's public surface and never on i
   under), for one message or for every record of a commitlog range, as the store's catch-up builds them;
 * `StoreLock`: the lock a writer holds (a rebuild takes it);
 * `atomic_write`: replace a small file (temporary file, fsync, rename), as the store writes its JSON;
-* `infer_geometry`: the file sizes a store directory's files say it was written with.
+  `read_json`: read one of RocketMQ's JSON files (fastjson's dialect), or its `.bak` when it is broken;
+* `infer_geometry`: the file sizes a store directory's files say it was written with;
+* `SubscriptionGroups`, `group_config`: the broker's subscription groups, kept beside the store's JSON
+  state as RocketMQ's config/subscriptionGroup.json.
 """
 
 from rocketstore.log.commitlog import CommitLog
@@ -19,10 +22,13 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.entry_run import queue_messages, queue_runs
 from rocketstore.log.geometry import infer_geometry
 from rocketstore.log.index_file import IndexFile
+from rocketstore.log.json_config import read_json
+from rocketstore.log.subscription_groups import SubscriptionGroups, group_config
 from rocketstore.services.dispatch import DispatchRequest, request_from_message, requests_from
 from rocketstore.services.recovery import find_end
 from rocketstore.storage.fs import atomic_write
 from rocketstore.storage.marker_files import StoreLock
 
-__all__ = ["CommitLog", "ConsumeQueue", "DispatchRequest", "IndexFile", "StoreLock", "atomic_write", "find_end",
-           "infer_geometry", "queue_messages", "queue_runs", "request_from_message", "requests_from"]
+__all__ = ["CommitLog", "ConsumeQueue", "DispatchRequest", "IndexFile", "StoreLock", "SubscriptionGroups",
+           "atomic_write", "find_end", "group_config", "infer_geometry", "queue_messages", "queue_runs",
+           "read_json", "request_from_message", "requests_from"]
