@@ -73,7 +73,8 @@ def _queue_key(name: str) -> QueueKey:
     return topic, int(queue_id)
 
 
-def _resolve_config(root: Path, config: StoreConfig | None, *, read_only: bool = False) -> StoreConfig:
+def _resolve_config(root: Path, config: StoreConfig | None, *, read_only: bool = False,
+                    inferred: dict[str, int] | None = None) -> StoreConfig:
     """The config to open with: `config` checked against the geometry the store recorded, or that one;
     for a read-only open of a store that recorded none (one RocketMQ wrote), the geometry its files
     give (`inferred_geometry`). With `config` given, a recorded geometry that cannot be read is left to
@@ -100,7 +101,7 @@ def _resolve_config(root: Path, config: StoreConfig | None, *, read_only: bool =
                                        "`rocketstore recover` with its file sizes)") from None
     if config is None:
         if not recorded_path.exists() and read_only:
-            recorded = inferred_geometry(root)
+            recorded = inferred_geometry(root) if inferred is None else inferred  # the caller's, if it read them
         resolved = StoreConfig().with_geometry(recorded)
         if isinstance(levels, str) and levels != resolved.delay_levels:  # the levels the store was written with
             try:
@@ -207,7 +208,7 @@ class StoreLifecycle(StoreCore):
         if read_only and not root.is_dir():
             raise FileNotFoundError(f"no store directory at {root}")
         inferred = inferred_geometry(root) if config is None and read_only else {}
-        config = _resolve_config(root, config, read_only=read_only)
+        config = _resolve_config(root, config, read_only=read_only, inferred=inferred)
         store = cls(root, config, read_only=read_only, clock=clock or _system_clock)
         store.geometry_inferred = inferred
         if inferred:
