@@ -19,7 +19,11 @@ from rocketstore.cli._errors import PROG, ExitCode, run_guarded
 from rocketstore.cli._state import CliState, global_options
 
 # Subcommands provided by other packages: name -> "module:attribute" of a click command.
-LAZY_COMMANDS: dict[str, str] = {"serve": "rocketstore.cli.serve:serve"}
+LAZY_COMMANDS: dict[str, str] = {
+    "serve": "rocketstore.cli.serve:serve",
+    "admin": "rocketstore.cli.admin:admin",
+    "sql": "rocketstore.cli.sql:sql",
+}
 
 
 def _unavailable(name: str, target: str, exc: BaseException) -> click.Command:
