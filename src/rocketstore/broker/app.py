@@ -27,6 +27,7 @@ from rocketstore.broker.handlers_client import ClientHandlers
 from rocketstore.broker.handlers_pull import PullHandlers
 from rocketstore.broker.handlers_query import QueryHandlers
 from rocketstore.broker.handlers_send import SendHandlers
+from rocketstore.broker.handlers_transaction import TransactionHandlers
 from rocketstore.broker.kv_config import KvConfig
 from rocketstore.broker.namesrv import NameServerHandlers
 from rocketstore.broker.retention import describe_retention
@@ -123,7 +124,7 @@ class BrokerApp:
                 self.acl.topic_at = partial(_topic_at, store)
             broker_table: dict[int, Handler] = {}
             for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx),
-                          AdminHandlers(ctx)):
+                          AdminHandlers(ctx), TransactionHandlers(ctx)):
                 broker_table.update(group.table())
             kv = KvConfig(store.path, read_only=store.read_only)
             kv.load()

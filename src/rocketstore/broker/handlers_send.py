@@ -8,6 +8,7 @@ import random
 
 from rocketstore import FlushMode, Message, MessageStore, PutResult, PutStatus
 from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str
+from rocketstore.broker.handlers_transaction import is_half_message, start_half
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig, valid_topic
 from rocketstore.errors import InvalidMessageError, MessageNotFoundError, RemoteProtocolError, StoreError
@@ -36,13 +37,11 @@ PUT_STATUS_CODES = {
 # Statuses under which the message was stored (the client still gets msgId and offsets).
 STORED = {PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT,
           PutStatus.SLAVE_NOT_AVAILABLE}
-TRANSACTION_PREPARED = 0x4  # MessageSysFlag.TRANSACTION_PREPARED_TYPE
 PROPERTY_WAIT = "WAIT"
 PROPERTY_CLUSTER = "CLUSTER"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_DELAY = "DELAY"
-PROPERTY_TRANSACTION = "TRAN_MSG"
 RETRY_QUEUE_NUMS = 1
 DLQ_QUEUE_NUMS = 1
 DLQ_PERM = PERM_READ | PERM_WRITE  # RocketMQ 5 (4.x made it write-only): consumers of %DLQ%<group> read it
@@ -123,8 +122,6 @@ class SendHandlers:
             if queue_id >= config.write_queue_nums:
                 raise RequestError(ResponseCode.SYSTEM_ERROR,
                                    f"queueId {queue_id} out of range for {topic} ({config.write_queue_nums} queues)")
-            if field_int(cmd, "sysFlag", 0) & TRANSACTION_PREPARED:
-                raise RequestError(ResponseCode.NO_PERMISSION, "transactional messages are not supported")
             props = decode_properties(cmd.ext_fields.get("properties", ""))
             topic, queue_id = self._dead_letter_if_exhausted(cmd, topic, queue_id)
             # The C++ client sends batches as code 10 with batch = "1"; Java clients use code 320.
@@ -132,7 +129,10 @@ class SendHandlers:
                 messages = self._batch_messages(cmd, conn, topic, queue_id, props)
             else:
                 messages = [self._message(cmd, conn, topic, queue_id, props, cmd.body, field_int(cmd, "flag", 0))]
-            results = await _put(self.ctx.store, messages)
+            if is_half_message(props, messages[0].reconsume_times):  # TRAN_MSG=true: a transaction's half
+                results = [await start_half(self.ctx, messages)]
+            else:
+                results = await _put(self.ctx.store, messages)
         except RequestError as exc:
             return cmd.response(exc.code, exc.remark)
         return self._respond(cmd, queue_id, results)
