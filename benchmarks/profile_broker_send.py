@@ -43,6 +43,8 @@ from pathlib import Path
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.broker.app import BrokerApp
 from rocketstore.broker.config import BrokerConfig
+from rocketstore.broker.handlers_send import _v1
+from rocketstore.format.properties import decode_properties
 from rocketstore.protocol import CommandReader, RemotingCommand, RequestCode, encode_command
 from rocketstore.protocol.command import decode_command
 from rocketstore.protocol.frame import FrameDecoder
@@ -78,10 +80,10 @@ class _Conn:
 def _time_us(fn: Callable[[int], object], count: int, repeat: int) -> float:
     runs = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         for i in range(count):
             fn(i)
-        runs.append((time.perf_counter() - t0) / count * 1e6)
+        runs.append((time.thread_time() - t0) / count * 1e6)
     return statistics.median(runs)
 
 
@@ -124,13 +126,19 @@ def stages(args: argparse.Namespace, work: Path) -> list[tuple[str, float]]:
             for i in range(n):
                 await handler(commands[i], conn)  # type: ignore[arg-type]
 
-        t0 = time.perf_counter()
+        t0 = time.thread_time()
         loop.run_until_complete(many(args.count))
-        out.append(("send handler, whole (awaited in one task)", (time.perf_counter() - t0) / args.count * 1e6))
+        out.append(("send handler, whole (awaited in one task)", (time.thread_time() - t0) / args.count * 1e6))
         body = b"x" * args.size
         msgs = [[Message(TOPIC, body, queue_id=i % 4, tags="TagA", keys=(f"key-{i}",))] for i in range(args.count)]
         out.append(("MessageStore.put_batch of one message", _time_us(lambda i: ctx.store.put_batch(msgs[i]),
                                                                         args.count, 1)))
+        sends = handler.__self__  # type: ignore[attr-defined]
+        built = [[sends._message(_v1(commands[i]), conn, TOPIC, i % 4,  # type: ignore[union-attr]
+                                 decode_properties(commands[i].ext_fields["properties"]),  # type: ignore[union-attr]
+                                 commands[i].body, 0)] for i in range(args.count)]  # type: ignore[union-attr]
+        out.append(("put_batch of the Message the handler builds", _time_us(
+            lambda i: ctx.store.put_batch(built[i]), args.count, 1)))
         out.append(("stats.record_put", _time_us(lambda i: ctx.stats.record_put(TOPIC, 1, 400), args.count,
                                                  args.repeat)))
         answer = answers[-1]
@@ -201,6 +209,8 @@ import asyncio, cProfile, sys
 from pathlib import Path
 from rocketstore.broker.app import BrokerApp
 from rocketstore.broker.config import BrokerConfig
+from rocketstore.broker.handlers_send import _v1
+from rocketstore.format.properties import decode_properties
 store, port, profile = sys.argv[1], sys.argv[2], sys.argv[3]
 app = BrokerApp(BrokerConfig(Path(store), listen=f"127.0.0.1:{port}", namesrv=None))
 if profile != "-":
@@ -236,6 +246,28 @@ def broker_child(root: Path, profile: Path | None):  # type: ignore[no-untyped-d
         proc.wait(30)
 
 
+def round_trips(args: argparse.Namespace, work: Path, emit: Callable[[str], None]) -> None:
+    emit("2. round trip over loopback, blocking-socket client(s), broker in a child process")
+    with broker_child(work / "rt", None) as port:
+        round_trip(port, min(args.count, 5000), args.size, 1)  # warm-up; creates the topic
+        for connections in (1, args.connections):
+            figures = round_trip(port, args.count, args.size, connections)
+            emit(f"   {connections} connection(s): " + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
+
+
+def profile(args: argparse.Namespace, work: Path, emit: Callable[[str], None]) -> None:
+    emit(f"3. cProfile of the broker child under {args.connections} connections, by own time")
+    prof_path = work / "broker.prof"
+    with broker_child(work / "prof", prof_path) as port:
+        round_trip(port, min(args.count, 5000), args.size, 1)
+        round_trip(port, args.count, args.size, args.connections)
+    text = io.StringIO()
+    pstats.Stats(str(prof_path), stream=text).sort_stats("tottime").print_stats(args.top)
+    for row in text.getvalue().splitlines():
+        if row.strip() and not row.startswith(("   Random", "   Ordered")):
+            emit("   " + row.rstrip())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20_000, help="requests of each measurement")
@@ -243,6 +275,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256, help="body bytes")
     parser.add_argument("--connections", type=int, default=8, help="clients of the concurrent round trip")
     parser.add_argument("--top", type=int, default=30, help="functions listed from the profile")
+    parser.add_argument("--parts", default="stages,round-trip,profile", help="which of the three views to run")
     parser.add_argument("--save", action="store_true", help=f"append the report to {RESULTS.name}")
     args = parser.parse_args()
     lines = [f"$ python benchmarks/profile_broker_send.py {' '.join(sys.argv[1:])}",
@@ -256,25 +289,15 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="profile-broker-send-") as tmp:
         work = Path(tmp)
-        emit("1. stages, in process (us per request)")
-        for name, us in stages(args, work):
-            emit(f"   {name:<44} {us:8.2f}")
-        emit("2. round trip over loopback, blocking-socket client(s), broker in a child process")
-        with broker_child(work / "rt", None) as port:
-            round_trip(port, min(args.count, 5000), args.size, 1)  # warm-up; creates the topic
-            for connections in (1, args.connections):
-                figures = round_trip(port, args.count, args.size, connections)
-                emit(f"   {connections} connection(s): " + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
-        emit(f"3. cProfile of the broker child under {args.connections} connections, by own time")
-        profile = work / "broker.prof"
-        with broker_child(work / "prof", profile) as port:
-            round_trip(port, min(args.count, 5000), args.size, 1)
-            round_trip(port, args.count, args.size, args.connections)
-        text = io.StringIO()
-        pstats.Stats(str(profile), stream=text).sort_stats("tottime").print_stats(args.top)
-        for row in text.getvalue().splitlines():
-            if row.strip() and not row.startswith(("   Random", "   Ordered")):
-                emit("   " + row.rstrip())
+        parts = set(args.parts.split(","))
+        if "stages" in parts:
+            emit("1. stages, in process (us of thread CPU time per request)")
+            for name, us in stages(args, work):
+                emit(f"   {name:<44} {us:8.2f}")
+        if "round-trip" in parts:
+            round_trips(args, work, emit)
+        if "profile" in parts:
+            profile(args, work, emit)
     if args.save:
         with open(RESULTS, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n# json " + json.dumps({"args": vars(args)}) + "\n\n")
