@@ -104,7 +104,7 @@ class SendHandlers:
 
     def _message(self, cmd: RemotingCommand, conn: Connection, topic: str, queue_id: int,
                  props: dict[str, str], body: bytes, flag: int) -> Message:
-        props[PROPERTY_CLUSTER] = self.ctx.config.cluster  # WAIT stays: the store reads and strips it
+        props[PROPERTY_CLUSTER] = self.ctx.config.cluster  # WAIT stays: the store reads it and keeps it
         return Message(topic, body, queue_id=queue_id, properties=props, flag=flag,
                        born_timestamp=field_int(cmd, "bornTimestamp", 0) or None, born_host=conn.peer,
                        sys_flag=field_int(cmd, "sysFlag", 0), reconsume_times=field_int(cmd, "reconsumeTimes", 0))
