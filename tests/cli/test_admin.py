@@ -158,3 +158,36 @@ def test_failures_are_one_line_with_an_exit_code(served: RunningBroker, tmp_path
     assert "not an offset message id" in line
     assert_one_line_error(admin(served, "update-topic", "-t", "T", "--type", "LITE"), code=2)
     assert admin(served, "topic-list", "--access-key", "ak", "--secret-key", "sk").code == 0  # no ACL: ignored
+
+
+ACL_YAML = """\
+globalWhiteRemoteAddresses:
+accounts:
+  - accessKey: operator
+    secretKey: "operator-secret-1"
+    admin: true
+  - accessKey: reader
+    secretKey: "reader-secret-1"
+    admin: false
+    defaultTopicPerm: SUB
+    defaultGroupPerm: SUB
+"""
+
+
+def test_acl_keys_sign_every_request(tmp_path: Path) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YAML)
+    with rocketmq_broker(grpc=False, extra_args=["--acl", str(acl)]) as broker:
+        def as_user(key: str | None, secret: str | None, *args: str) -> CliResult:
+            keys = ("--access-key", key, "--secret-key", secret) if key and secret else ()
+            return admin(broker, *args, *keys)
+
+        unsigned = as_user(None, None, "update-topic", "-t", "Guarded", "-b", broker.broker_addr)
+        assert "NO_PERMISSION" in assert_one_line_error(unsigned, code=1)
+        wrong = as_user("operator", "not-the-secret", "update-topic", "-t", "Guarded", "-b", broker.broker_addr)
+        assert "NO_PERMISSION" in assert_one_line_error(wrong, code=1)
+        reader = as_user("reader", "reader-secret-1", "update-topic", "-t", "Guarded", "-b", broker.broker_addr)
+        assert "NO_PERMISSION" in assert_one_line_error(reader, code=1)
+        made = as_user("operator", "operator-secret-1", "update-topic", "-t", "Guarded", "-b", broker.broker_addr)
+        assert made.tsv()[0]["topic"] == "Guarded"
+        assert "Guarded" in [r["topic"] for r in as_user("operator", "operator-secret-1", "topic-list").tsv()]
