@@ -8,7 +8,8 @@ sees the same transactions ended and open:
   message's own topic and queue in REAL_TOPIC / REAL_QID and TRAN_MSG=true. No consumer reads that topic,
   so an open or rolled-back message is never delivered.
 * commit: the message in its own topic and queue, sys flag COMMIT_TYPE, PREPAREDTRANSACTIONOFFSET the half
-  message's commitlog offset, REAL_TOPIC / REAL_QID / TRAN_MSG removed: consumers get it like any other.
+  message's commitlog offset, the half message's properties (REAL_TOPIC / REAL_QID / TRAN_MSG among them,
+  as RocketMQ's record keeps them): consumers get it like any other.
 * end (commit, rollback, or given up): a record in queue 0 of RMQ_SYS_TRANS_OP_HALF_TOPIC, tag ``d``,
   body the half message's queue offset in decimal. A half message that was asked about `check_max` times
   without an answer is copied to TRANS_CHECK_MAX_TIME_TOPIC and ended.
@@ -131,9 +132,12 @@ def half_message(message: Message) -> Message:
 
 
 def committed_message(half: StoredMessage) -> Message:
-    """The record a commit writes for a half message (EndTransactionProcessor.endMessageTransaction)."""
-    props = {k: v for k, v in half.properties.items()
-             if k not in (REAL_TOPIC, REAL_QID, PROPERTY_TRANSACTION_PREPARED)}
+    """The record a commit writes for a half message (EndTransactionProcessor.endMessageTransaction).
+
+    Its properties are the half message's, REAL_TOPIC, REAL_QID and TRAN_MSG included: RocketMQ writes
+    the half message's properties string and removes those three only from what the put reads.
+    """
+    props = dict(half.properties)
     return Message(half.properties[REAL_TOPIC], half.body, queue_id=int(half.properties[REAL_QID]),
                    properties=props, flag=half.flag,
                    sys_flag=(half.sys_flag & ~_SET_BY_THE_STORE) | TransactionType.COMMIT,
