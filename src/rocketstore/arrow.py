@@ -22,6 +22,7 @@ from rocketstore.errors import InvalidArgumentError
 from rocketstore.scan.filters import Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
 from rocketstore.scan.plan import plan_partitions, read_partition
+from rocketstore.scan.readahead import read_ahead
 from rocketstore.scan.records import ARROW_SCHEMA
 
 __all__ = ["ARROW_SCHEMA", "check", "read"]
@@ -66,6 +67,6 @@ def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
 
     def batches() -> Iterator[pa.RecordBatch]:
         for part in parts:
-            yield from read_partition(opts, part, preds)
+            yield from read_ahead(read_partition(opts, part, preds), opts.read_ahead)
 
     return pa.RecordBatchReader.from_batches(ARROW_SCHEMA, batches())
