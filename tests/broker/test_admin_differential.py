@@ -5,9 +5,12 @@ absent (tests/broker/differential.py)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +18,7 @@ import pytest
 from rocketstore.protocol import RequestCode, ResponseCode
 from rocketstore.protocol.client import RemotingClient
 from tests.broker.broker_support import BrokerProcess, create_store
-from tests.broker.differential import JavaBroker, require_java_broker
+from tests.broker.differential import LAUNCHER, JavaBroker, require_java_broker, run_tool
 from tests.cli.cliharness import CliResult, run_cli
 
 pytestmark = pytest.mark.broker
@@ -182,3 +185,45 @@ def test_failures_and_delete_agree(pair: Pair) -> None:
     assert [r["from"] for r in deleted] == ["broker", "name server"]
     for side in (pair.ours, pair.java):
         assert "AdminDoomed" not in [r["topic"] for r in side.lines("topic-list")]
+
+
+ONLINE_TOPIC = "AdminOnline"
+ONLINE_GROUP = "GAdminOnline"
+ONLINE_MESSAGES = 8
+
+
+def _diff_total(side: Side) -> int | None:
+    rows = side.lines("consumer-progress", "-g", ONLINE_GROUP, "-t", ONLINE_TOPIC)
+    return sum(r["diff"] for r in rows) if rows else None
+
+
+def test_a_reset_while_consumers_are_online_is_told_to_them(pair: Pair, tmp_path: Path) -> None:
+    """INVOKE_BROKER_TO_RESET_OFFSET with the Java push consumer online: each broker tells it the offsets
+    of the time (RESET_CONSUMER_CLIENT_OFFSET), and the running consumer gets every message again."""
+    for side in (pair.ours, pair.java):
+        out = run_tool("producer", side.namesrv, ONLINE_TOPIC, str(ONLINE_MESSAGES))
+        assert f'"sent":{ONLINE_MESSAGES}' in out, out
+    consumers = {}
+    for side in (pair.ours, pair.java):
+        with open(tmp_path / f"{side.name}.out", "wb") as out_file:
+            consumers[side.name] = subprocess.Popen(
+                [str(LAUNCHER), "consumer", side.namesrv, ONLINE_TOPIC, ONLINE_GROUP,
+                 "--expect", str(2 * ONLINE_MESSAGES), "--timeout", "90"], stdout=out_file, stderr=subprocess.STDOUT)
+    try:
+        for side in (pair.ours, pair.java):  # consumed, and the offsets committed (every 5 s by the client)
+            _wait_for(lambda s=side: _diff_total(s) == 0, f"{side.name}: {ONLINE_GROUP} caught up", 60)
+        told = pair.same("reset-offset-by-time", "-g", ONLINE_GROUP, "-t", ONLINE_TOPIC, "-s", "0")
+        assert [(r["queue_id"], r["reset_offset"], r["how"]) for r in told] == [
+            (q, 0, "consumers told") for q in range(4)]
+        for name, proc in consumers.items():
+            assert proc.wait(120) == 0, (tmp_path / f"{name}.out").read_text(errors="replace")[-3000:]
+    finally:
+        for proc in consumers.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    for side in (pair.ours, pair.java):
+        lines = [json.loads(line) for line in (tmp_path / f"{side.name}.out").read_text().splitlines()
+                 if line.startswith("{")]
+        bodies = sorted(m["body"] for m in lines if "body" in m)
+        assert len(bodies) == 2 * ONLINE_MESSAGES and bodies[::2] == bodies[1::2], (side.name, bodies)
