@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rocketstore.protocol import RequestCode, ResponseCode
+from rocketstore.protocol.admin_client import decode_mq_keyed_body, mq_of
 from rocketstore.protocol.bodies import decode_json_body
 from rocketstore.protocol.client import RemotingClient
 from rocketstore.testing import RunningBroker, rocketmq_broker
@@ -191,3 +192,30 @@ def test_acl_keys_sign_every_request(tmp_path: Path) -> None:
         made = as_user("operator", "operator-secret-1", "update-topic", "-t", "Guarded", "-b", broker.broker_addr)
         assert made.tsv()[0]["topic"] == "Guarded"
         assert "Guarded" in [r["topic"] for r in as_user("operator", "operator-secret-1", "topic-list").tsv()]
+
+
+@pytest.mark.parametrize("body, name, expected", [
+    # fastjson's map keyed by MessageQueue objects, the way RocketMQ's broker writes ConsumeStats
+    (b'{"consumeTps":1.5,"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"T"}:{"brokerOffset":5},'
+     b'{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"brokerOffset":7}}}', "offsetTable",
+     {("T", "broker-a", 0): {"brokerOffset": 7}, ("T", "broker-a", 1): {"brokerOffset": 5}}),
+    # a ResetOffsetBody, and an integer key fastjson leaves unquoted elsewhere in the body
+    (b'{"offsetTable":{{"brokerName":"b","queueId":3,"topic":"%RETRY%G"}:12},"x":{0:"a"}}', "offsetTable",
+     {("%RETRY%G", "b", 3): 12}),
+    (b'{"offsetTable":{}}', "offsetTable", {}),
+    # an object value after a comma is not a key
+    (b'{"offsetTable":{},"list":[{"a":1},{"b":"}:"}]}', "offsetTable", {}),
+])
+def test_message_queue_keyed_bodies_decode(body: bytes, name: str, expected: dict) -> None:
+    data = decode_mq_keyed_body(body)
+    assert {mq_of(key): value for key, value in data[name].items()} == expected
+
+
+def test_json_before_the_subcommand_and_a_second_name_server(served: RunningBroker) -> None:
+    before = run_cli("--json", "admin", "topic-route", "-t", "Seeded", "-n", served.namesrv_addr)
+    assert before.json_lines()[0]["write_queues"] == 2
+    closed = f"127.0.0.1:{free_port()}"
+    fallback = run_cli("admin", "topic-route", "-t", "Seeded", "-n", f"{closed};{served.namesrv_addr}")
+    assert fallback.tsv()[0]["broker"] == "broker-a"
+    with_env = run_cli("admin", "topic-route", "-t", "Seeded", env={"NAMESRV_ADDR": served.namesrv_addr})
+    assert with_env.tsv()[0]["write queues"] == "2"

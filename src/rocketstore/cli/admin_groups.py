@@ -164,7 +164,7 @@ RESET_COLUMNS = (
 @topic_option
 @click.option("-s", "--timestamp", "timestamp_ms", type=ResetTime(), required=True,
               help="Time to go back (or forward) to: now, epoch ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS (UTC).")
-@click.option("-f", "--force/--no-force", default=True, show_default=True,
+@click.option("--force/--no-force", "-f", default=True, show_default=True,
               help="Also move offsets forward (without it, only back).")
 @admin_command
 def reset_offset_by_time(admin: AdminClient, group: str, topic: str, timestamp_ms: int, force: bool) -> None:
