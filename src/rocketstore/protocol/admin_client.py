@@ -154,6 +154,10 @@ class ClusterInfo:
 class AdminClient:
     """Connections to a name server and the brokers it names, opened on first use.
 
+    Every request method raises what `call` raises: `BrokerUnreachableError`, `RequestFailedError` (a
+    code other than SUCCESS and the codes the method expects), `RemoteProtocolError` (a body it cannot
+    read).
+
     Args:
         namesrv: ``host:port`` of the name server (several separated by ``;``: the first that answers);
             None when only broker addresses are used.
@@ -364,7 +368,8 @@ class AdminClient:
             "queueId": queue_id, "sysFlag": 0, "bornTimestamp": int(time.time() * 1000), "flag": 0,
             "properties": encode_properties(props), "reconsumeTimes": 0, "unitMode": "false", "batch": "false"},
             body, allowed=SEND_STORED[1:])
-        return SendResult(_code_name(response.code), uniq_key, response.ext_fields.get("msgId", ""),
+        status = "SEND_OK" if response.code == ResponseCode.SUCCESS else _code_name(response.code)
+        return SendResult(status, uniq_key, response.ext_fields.get("msgId", ""),
                           int(response.ext_fields.get("queueId", queue_id)),
                           int(response.ext_fields.get("queueOffset", -1)))
 
@@ -382,8 +387,6 @@ class SendResult:
 
 
 def _code_name(code: int) -> str:
-    if code == ResponseCode.SUCCESS:
-        return "SEND_OK"
     try:
         return ResponseCode(code).name
     except ValueError:
