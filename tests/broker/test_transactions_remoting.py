@@ -22,8 +22,12 @@ import pytest
 
 from rocketstore import MessageStore
 from rocketstore.broker.transactions import PROGRESS_GROUP
+from rocketstore.format.msgid import decode_msg_id
 from rocketstore.format.sysflag import TRANSACTION_MASK, TransactionType
 from rocketstore.format.topics import TRANS_HALF_TOPIC, TRANS_OP_TOPIC
+from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
+from rocketstore.protocol.bodies import BatchItem, encode_batch_body
+from rocketstore.protocol.client import RemotingClient, decode_records
 from tests.broker.broker_support import BrokerProcess, create_store
 from tests.broker.differential import (
     JavaBroker,
@@ -187,3 +191,56 @@ def test_serve_answers_the_transaction_producer_as_the_java_broker(classes: Path
     # left out: WAIT (the Java broker's check carries the copy it appends at each check, WAIT=false; serve
     # the half message as the producer sent it) and REAL_QID (the producer picks a queue at random)
     assert first_checks(ours) == first_checks(theirs)
+
+
+def _half(client: RemotingClient, body: bytes, group: str = "G1") -> RemotingCommand:
+    props = f"TAGS\x01TagT\x02TRAN_MSG\x01true\x02PGROUP\x01{group}\x02UNIQ_KEY\x01U-{body.decode()}"
+    return client.request(RequestCode.SEND_MESSAGE, {
+        "producerGroup": group, "topic": "TxRaw", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+        "queueId": 1, "sysFlag": 4, "bornTimestamp": 1, "flag": 0, "properties": props, "reconsumeTimes": 0}, body)
+
+
+def _end(client: RemotingClient, sent: RemotingCommand, kind: int, group: str = "G1") -> RemotingCommand:
+    _, phy_offset = decode_msg_id(sent.ext_fields["msgId"])
+    return client.request(RequestCode.END_TRANSACTION, {
+        "producerGroup": group, "tranStateTableOffset": sent.ext_fields["queueOffset"],
+        "commitLogOffset": phy_offset, "commitOrRollback": kind, "fromTransactionCheck": "false",
+        "msgId": "ignored"})
+
+
+def test_end_transaction_names_its_half_message_by_offsets_and_group(broker: BrokerProcess) -> None:
+    """Our own client: a half message is not readable until END_TRANSACTION commits it; a wrong group,
+    offsets of no half message or an unknown commitOrRollback are refused with 1 and change nothing; a
+    second end writes nothing; a batch with the prepared sys flag is refused with 13, as RocketMQ's store
+    refuses it."""
+    with RemotingClient(broker.addr) as client:
+        sent = _half(client, b"raw-1")
+        assert sent.code == ResponseCode.SUCCESS and sent.ext_fields["queueId"] == "1", sent
+        assert _pulled(client) == []
+        refused = _end(client, sent, 8, group="OtherGroup")
+        assert refused.code == ResponseCode.SYSTEM_ERROR and "producer group OtherGroup" in (refused.remark or "")
+        assert _end(client, sent, 5).code == ResponseCode.SYSTEM_ERROR
+        bogus = client.request(RequestCode.END_TRANSACTION, {
+            "producerGroup": "G1", "tranStateTableOffset": 0, "commitLogOffset": 3, "commitOrRollback": 8,
+            "msgId": "x"})
+        assert bogus.code == ResponseCode.SYSTEM_ERROR and "names no half message" in (bogus.remark or "")
+        assert _pulled(client) == []
+        assert _end(client, sent, 8).code == ResponseCode.SUCCESS
+        assert _end(client, sent, 8).code == ResponseCode.SUCCESS  # already ended: nothing written
+        assert _pulled(client) == [b"raw-1"]
+        rolled = _half(client, b"raw-2")
+        assert _end(client, rolled, 12).code == ResponseCode.SUCCESS
+        assert _pulled(client) == [b"raw-1"]
+        batch = client.request(RequestCode.SEND_BATCH_MESSAGE, {
+            "a": "G1", "b": "TxRaw", "c": "TBW102", "d": 4, "e": 1, "f": 4, "g": 1, "h": 0,
+            "i": "TRAN_MSG\x01true\x02PGROUP\x01G1", "j": 0, "m": "true"},
+            encode_batch_body([BatchItem(0, b"in a batch", "")]))
+        assert batch.code == ResponseCode.MESSAGE_ILLEGAL, batch
+        assert _pulled(client) == [b"raw-1"]
+
+
+def _pulled(client: RemotingClient) -> list[bytes]:
+    response = client.request(RequestCode.PULL_MESSAGE, {
+        "consumerGroup": "RawReader", "topic": "TxRaw", "queueId": 1, "queueOffset": 0, "maxMsgNums": 32,
+        "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0})
+    return [m.body for m in decode_records(response.body)] if response.code == ResponseCode.SUCCESS else []

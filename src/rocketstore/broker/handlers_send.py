@@ -8,7 +8,7 @@ import random
 
 from rocketstore import FlushMode, Message, MessageStore, PutResult, PutStatus
 from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str
-from rocketstore.broker.handlers_transaction import is_half_message, start_half
+from rocketstore.broker.handlers_transaction import is_half_message, refuse_transactional_batch, start_half
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig, valid_topic
 from rocketstore.errors import InvalidMessageError, MessageNotFoundError, RemoteProtocolError, StoreError
@@ -126,11 +126,12 @@ class SendHandlers:
             topic, queue_id = self._dead_letter_if_exhausted(cmd, topic, queue_id)
             # The C++ client sends batches as code 10 with batch = "1"; Java clients use code 320.
             if cmd.code == RequestCode.SEND_BATCH_MESSAGE or field_bool(cmd, "batch"):
+                refuse_transactional_batch(field_int(cmd, "sysFlag", 0))
                 messages = self._batch_messages(cmd, conn, topic, queue_id, props)
             else:
                 messages = [self._message(cmd, conn, topic, queue_id, props, cmd.body, field_int(cmd, "flag", 0))]
-            if is_half_message(props, messages[0].reconsume_times):  # TRAN_MSG=true: a transaction's half
-                results = [await start_half(self.ctx, messages)]
+            if len(messages) == 1 and is_half_message(props, messages[0].reconsume_times):  # TRAN_MSG=true
+                results = [await start_half(self.ctx, messages[0])]
             else:
                 results = await _put(self.ctx.store, messages)
         except RequestError as exc:

@@ -32,6 +32,7 @@ from rocketstore.errors import InvalidMessageError, RocketStoreError, StoreError
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.message import StoredMessage, encode_message
 from rocketstore.format.properties import DELAY, REAL_QID, REAL_TOPIC, UNIQ_KEY
+from rocketstore.format.sysflag import TRANSACTION_MASK
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 
 log = logging.getLogger("rocketstore.transactions")
@@ -49,22 +50,30 @@ def is_half_message(props: dict[str, str], reconsume_times: int) -> bool:
     return not (reconsume_times > 0 and props.get(DELAY, "0").strip("0") != "")
 
 
-async def start_half(ctx: BrokerContext, messages: list[Message]) -> PutResult:
+def refuse_transactional_batch(sys_flag: int) -> None:
+    """A batch is never a transaction's half message (its TRAN_MSG is not read, as in RocketMQ).
+
+    Raises:
+        RequestError: MESSAGE_ILLEGAL when the batch's sys flag has transaction bits (RocketMQ's
+            CommitLog.asyncPutMessages refuses it so).
+    """
+    if sys_flag & TRANSACTION_MASK:
+        raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support transaction")
+
+
+async def start_half(ctx: BrokerContext, message: Message) -> PutResult:
     """Write a sent message as a transaction's half message (`TransactionTable.start`).
 
     Raises:
-        RequestError: a batch (a transactional message is sent alone), a delayed message or one that
-            breaks a rule of the store (MESSAGE_ILLEGAL), too many open transactions (SYSTEM_BUSY), or the
-            store cannot write (SERVICE_NOT_AVAILABLE).
+        RequestError: a delayed message or one that breaks a rule of the store (MESSAGE_ILLEGAL), too
+            many open transactions (SYSTEM_BUSY), or the store cannot write (SERVICE_NOT_AVAILABLE).
     """
-    if len(messages) != 1:
-        raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "a transactional message is sent on its own, not in a batch")
     start = ctx.transactions.start
     try:
         if ctx.store.config.flush_mode is FlushMode.SYNC:
-            started = await asyncio.to_thread(start, messages[0])
+            started = await asyncio.to_thread(start, message)
         else:
-            started = start(messages[0])
+            started = start(message)
     except TransactionError as exc:
         raise RequestError(ResponseCode.SYSTEM_BUSY, str(exc)) from exc
     except InvalidMessageError as exc:
