@@ -40,6 +40,10 @@ def test_topic_commands_create_route_list_and_delete(served: RunningBroker) -> N
         topics = decode_json_body(client.request(RequestCode.GET_ALL_TOPIC_CONFIG).body)["topicConfigTable"]
     assert topics["Orders"]["attributes"] == {"message.type": "FIFO"}
     assert topics["Orders"]["writeQueueNums"] == 3
+    with RemotingClient(served.broker_addr) as client:  # the broker refuses attributes it cannot read
+        for bad in ("+message.type=LITE", "message.type=FIFO", "+=FIFO"):
+            answer = client.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "Orders", "attributes": bad})
+            assert answer.code == ResponseCode.SYSTEM_ERROR, (bad, answer.remark)
 
     listed = [row["topic"] for row in admin(served, "topic-list").tsv()]
     assert {"Orders", "Seeded", "TBW102", "SCHEDULE_TOPIC_XXXX"} <= set(listed) and listed == sorted(listed)
