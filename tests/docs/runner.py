@@ -15,6 +15,8 @@ The rules (the block syntax and the output rule are in `blocks.py`):
   compared with the lines under it (`blocks.output_matches`).
 - Shell variables a shell block sets are there in the next shell block of the same file (`G=...` in one
   block, `$G` in the next); the working directory it leaves is where the next block of any language runs.
+- A block marked `<!-- spark -->` runs under the suite's `spark` marker, with a longer timeout. A block
+  that is not must not need what a Spark block made: `-m "not spark"` leaves the Spark blocks out.
 - PATH starts with the interpreter's bin directory, so `rocketstore` and `python` are the venv's.
   Spark's variables are set as `./dev` sets them (SPARK_LOCAL_IP, PYSPARK_PYTHON,
   PYSPARK_DRIVER_PYTHON).
@@ -48,7 +50,11 @@ BLOCK_TIMEOUT_S = 120
 SPARK_BLOCK_TIMEOUT_S = 900
 _SEPARATOR = "\x1e"
 _STEP = re.compile(_SEPARATOR + r"(\d+)" + _SEPARATOR + r"\r?\n")
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][A-Z0-9]|\x1b[=>]")
+_TERMINAL_TOKEN = re.compile(
+    r"\x1b\[\??(?P<params>[0-9;]*)[ -/]*(?P<final>[@-~])"  # CSI: cursor moves, erase, colours, modes
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>78]"  # other escapes: dropped
+    r"|(?P<text>[^\x1b]+|\x1b)"
+)
 
 
 def block_env() -> dict[str, str]:
@@ -176,10 +182,45 @@ def _report(block: Block, what: str, output: str, *more: str) -> str:
 
 
 def clean_terminal_output(raw: str) -> str:
-    """Terminal output as a reader sees it: escape sequences removed, CRLF as LF, and a line redrawn
-    with carriage returns shown as it was left."""
-    text = _ANSI.sub("", raw).replace("\r\n", "\n")
-    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    """Terminal output as a reader sees it once the command is done: the text is laid out on a screen of
+    unbounded height, so a line redrawn in place (a carriage return, or a progress display moving the
+    cursor up and erasing lines) shows as it was left; colours and other escape sequences are dropped."""
+    screen: list[list[str]] = [[]]
+    row = col = 0
+    for token in _TERMINAL_TOKEN.finditer(raw):
+        text, csi, final = token.group("text"), token.group("params"), token.group("final")
+        if text is not None:
+            for char in text:
+                if char == "\n":
+                    row, col = row + 1, 0
+                    while len(screen) <= row:
+                        screen.append([])
+                elif char == "\r":
+                    col = 0
+                elif char == "\b":
+                    col = max(col - 1, 0)
+                elif char >= " " or char == "\t":
+                    line = screen[row]
+                    line.extend(" " * (col - len(line)))
+                    if col < len(line):
+                        line[col] = char
+                    else:
+                        line.append(char)
+                    col += 1
+        elif final is not None:
+            count = int(csi) if csi and csi.isdigit() else 1
+            if final == "A":
+                row = max(row - count, 0)
+            elif final == "B":
+                row += count
+                while len(screen) <= row:
+                    screen.append([])
+            elif final == "G":
+                col = count - 1
+            elif final == "K":
+                mode = csi or "0"
+                screen[row] = [] if mode == "2" else screen[row][:col] if mode == "0" else screen[row]
+    return "\n".join("".join(line).rstrip() for line in screen)
 
 
 def transcript(steps: list[ConsoleStep], outputs: list[list[str]]) -> str:

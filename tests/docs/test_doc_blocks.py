@@ -47,9 +47,12 @@ def _session(sessions: dict[str, DocSession], doc: str, factory: pytest.TempPath
 def test_doc_block_runs(block: Block, doc_sessions: dict[str, DocSession],
                         tmp_path_factory: pytest.TempPathFactory) -> None:
     session = _session(doc_sessions, block.doc, tmp_path_factory)
+    # Selected alone (-k), a block has the blocks above it run first, as a reader runs them; Spark blocks
+    # only for a Spark block (-m "not spark" starts no Spark: no other block may need what one made).
     earlier = [b for b in doc_blocks(REPO_ROOT, REPO_ROOT / block.doc)
-               if b.runs and b.line < block.line and b.line not in session.done]
-    for before in earlier:  # selected alone (-k): the blocks above it run first, as a reader runs them
+               if b.runs and b.line < block.line and b.line not in session.done
+               and ("spark" in block.markers or "spark" not in b.markers)]
+    for before in earlier:
         outcome = session.run(before)
         if not outcome.ok:
             pytest.fail(f"an earlier block of {block.doc} failed, so {block.case_id} was not run:\n{outcome.message}",

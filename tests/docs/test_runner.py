@@ -101,6 +101,8 @@ def test_output_matches(expected: list[str], actual: list[str], matches: bool) -
 def test_clean_terminal_output_takes_what_a_reader_sees() -> None:
     raw = "\x1b[1mbold\x1b[0m\r\nprogress 1\rprogress 2\r\x1b[2K\r\ndone\r\n"
     assert clean_terminal_output(raw) == "bold\n\ndone\n"
+    redrawn = "head\r\n  step ━━ 0/2\r\n\x1b[?25l\x1b[1A\x1b[2K  step ━━ 2/2\r\n\x1b[?25hsummary\r\n"
+    assert clean_terminal_output(redrawn) == "head\n  step ━━ 2/2\nsummary\n"
 
 
 def _session(tmp_path: Path) -> DocSession:
