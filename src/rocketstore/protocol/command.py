@@ -121,29 +121,19 @@ def _as_int(header: dict[str, object], name: str, default: int | None = None) ->
 # -- JSON header -----------------------------------------------------------------------------------
 
 
-_JSON_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _JSON_DECODE = json.JSONDecoder(strict=False).decode
+_JSON_STRING = json.encoder.encode_basestring  # a str as a JSON string, quoted, non-ASCII kept (ensure_ascii=False)
 
 
 def encode_json_header(cmd: RemotingCommand) -> bytes:
-    """JSON header bytes of `cmd` (extFields values written as strings)."""
-    ext = cmd.ext_fields
-    for value in ext.values():
-        if type(value) is not str:  # a caller's int or bool: written as its text
-            ext = {k: _to_text(v) for k, v in ext.items()}
-            break
-    header: dict[str, object] = {
-        "code": cmd.code,
-        "extFields": ext,
-        "flag": cmd.flag,
-        "language": cmd.language,
-        "opaque": cmd.opaque,
-        "serializeTypeCurrentRPC": "JSON",
-        "version": cmd.version,
-    }
-    if cmd.remark is not None:
-        header["remark"] = cmd.remark
-    return _JSON_ENCODE(header).encode("utf-8")
+    """JSON header bytes of `cmd` (extFields values written as strings), what
+    ``json.dumps(header, separators=(",", ":"), ensure_ascii=False)`` writes, in one format string."""
+    ext = ",".join(f"{_JSON_STRING(k)}:{_JSON_STRING(v if type(v) is str else _to_text(v))}"
+                   for k, v in cmd.ext_fields.items())
+    remark = "" if cmd.remark is None else f',"remark":{_JSON_STRING(cmd.remark)}'
+    return (f'{{"code":{int(cmd.code)},"extFields":{{{ext}}},"flag":{int(cmd.flag)},'
+            f'"language":{_JSON_STRING(cmd.language)},"opaque":{int(cmd.opaque)},'
+            f'"serializeTypeCurrentRPC":"JSON","version":{int(cmd.version)}{remark}}}').encode()
 
 
 def decode_json_header(data: bytes) -> RemotingCommand:
