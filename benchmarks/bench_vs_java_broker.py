@@ -197,7 +197,9 @@ ROWS: list[tuple[str, str, Pick, bool]] = [
     # (label, unit, how to read it from a round, higher is better)
     ("send, 1 thread", "msg/s", lambda r: r["one"]["msgs_per_s"], True),  # type: ignore[index]
     ("send p50, 1 thread", "ms", lambda r: r["one"]["p50_ms"], False),  # type: ignore[index]
+    ("send p90, 1 thread", "ms", lambda r: r["one"]["p90_ms"], False),  # type: ignore[index]
     ("send p99, 1 thread", "ms", lambda r: r["one"]["p99_ms"], False),  # type: ignore[index]
+    ("send mean, 1 thread", "ms", lambda r: r["one"]["mean_ms"], False),  # type: ignore[index]
     ("send, {threads} threads", "msg/s", lambda r: r["many"]["msgs_per_s"], True),  # type: ignore[index]
     ("send p50, {threads} threads", "ms", lambda r: r["many"]["p50_ms"], False),  # type: ignore[index]
     ("send p99, {threads} threads", "ms", lambda r: r["many"]["p99_ms"], False),  # type: ignore[index]

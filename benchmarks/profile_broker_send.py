@@ -8,7 +8,8 @@ the RocketMQ 4.9.8 Java producer sends (captured from one; JSON header, as the J
    the stats alone, the response's encoding; each the median over --repeat runs of --count calls, in us;
 2. round trip: a broker (`BrokerApp`, the code of `rocketstore serve`, ASYNC flush) in a child process,
    one blocking-socket client sending the request and waiting for each answer (the Java client's
-   synchronous send): requests/s and p50/p99; then with --connections clients at once;
+   synchronous send): requests/s, p50/p90/p99 and the broker's CPU time per request (user + system,
+   from /proc: steadier than the wall clock on a shared machine); then with --connections clients;
 3. a cProfile of that broker child under the same load, the functions by own time (--top).
 
 The difference between the round trip and the sum of the stages is what the event loop, the sockets and
@@ -188,7 +189,15 @@ def client_loop(port: int, count: int, size: int, first: int, latencies: list[fl
             latencies.append(time.perf_counter() - t0)
 
 
-def round_trip(port: int, count: int, size: int, connections: int) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time `pid` has used."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def round_trip(port: int, count: int, size: int, connections: int, pid: int | None = None) -> dict[str, float]:
+    cpu_before = cpu_seconds(pid) if pid else 0.0
     latencies: list[float] = []
     per = count // connections
     threads = [threading.Thread(target=client_loop, args=(port, per, size, 10_000_000 * (k + 1), latencies))
@@ -200,8 +209,12 @@ def round_trip(port: int, count: int, size: int, connections: int) -> dict[str, 
         t.join()
     elapsed = time.perf_counter() - t0
     latencies.sort()
-    return {"requests_per_s": len(latencies) / elapsed, "p50_us": latencies[len(latencies) // 2] * 1e6,
-            "p99_us": latencies[int(len(latencies) * 0.99)] * 1e6}
+    figures = {"requests_per_s": len(latencies) / elapsed, "p50_us": latencies[len(latencies) // 2] * 1e6,
+               "p90_us": latencies[int(len(latencies) * 0.9)] * 1e6,
+               "p99_us": latencies[int(len(latencies) * 0.99)] * 1e6}
+    if pid:
+        figures["broker_cpu_us_per_request"] = (cpu_seconds(pid) - cpu_before) / len(latencies) * 1e6
+    return figures
 
 
 CHILD = """
@@ -240,7 +253,7 @@ def broker_child(root: Path, profile: Path | None):  # type: ignore[no-untyped-d
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("the broker child did not start")
             time.sleep(0.1)
-        yield port
+        yield port, proc.pid
     finally:
         proc.terminate()
         proc.wait(30)
@@ -248,17 +261,17 @@ def broker_child(root: Path, profile: Path | None):  # type: ignore[no-untyped-d
 
 def round_trips(args: argparse.Namespace, work: Path, emit: Callable[[str], None]) -> None:
     emit("2. round trip over loopback, blocking-socket client(s), broker in a child process")
-    with broker_child(work / "rt", None) as port:
+    with broker_child(work / "rt", None) as (port, pid):
         round_trip(port, min(args.count, 5000), args.size, 1)  # warm-up; creates the topic
         for connections in (1, args.connections):
-            figures = round_trip(port, args.count, args.size, connections)
+            figures = round_trip(port, args.count, args.size, connections, pid)
             emit(f"   {connections} connection(s): " + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
 
 
 def profile(args: argparse.Namespace, work: Path, emit: Callable[[str], None]) -> None:
     emit(f"3. cProfile of the broker child under {args.connections} connections, by own time")
     prof_path = work / "broker.prof"
-    with broker_child(work / "prof", prof_path) as port:
+    with broker_child(work / "prof", prof_path) as (port, _pid):
         round_trip(port, min(args.count, 5000), args.size, 1)
         round_trip(port, args.count, args.size, args.connections)
     text = io.StringIO()
