@@ -24,6 +24,7 @@ The rules (the block syntax and the output rule are in `blocks.py`):
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import errno
 import fcntl
@@ -121,12 +122,24 @@ class DocSession:
 
     def _run_python(self, block: Block, timeout: float) -> Outcome:
         script = self._script(block, ".py", block.text)
-        proc = subprocess.run([sys.executable, str(script)], cwd=self.cwd, env=block_env(), capture_output=True,
-                              timeout=timeout, check=False)
-        output = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+        return self._outcome(block, [sys.executable, str(script)], timeout)
+
+    def _outcome(self, block: Block, argv: list[str], timeout: float) -> Outcome:
+        """Run `argv` for `block` in its own session, output captured; passes on exit code 0."""
+        proc = subprocess.Popen(argv, cwd=self.cwd, env=block_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+            what = f"exited with {proc.returncode}"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            what = f"timed out after {timeout} s"
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         if proc.returncode == 0:
             return Outcome(True)
-        return Outcome(False, _report(block, f"exited with {proc.returncode}", output))
+        return Outcome(False, _report(block, what, out.decode("utf-8", "replace")))
 
     def _shell_script(self, body: str) -> str:
         """`body` wrapped so that it starts from the state the previous shell block left, and leaves its own."""
@@ -149,12 +162,7 @@ class DocSession:
 
     def _run_shell(self, block: Block, timeout: float) -> Outcome:
         script = self._script(block, ".sh", self._shell_script(block.text))
-        proc = subprocess.run(["bash", "-e", "-o", "pipefail", str(script)], cwd=self.workdir, env=block_env(),
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
-        output = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-        if proc.returncode == 0:
-            return Outcome(True)
-        return Outcome(False, _report(block, f"exited with {proc.returncode}", output))
+        return self._outcome(block, ["bash", "-e", "-o", "pipefail", str(script)], timeout)
 
     def _run_console(self, block: Block, timeout: float) -> Outcome:
         steps = console_steps(block)
@@ -274,14 +282,15 @@ def run_in_terminal(argv: list[str], cwd: Path, timeout: float) -> tuple[int | N
             os.killpg(proc.pid, signal.SIGKILL)
     finally:
         os.close(master)
+    timed_out = time.monotonic() >= deadline
     try:
         code: int | None = proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        code = proc.wait()
-    if time.monotonic() >= deadline:
         code = None
-    return code, b"".join(chunks).decode("utf-8", "replace")
+    with contextlib.suppress(ProcessLookupError):  # whatever the block left running in the background
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return (None if timed_out else code), b"".join(chunks).decode("utf-8", "replace")
 
 
 def _has_data(fd: int) -> bool:

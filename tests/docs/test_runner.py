@@ -165,3 +165,15 @@ def test_a_command_that_hangs_is_stopped(tmp_path: Path, monkeypatch: pytest.Mon
     [block] = extract_blocks("```console\n$ sleep 30\n```\n", "d.md")
     outcome = session.run(block)
     assert not outcome.ok and "timed out" in outcome.message
+
+
+def test_a_script_that_hangs_is_stopped_with_what_it_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.docs import runner
+
+    monkeypatch.setattr(runner, "BLOCK_TIMEOUT_S", 1)
+    session = _session(tmp_path)
+    [block] = extract_blocks("```bash\nsleep 300 &\necho $! > bg.pid\nsleep 30\n```\n", "d.md")
+    outcome = session.run(block)
+    assert not outcome.ok and "timed out after 1 s" in outcome.message
+    pid = int((session.workdir / "bg.pid").read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
