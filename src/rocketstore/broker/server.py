@@ -122,7 +122,9 @@ class Connection:
             await asyncio.shield(self._writable)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (answers already given are still written)."""
+        if not self.closed:
+            self._write_held()
         self.closed = True
         self._transport.close()
         self._wake_writers()
@@ -374,7 +376,9 @@ class _RemotingProtocol(asyncio.Protocol):
         conn = self.conn
         assert conn is not None
         commands, max_in_flight = self.commands, self.limits.max_in_flight
-        conn._hold()  # the answers of requests that came together leave together
+        holding = conn._held is None
+        if holding:
+            conn._hold()  # the answers of requests that came together leave together
         try:
             while self.in_flight < max_in_flight and self.write_paused_at is None and not conn.closed:
                 cmd = commands.next_command()
@@ -392,7 +396,8 @@ class _RemotingProtocol(asyncio.Protocol):
             conn.close()
             return
         finally:
-            conn._release()
+            if holding:
+                conn._release()
         if conn.closed:
             return
         if self.in_flight < max_in_flight and self.write_paused_at is None:
