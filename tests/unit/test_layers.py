@@ -55,7 +55,7 @@ def test_the_core_never_imports_an_adapter():
 
 
 def test_every_top_level_module_has_a_place_in_the_layers():
-    placed = {"message", "results", "__init__", "__main__", "arrow"} | BASE
+    placed = {"message", "results", "__init__", "__main__", "arrow", "sql"} | BASE
     for path in SRC.glob("*.py"):
         assert path.stem in placed, f"{path.name}: name its layer in tests/unit/test_layers.py"
     for path in SRC.iterdir():
@@ -72,6 +72,18 @@ def test_the_read_core_stands_on_the_store_alone():
             where = f"{path.relative_to(SRC)} imports {module}"
             assert _layer(module) not in ADAPTERS | {"log", "services", "storage"}, where
             assert module.split(".")[0] != "pyspark", where
+
+
+def test_the_sql_engine_is_an_adapter_over_the_read_core():
+    """`rocketstore.sql` puts DuckDB over `rocketstore.arrow`: it reads through the read core only, never
+    the store's layers, and no other adapter imports it but the command line."""
+    for module in _imports(SRC / "sql.py"):
+        where = f"sql.py imports {module}"
+        assert _layer(module) not in ADAPTERS | {"log", "services", "storage", "store"}, where
+        assert module.split(".")[0] != "pyspark", where
+    for adapter in sorted(ADAPTERS - {"cli"}):
+        for path in (SRC / adapter).rglob("*.py"):
+            assert "rocketstore.sql" not in _imports(path), f"{path.relative_to(SRC)} imports rocketstore.sql"
 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
