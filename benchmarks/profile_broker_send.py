@@ -9,7 +9,9 @@ the RocketMQ 4.9.8 Java producer sends (captured from one; JSON header, as the J
 2. round trip: a broker (`BrokerApp`, the code of `rocketstore serve`, ASYNC flush) in a child process,
    one blocking-socket client sending the request and waiting for each answer (the Java client's
    synchronous send): requests/s, p50/p90/p99 and the broker's CPU time per request (user + system,
-   from /proc: steadier than the wall clock on a shared machine); then with --connections clients;
+   from /proc: steadier than the wall clock on a shared machine); then with --connections clients; then
+   one connection keeping --connections requests unanswered (a Java producer shared by that many threads
+   sends over its one channel to the broker);
 3. a cProfile of that broker child under the same load, the functions by own time (--top).
 
 The difference between the round trip and the sum of the stages is what the event loop, the sockets and
@@ -189,6 +191,30 @@ def client_loop(port: int, count: int, size: int, first: int, latencies: list[fl
             latencies.append(time.perf_counter() - t0)
 
 
+def pipelined_loop(port: int, count: int, size: int, window: int, latencies: list[float]) -> None:
+    """`count` sends over one connection with up to `window` unanswered at a time: how the Java producer
+    shared by N threads uses its one channel to the broker."""
+    requests = [encode_command(java_send(i, i, size)) for i in range(count)]
+    sent_at: dict[int, float] = {}
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        pending = bytearray()
+        nxt = 0
+        while nxt < min(window, count):
+            sent_at[nxt] = time.perf_counter()
+            sock.sendall(requests[nxt])
+            nxt += 1
+        for _ in range(count):
+            answer = CommandReader()
+            answer.feed(_recv_frame(sock, pending))
+            opaque = answer.next_command().opaque  # type: ignore[union-attr]
+            latencies.append(time.perf_counter() - sent_at.pop(opaque))
+            if nxt < count:
+                sent_at[nxt] = time.perf_counter()
+                sock.sendall(requests[nxt])
+                nxt += 1
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time `pid` has used."""
     with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
@@ -196,12 +222,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def round_trip(port: int, count: int, size: int, connections: int, pid: int | None = None) -> dict[str, float]:
+def round_trip(port: int, count: int, size: int, connections: int, pid: int | None = None,
+               window: int = 0) -> dict[str, float]:
+    """Requests/s and latency of `connections` synchronous clients, or with `window`, of one connection
+    keeping that many requests unanswered."""
     cpu_before = cpu_seconds(pid) if pid else 0.0
     latencies: list[float] = []
     per = count // connections
     threads = [threading.Thread(target=client_loop, args=(port, per, size, 10_000_000 * (k + 1), latencies))
                for k in range(connections)]
+    if window:
+        threads = [threading.Thread(target=pipelined_loop, args=(port, count, size, window, latencies))]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -266,6 +297,9 @@ def round_trips(args: argparse.Namespace, work: Path, emit: Callable[[str], None
         for connections in (1, args.connections):
             figures = round_trip(port, args.count, args.size, connections, pid)
             emit(f"   {connections} connection(s): " + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
+        figures = round_trip(port, args.count, args.size, 1, pid, window=args.connections)
+        emit(f"   1 connection, {args.connections} unanswered: "
+             + ", ".join(f"{k} {v:,.1f}" for k, v in figures.items()))
 
 
 def profile(args: argparse.Namespace, work: Path, emit: Callable[[str], None]) -> None:

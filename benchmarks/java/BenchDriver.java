@@ -109,7 +109,7 @@ public class BenchDriver {
             + "\"p50_ms\":%.4f,\"p90_ms\":%.4f,\"p99_ms\":%.4f,\"mean_ms\":%.4f,\"error\":%s}}%n", ok, failed.get(),
             threads, secs, ok / secs, pct(all, 0.50), pct(all, 0.90), pct(all, 0.99),
             ok == 0 ? -1.0 : Arrays.stream(all).average().getAsDouble() / 1e6,
-            firstErr[0] == null ? "null" : "\"" + firstErr[0].replace("\\", "\\\\").replace("\"", "'") + "\"");
+            firstErr[0] == null ? "null" : "\"" + firstErr[0].replaceAll("[\\\\\"\\p{Cntrl}]", " ") + "\"");
         pr.shutdown();
         return failed.get() == 0 ? 0 : 3;
     }

@@ -86,17 +86,20 @@ def driver_command(classes: Path, main: str, *args: str) -> list[str]:
             "-cp", classpath, main, *args]
 
 
-def retried_copy(namesrv: str, topic: str, group: str) -> dict[str, str]:
+def retried_copy(namesrv: str, topic: str, group: str) -> tuple[dict[str, str], dict[str, str]]:
     """The scenario of a retry, run against one broker: the client driver sends one message (tag TagA,
     key rk-0) to `topic`, a push consumer of `group` answers RECONSUME_LATER the first time and gets it
-    back; returns the properties of the copy it got back (as the client hands them to the listener)."""
+    back; returns the properties of the message as first delivered and of the copy it got back (as the
+    client hands them to the listener)."""
     sent = run_tool("producer", namesrv, topic, "1", "--tags", "TagA", "--keys", "rk")
     assert '"sent":1' in sent, sent
     out = run_tool("consumer", namesrv, topic, group, "--retry-once", "--expect", "2", "--timeout", "90")
     copies = [json.loads(line) for line in out.splitlines() if line.startswith('{"topic"')]
+    first = [line for line in copies if line["reconsumeTimes"] == 0]
     again = [line for line in copies if line["reconsumeTimes"] == 1]
-    assert len(again) == 1, out
-    return {str(k): str(v) for k, v in again[0]["properties"].items()}
+    assert len(first) == len(again) == 1, out
+    return ({str(k): str(v) for k, v in first[0]["properties"].items()},
+            {str(k): str(v) for k, v in again[0]["properties"].items()})
 
 
 def mqadmin(*args: str) -> str:

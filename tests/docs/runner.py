@@ -9,10 +9,11 @@ The rules (the block syntax and the output rule are in `blocks.py`):
 - `python` blocks run as a script with the interpreter running the suite; they pass when it exits 0.
   Their output is not compared (a python block shows no output).
 - `bash` and `sh` blocks run with `bash -e -o pipefail`; they pass when the script exits 0.
-- `console` blocks run with bash in a pseudo-terminal (160 columns, so tables look as in a terminal;
-  colours and cursor movements stripped), with no `-e`: a command that fails shows it in its output
-  (`rocketstore: error: ...`, or `; echo "exit $?"` written after it). Each command's output is
-  compared with the lines under it (`blocks.output_matches`).
+- `console` blocks run with bash in a pseudo-terminal of 160 columns, so that tables and progress look
+  as in a terminal; what is compared is what a reader sees when a command is done (colours dropped, a
+  line redrawn in place shown as it was left, `clean_terminal_output`). There is no `-e`: a command
+  that fails shows it in its output (`rocketstore: error: ...`, or `; echo "exit $?"` written after
+  it). Each command's output is compared with the lines under it (`blocks.output_matches`).
 - Shell variables a shell block sets are there in the next shell block of the same file (`G=...` in one
   block, `$G` in the next); the working directory it leaves is where the next block of any language runs.
 - A block marked `<!-- spark -->` runs under the suite's `spark` marker, with a longer timeout. A block

@@ -123,8 +123,10 @@ class BrokerApp:
             if self.acl is not None:
                 self.acl.topic_at = partial(_topic_at, store)
             broker_table: dict[int, Handler] = {}
+            transaction_handlers = TransactionHandlers(ctx)
+            transactions.add_asker(transaction_handlers.ask_producer)
             for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx),
-                          AdminHandlers(ctx), TransactionHandlers(ctx)):
+                          AdminHandlers(ctx), transaction_handlers):
                 broker_table.update(group.table())
             kv = KvConfig(store.path, read_only=store.read_only)
             kv.load()

@@ -42,10 +42,23 @@ PROPERTY_CLUSTER = "CLUSTER"
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_DELAY = "DELAY"
+PROPERTY_TRANSACTION = "TRAN_MSG"
 RETRY_QUEUE_NUMS = 1
 DLQ_QUEUE_NUMS = 1
 DLQ_PERM = PERM_READ | PERM_WRITE  # RocketMQ 5 (4.x made it write-only): consumers of %DLQ%<group> read it
 FIRST_RETRY_DELAY_LEVEL = 3  # a send-back with delayLevel 0 waits 3 + reconsumeTimes levels
+
+
+def drop_default_wait(props: dict[str, str]) -> None:
+    """Leave WAIT=true out of a sent message's record, as RocketMQ's SendMessageProcessor leaves WAIT out
+    (to save its bytes); the records RocketMQ rebuilds from the message later keep it: a delayed message's
+    parked record and a transaction's half message. Without WAIT the store waits, as WAIT=true says;
+    WAIT=false stays in the record for the store to read."""
+    if props.get(PROPERTY_WAIT) != "true" or props.get(PROPERTY_TRANSACTION, "").lower() == "true":
+        return
+    delay = props.get(PROPERTY_DELAY, "")
+    if not (delay.isdigit() and int(delay) > 0):
+        del props[PROPERTY_WAIT]
 
 
 def _v1(cmd: RemotingCommand) -> RemotingCommand:
@@ -129,6 +142,7 @@ class SendHandlers:
                 refuse_transactional_batch(field_int(cmd, "sysFlag", 0))
                 messages = self._batch_messages(cmd, conn, topic, queue_id, props)
             else:
+                drop_default_wait(props)
                 messages = [self._message(cmd, conn, topic, queue_id, props, cmd.body, field_int(cmd, "flag", 0))]
             if len(messages) == 1 and is_half_message(props, messages[0].reconsume_times):  # TRAN_MSG=true
                 results = [await start_half(self.ctx, messages[0])]

@@ -113,8 +113,7 @@ class TransactionHandlers:
     """END_TRANSACTION, and the checks of open transactions for remoting producers."""
 
     def __init__(self, ctx: BrokerContext) -> None:
-        self.ctx = ctx
-        self.stop_asking = ctx.transactions.add_asker(self.ask_producer)
+        self.ctx = ctx  # the broker asks `ask_producer` about open transactions (TransactionTable.add_asker)
 
     def table(self) -> dict[int, Handler]:
         """Request code -> handler."""

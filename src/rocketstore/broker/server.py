@@ -31,6 +31,10 @@ from rocketstore.protocol.codes import FLAG_ONEWAY
 
 log = logging.getLogger("rocketstore.broker")
 
+HELD_ANSWER_BYTES = 64 * 1024
+"""Answers to requests that arrived together are written together up to this many bytes (one send and
+one wake-up of the client for all of them)."""
+
 
 @dataclass(frozen=True)
 class ConnectionLimits:
@@ -76,12 +80,36 @@ class Connection:
         self.closed = False
         self._opaque = itertools.count(1_000_000)
         self._writable: asyncio.Future[None] | None = None  # while the client does not read its answers
+        self._held: list[bytes] | None = None  # answers kept to be written together (`_hold`)
+        self._held_bytes = 0
 
     def send(self, cmd: RemotingCommand) -> None:
         """Queue `cmd` for writing; silently dropped once the connection is closed."""
         if self.closed or self._transport.is_closing():
             return
-        self._transport.write(encode_command(cmd))
+        data = encode_command(cmd)
+        if self._held is None:
+            self._transport.write(data)
+            return
+        self._held.append(data)
+        self._held_bytes += len(data)
+        if self._held_bytes >= HELD_ANSWER_BYTES:
+            self._write_held()
+
+    def _hold(self) -> None:
+        """Keep what is sent from now until `_release` to write it in one piece."""
+        self._held, self._held_bytes = [], 0
+
+    def _write_held(self) -> None:
+        held = self._held
+        if held:
+            self._held, self._held_bytes = [], 0
+            if not self.closed and not self._transport.is_closing():
+                self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def _release(self) -> None:
+        self._write_held()
+        self._held = None
 
     def send_oneway(self, code: int, ext_fields: dict[str, str], body: bytes = b"") -> None:
         """Send a server-initiated oneway request (e.g. NOTIFY_CONSUMER_IDS_CHANGED)."""
@@ -94,7 +122,9 @@ class Connection:
             await asyncio.shield(self._writable)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (answers already given are still written)."""
+        if not self.closed:
+            self._write_held()
         self.closed = True
         self._transport.close()
         self._wake_writers()
@@ -346,6 +376,9 @@ class _RemotingProtocol(asyncio.Protocol):
         conn = self.conn
         assert conn is not None
         commands, max_in_flight = self.commands, self.limits.max_in_flight
+        holding = conn._held is None
+        if holding:
+            conn._hold()  # the answers of requests that came together leave together
         try:
             while self.in_flight < max_in_flight and self.write_paused_at is None and not conn.closed:
                 cmd = commands.next_command()
@@ -362,6 +395,9 @@ class _RemotingProtocol(asyncio.Protocol):
             log.exception("closing %s after an unexpected error", conn.peer)
             conn.close()
             return
+        finally:
+            if holding:
+                conn._release()
         if conn.closed:
             return
         if self.in_flight < max_in_flight and self.write_paused_at is None:
