@@ -31,13 +31,14 @@ from rocketstore.broker.transactions import (
 from rocketstore.errors import InvalidMessageError, RocketStoreError, StoreError
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.message import StoredMessage, encode_message
-from rocketstore.format.properties import DELAY, REAL_QID, REAL_TOPIC, UNIQ_KEY
+from rocketstore.format.properties import DELAY, REAL_QID, REAL_TOPIC, UNIQ_KEY, encode_properties
 from rocketstore.format.sysflag import TRANSACTION_MASK
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 
 log = logging.getLogger("rocketstore.transactions")
 
 CHECK_TRANSACTION_STATE = 39  # RequestCode.CHECK_TRANSACTION_STATE, a request the broker sends
+PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 # EndTransactionRequestHeader.commitOrRollback: MessageSysFlag's transaction types
 NOT_TYPE, COMMIT_TYPE, ROLLBACK_TYPE = 0, 0x8, 0xC
 
@@ -83,18 +84,21 @@ async def start_half(ctx: BrokerContext, message: Message) -> PutResult:
     return started.result
 
 
-def check_body(half: StoredMessage) -> bytes:
+def check_body(half: StoredMessage, checks: int) -> bytes:
     """The body of a CHECK_TRANSACTION_STATE: the half message encoded as a record (MessageDecoder.encode)
-    under its own topic and queue, at the half message's queue and commitlog offsets.
+    under its own topic and queue, at the half message's queue and commitlog offsets, with the number of
+    checks so far in TRANSACTION_CHECK_TIMES (where RocketMQ's copy of the half message counts them).
 
     Raises:
-        ValueError: the half message has no REAL_TOPIC or a REAL_QID that is not a number.
+        KeyError: the half message has no REAL_TOPIC or REAL_QID.
+        ValueError: its REAL_QID is not a number.
     """
     props = half.properties
+    text = encode_properties({**props, PROPERTY_CHECK_TIMES: str(checks)})
     born_ip, born_port = parse_host(half.born_host)
     store_ip, store_port = parse_host(half.store_host)
     return encode_message(
-        topic=props[REAL_TOPIC].encode(), body=half.body, properties=half.properties_string.encode(),
+        topic=props[REAL_TOPIC].encode(), body=half.body, properties=text.encode(),
         queue_id=int(props[REAL_QID]), flag=half.flag, queue_offset=half.queue_offset, phy_offset=half.phy_offset,
         sys_flag=half.sys_flag, born_timestamp=half.born_timestamp, born_ip=born_ip, born_port=born_port,
         store_timestamp=half.store_timestamp, store_ip=store_ip, store_port=store_port,
@@ -126,8 +130,9 @@ class TransactionHandlers:
         producers = [p for p in self.ctx.clients.producers_of(group) or [] if not p.conn.closed]
         if not producers:
             return False
+        opened = self.ctx.transactions.open.get(half.queue_offset)
         try:
-            body = check_body(half)
+            body = check_body(half, opened.checks if opened is not None else 1)
         except (KeyError, ValueError) as exc:
             log.warning("half message at %d cannot be checked: %s", half.phy_offset, exc)
             return False
