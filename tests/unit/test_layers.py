@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rocketstore"
 ORDER = ["format", "storage", "log", "services", "store"]
 ADAPTERS = {"spark", "cli", "broker", "report", "testing"}
 READ_CORE = {"scan", "arrow"}  # the read core Spark's source and rocketstore.arrow share, and the Arrow reader
-BASE = {"errors", "config", "_types", "_readable", "native", "_speedups"}
+BASE = {"errors", "config", "_types", "_readable", "native", "kernels", "_speedups"}
 
 
 def _layer(module: str) -> str | None:

@@ -361,11 +361,12 @@ def test_index_lookup_stops_on_a_damaged_chain(tmp_path):
 
 
 def test_fill_slots_builds_what_the_class_builds_and_what_the_python_maker_builds(monkeypatch):
+    from rocketstore import kernels
     from rocketstore.results import PutResult, PutStatus
 
     values = (PutStatus.FLUSH_DISK_TIMEOUT, 10, 2, 300, "AC11", 1_700_000_000_000, "T", 3)
     compiled = store_module._put_result_factory()
-    monkeypatch.setattr(store_module, "speedups", None)
+    monkeypatch.setattr(kernels, "fill_slots", None)
     python = store_module._put_result_factory()
     for made in (compiled(*values), python(*values)):
         assert type(made) is PutResult and made == PutResult(*values) and hash(made) == hash(PutResult(*values))

@@ -252,7 +252,8 @@ PyObject *speedups_fill_slots(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *speedups_install_message_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-PyObject *speedups_put_behind(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* store.c: the plain ASYNC put's record writer, a type of its own (rocketstore.kernels) */
+extern PyTypeObject rs_AppenderType;
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -9,8 +9,8 @@
  *   columns.c   record_columns
  *   storage.c   msync, populate
  *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records
- *   store.c     prepare_plain, prepare_many, pack_run, put_one, put_behind, fill_slots,
- *               install_message_call, put_results
+ *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, install_message_call,
+ *               put_results, and the type Appender (the plain ASYNC put's record writer)
  *
  * Each one has a pure-Python twin that is the reference (the tests hold the two equal on generated
  * inputs) and that runs wherever this module could not be built. common.h holds what the files share;
@@ -119,9 +119,6 @@ static PyMethodDef methods[] = {
      "The Arrow column buffers of whole records, or None when one needs the row-by-row path."},
     {"put_one", (PyCFunction)(void (*)(void))speedups_put_one, METH_FASTCALL,
      "The writes of a single put in one call when they are the plain case; None (nothing written) otherwise."},
-    {"put_behind", (PyCFunction)(void (*)(void))speedups_put_behind, METH_FASTCALL,
-     "A plain put's prepare and record in one call, its dispatch left to the catch-up; None (nothing written) "
-     "otherwise."},
     {"put_results", (PyCFunction)(void (*)(void))speedups_put_results, METH_FASTCALL,
      "The PutResults of a batch, made as fill_slots makes one."},
     {"prepare_many", (PyCFunction)(void (*)(void))speedups_prepare_many, METH_FASTCALL,
@@ -141,7 +138,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    if (PyType_Ready(&rs_MessageBaseType) < 0) {
+    if (PyType_Ready(&rs_MessageBaseType) < 0 || PyType_Ready(&rs_AppenderType) < 0) {
         return NULL;
     }
     rs_crc32_init();
@@ -170,9 +167,7 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
-    Py_INCREF(&rs_MessageBaseType);
-    if (PyModule_AddObject(module, "MessageBase", (PyObject *)&rs_MessageBaseType) < 0) {
-        Py_DECREF(&rs_MessageBaseType);
+    if (PyModule_AddType(module, &rs_MessageBaseType) < 0 || PyModule_AddType(module, &rs_AppenderType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

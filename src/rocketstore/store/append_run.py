@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from rocketstore import kernels
 from rocketstore.format.consume_queue import pack_unit
 from rocketstore.format.message import MAGIC_V1
 from rocketstore.log.index_service import index_keys_of
-from rocketstore.native import speedups
 from rocketstore.services.dispatch import delivery_tags_code
 from rocketstore.store.prepare import Prepared
 
@@ -93,7 +93,7 @@ def pack_run_py(prepared: list[Prepared], i: int, stop: int, phy: int, room: int
     return i, b"".join(parts)
 
 
-pack_run: Callable[..., tuple[int, bytes]] | None = None if speedups is None else speedups.pack_run
+pack_run: Callable[..., tuple[int, bytes]] | None = kernels.pack_run
 """The compiled loop, None without the compiled module (callers then run `pack_run_py`)."""
 
 
@@ -133,6 +133,7 @@ class BatchRun:
             phy, room = phy + len(records), room - len(records)
             if i == stop or prepared[i].size > room:
                 return i, b"".join(parts)
+            kernels.declined("pack_run")
             i, records = pack_run_py(prepared, i, i + 1, phy, room, *args, self.delay_millis)  # one it declined
             parts.append(records)
             phy, room = phy + len(records), room - len(records)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, NamedTuple, cast
 
+from rocketstore import kernels
 from rocketstore.config import StoreConfig
 from rocketstore.errors import InvalidArgumentError, InvalidMessageError
 from rocketstore.format import properties as props
@@ -33,7 +34,6 @@ from rocketstore.format.message import (
 from rocketstore.format.sysflag import gets_index_entry, gets_queue_entry
 from rocketstore.format.topics import BROKER_WRITTEN_TOPICS, SCHEDULE_TOPIC, refuses_sends
 from rocketstore.message import Message
-from rocketstore.native import speedups
 from rocketstore.results import PutStatus
 
 __all__ = [
@@ -48,8 +48,8 @@ __all__ = [
     "message_checker",
 ]
 
-_native_prepare = None if speedups is None else speedups.prepare_plain
-_native_prepare_many = None if speedups is None else speedups.prepare_many
+_native_prepare = kernels.prepare_plain
+_native_prepare_many = kernels.prepare_many
 
 MESSAGE_FIELDS = ("topic", "body", "queue_id", "tags", "keys", "properties", "born_host", "sys_flag", "flag",
                   "born_timestamp", "reconsume_times", "prepared_transaction_offset")
@@ -323,6 +323,7 @@ class Preparer:
                 prepared = None  # a lone surrogate, or not a Message of the usual types: the twin names it
             if prepared is not None:
                 return prepared
+            kernels.declined("prepare")
         return self.prepare_py(message)
 
     def prepare_many(self, messages: Iterable[Message]) -> list[Prepared]:
@@ -340,8 +341,10 @@ class Preparer:
                                                       message_shape, Prepared, _MESSAGE_SLOTS)
         except (UnicodeEncodeError, TypeError, AttributeError, OverflowError):
             # a lone surrogate, or one that is not a Message of the usual types: the twin names it
+            kernels.declined("prepare", len(messages))
             return [self.prepare_py(m) for m in messages]
         if declined:
+            kernels.declined("prepare", declined)
             for i, p in enumerate(prepared):
                 if p is None:
                     prepared[i] = self.prepare_py(messages[i])

@@ -10,7 +10,9 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rocketstore import kernels
 from rocketstore._types import Clock
 from rocketstore.config import StoreConfig
 from rocketstore.errors import (
@@ -20,7 +22,6 @@ from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
 from rocketstore.format.index import IndexHeader
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.message import Message
-from rocketstore.native import speedups
 from rocketstore.results import PutResult, PutStatus
 from rocketstore.services.dispatch import (
     delivery_tags_code,
@@ -37,6 +38,9 @@ from rocketstore.store.prepare import (
     checked_messages,
 )
 
+if TYPE_CHECKING:
+    from rocketstore._speedups import Appender as AppenderType
+
 
 def _put_result_factory() -> Callable[..., PutResult]:
     """A `PutResult(...)` maker that fills the slots through their descriptors: the frozen dataclass
@@ -46,8 +50,8 @@ def _put_result_factory() -> Callable[..., PutResult]:
     fields = ("status", "phy_offset", "queue_offset", "size", "msg_id", "store_timestamp", "topic", "queue_id")
     if tuple(f.name for f in dataclasses.fields(PutResult)) != fields:
         return PutResult
-    if speedups is not None:
-        return partial(speedups.fill_slots, PutResult, tuple(getattr(PutResult, name) for name in fields))
+    if kernels.fill_slots is not None:
+        return partial(kernels.fill_slots, PutResult, tuple(getattr(PutResult, name) for name in fields))
     set_status, set_phy, set_queue_offset, set_size, set_id, set_ts, set_topic, set_queue_id = (
         getattr(PutResult, name).__set__ for name in fields)
     new = object.__new__
@@ -82,10 +86,10 @@ def _put_results_factory() -> Callable[[PutStatus, str, list[Prepared], list[tup
                                        list[PutResult]]:
     """The compiled put_results bound to PutResult's slots, or the twin (no compiled module, or the
     fields changed: `_put_result_factory` then falls back to the class too)."""
-    if speedups is None or _put_result is PutResult:
+    if kernels.put_results is None or _put_result is PutResult:
         return put_results_py
     descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
-    return partial(speedups.put_results, PutResult, descriptors)
+    return partial(kernels.put_results, PutResult, descriptors)
 
 
 _put_results = _put_results_factory()
@@ -99,11 +103,11 @@ def put_one_for(store_ip: bytes, store_port: int, msg_id_prefix: str) -> Callabl
     """The compiled `put_one` bound to PutResult's and IndexHeader's slots and the store's host, called
     as put_one(p, log_file, store_ts, queue_offset, tags_code, queue, index_file); None without the
     compiled module or when PutResult's fields changed."""
-    if speedups is None or _put_result is PutResult:
+    if kernels.put_one is None or _put_result is PutResult:
         return None
     descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
     header = tuple(getattr(IndexHeader, f.name) for f in dataclasses.fields(IndexHeader))
-    return partial(speedups.put_one, PutResult, descriptors, PutStatus.PUT_OK, header, store_ip, store_port,
+    return partial(kernels.put_one, PutResult, descriptors, PutStatus.PUT_OK, header, store_ip, store_port,
                    msg_id_prefix)
 
 
@@ -112,16 +116,16 @@ PUT_BEHIND_BYTES = 1 << 20
 dispatches everything behind it (`StoreCore._dispatch_behind`); readers and the queue flush catch up first."""
 
 
-def put_behind_for(store: StoreWritePath) -> Callable[[Message], PutResult | None] | None:
-    """The compiled `put_behind` bound to `store` (its lock, log, queue table, clock and prepare), called
-    as put_behind(message); None without the compiled module or when PutResult's fields changed."""
-    if speedups is None or _put_result is PutResult:
+def appender_for(store: StoreWritePath) -> AppenderType | None:
+    """The compiled `Appender` of `store`: PutResult's slots, the store host, the limits and prepare's
+    arguments, the store's queue offsets table and clock; None with the pure backend or when PutResult's
+    fields changed."""
+    if kernels.Appender is None or _put_result is PutResult:
         return None
     descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
-    return partial(speedups.put_behind, PutResult, descriptors, PutStatus.PUT_OK, store._store_port,
-                   store._msg_id_prefix, fs.PWRITE_MIN, BLANK_RECORD_SIZE, *store._preparer.plain_arguments,
-                   store._lock, store.commitlog.queue, store._queue_table,
-                   None if store.clock is _system_clock else store.clock, store)
+    return kernels.Appender(PutResult, descriptors, PutStatus.PUT_OK, store._store_ip, store._store_port,
+                            store._msg_id_prefix, fs.PWRITE_MIN, BLANK_RECORD_SIZE, store._preparer.plain_arguments,
+                            store._queue_table, None if store.clock is _system_clock else store.clock)
 
 
 def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
@@ -141,7 +145,9 @@ class StoreWritePath(StoreCore):
     def __init__(self, root: Path, config: StoreConfig, *, read_only: bool, clock: Clock) -> None:
         super().__init__(root, config, read_only=read_only, clock=clock)
         self._put_one = put_one_for(self._store_ip, self._store_port, self._msg_id_prefix)
-        self._put_behind_compiled = put_behind_for(self)
+        self._appender = appender_for(self)
+        self._appending: MappedFile | None = None  # the commitlog file the appender is attached to
+        self._put_behind_compiled = None if self._appender is None else self._put_behind_appended
 
     def _put_behind_or_none(self) -> Callable[[Message], PutResult | None] | None:
         """What `put` writes a message with while nothing needs its dispatch at once (the store is
@@ -151,6 +157,44 @@ class StoreWritePath(StoreCore):
                 or not isinstance(self._flush_service, CommitLogFlushService)):
             return None
         return self._put_behind_compiled or self._put_behind_py
+
+    def _put_behind_appended(self, message: Message) -> PutResult | None:
+        """`_put_behind_py` through the compiled `Appender`, under the store lock: the record of the
+        common message at the write position of the file the appender is attached to; that file's
+        position, `_behind_to` and `_last_store_timestamp` follow from what the appender answers. None
+        (nothing written, the decline counted) for what it declines: the caller's put runs the twin,
+        which attaches the appender to the file it wrote.
+
+        Raises:
+            TypeError, AttributeError, OverflowError: not a Message of the usual types (nothing written).
+        """
+        appender = self._appender
+        with self._lock:
+            if self._put_behind is None:
+                return None
+            mf = self._appending  # under the lock: the twin attaches the appender under it too
+            if appender is None or mf is None:
+                kernels.declined("put_behind")
+                return None
+            try:
+                result: PutResult | None = appender.put_behind(message, mf.wrote_position)
+            except ValueError:  # the file's mapping was closed
+                result = None
+            if result is not None:
+                mf.wrote_position = appender.position
+                mf.touched = True  # the mapping budget's clock bit: the file being written stays mapped
+                self._behind_to = appender.end
+                self._last_store_timestamp = appender.last_store_timestamp
+                return result
+        kernels.declined("put_behind")
+        return None
+
+    def _attach_appender(self, mf: MappedFile) -> None:
+        """Attach the compiled appender to the commitlog file `mf` at its write position."""
+        appender = self._appender
+        if appender is not None and (self._appending is not mf or appender.position != mf.wrote_position):
+            appender.attach(mf.mm, mf.file_from_offset, mf.file_size, mf.wrote_position)
+            self._appending = mf
 
     def _put_behind_py(self, message: Message) -> PutResult | None:
         """A put without its dispatch, for any message: the twin of the compiled `put_behind`, and what
@@ -180,6 +224,7 @@ class StoreWritePath(StoreCore):
                 self._queue_table[queue_key] = queue_offset + 1
             self._last_store_timestamp = store_ts
             self._behind_to = phy + size
+            self._attach_appender(mf)
             return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}",
                                store_ts, topic, queue_id)
 
@@ -377,6 +422,8 @@ class StoreWritePath(StoreCore):
                     if cq is not None:
                         self._queue_advanced(topic, queue_id, queue_offset, store_ts)
                     return result
+        if put_one is not None:  # declined, or not offered (a large record, a first file, the fs seam replaced)
+            kernels.declined("put_one")
         result = self._append_one_py(p, mf, store_ts, queue_offset, tags_code, cq)
         self._dispatched_to = result.phy_offset + size
         return result

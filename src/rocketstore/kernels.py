@@ -1,0 +1,62 @@
+"""The compiled kernels of the put path behind one boundary, with their pure-Python twins as reference.
+
+The backend is picked once, here, at import: `compiled` when the module `rocketstore._speedups` was built
+(setup.py) and `ROCKETSTORE_PURE_PYTHON` is not set to 1, else `python`. With the pure backend every
+kernel below is None and its caller runs the twin beside it (`Preparer.prepare_py`, `pack_run_py`,
+`put_results_py`, `StoreWritePath._append_one_py`, `StoreWritePath._put_behind_py`), which gives the same
+answers and bytes (the tests hold each pair equal).
+
+What crosses the boundary: messages and prepared tuples in, buffers (a commitlog file's mapping),
+integers and the store's own tables (the queue offsets dict, packed index keys) in, results, counts and
+packed bytes out. A kernel that keeps state keeps it in a type of its own: `Appender` holds the write
+position, the end of the newest record and the last store timestamp of the plain ASYNC put. The
+callers hold the store lock and own their objects' attributes; a kernel takes no lock.
+
+A kernel declines what it does not take (nothing written, None answered) and the caller's twin does it;
+`declines` counts the declines by kernel name, so a test can tell that the common message (a bytes
+body, keys as a tuple, a topic, a queue id) took the compiled path.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from rocketstore.native import speedups
+
+if TYPE_CHECKING:
+    from rocketstore._speedups import Appender as AppenderType
+
+BACKEND: Final[str] = "python" if speedups is None else "compiled"
+"""`compiled` or `python`: which backend the put path's kernels come from."""
+
+prepare_plain: Callable[..., Any] | None = None if speedups is None else speedups.prepare_plain
+"""Preparer.prepare for the common message; None (declined) for any other."""
+
+prepare_many: Callable[..., tuple[list[Any], int]] | None = None if speedups is None else speedups.prepare_many
+"""prepare_plain for each message of a sequence, with the count of those it declined."""
+
+pack_run: Callable[..., tuple[int, bytes]] | None = None if speedups is None else speedups.pack_run
+"""The write loop of a batch put over the messages that fit one commitlog file."""
+
+put_one: Callable[..., Any] | None = None if speedups is None else speedups.put_one
+"""The writes of a single put that dispatches at once, when they are the plain case."""
+
+put_results: Callable[..., list[Any]] | None = None if speedups is None else speedups.put_results
+"""The PutResults of a batch."""
+
+fill_slots: Callable[..., Any] | None = None if speedups is None else speedups.fill_slots
+"""A new instance of a slotted class with each value stored through its slot descriptor."""
+
+Appender: type[AppenderType] | None = None if speedups is None else speedups.Appender
+"""The plain ASYNC put's record writer (see rocketstore._speedups.Appender)."""
+
+declines: Counter[str] = Counter()
+"""Kernel name -> how many times it declined and the twin ran instead, since import (or the last
+`declines.clear()`)."""
+
+
+def declined(kernel: str, count: int = 1) -> None:
+    """Count `count` declines of `kernel` (called where the caller falls back to the twin)."""
+    declines[kernel] += count

@@ -1,0 +1,152 @@
+"""The put path's kernels behind one boundary (rocketstore.kernels): the backend is picked once by the
+environment; the common message (a bytes body, keys as a tuple, a topic, a queue id) takes the compiled
+path for `put` left behind the log, `put` dispatched at once and `put_batch`, with no decline counted;
+what a kernel declines is counted and written by the twin; and the `Appender` writes a buffer it is
+given, the bytes the twin encodes, holding its own position."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocketstore import FlushMode, Message, MessageStore, StoreConfig, kernels
+from rocketstore.results import PutStatus
+from rocketstore.store import write_path
+from rocketstore.store.append_run import encode_record
+
+CONFIG = StoreConfig(commitlog_file_size=256 * 1024, consume_queue_file_entries=1024, index_hash_slots=101,
+                     index_max_entries=4096, deliver_delayed_messages=False)
+SRC = Path(__file__).resolve().parents[2] / "src"
+compiled_only = pytest.mark.skipif(kernels.BACKEND != "compiled",
+                                   reason="the compiled module is not built (or ROCKETSTORE_PURE_PYTHON is set)")
+
+
+def _common(i: int) -> Message:
+    return Message("KernelTopic", b"body-%04d" % i, queue_id=i % 3, tags="TagA", keys=(f"key-{i}",))
+
+
+def _backend_with(pure: str | None) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "ROCKETSTORE_PURE_PYTHON"}
+    if pure is not None:
+        env["ROCKETSTORE_PURE_PYTHON"] = pure
+    env["PYTHONPATH"] = str(SRC)
+    code = ("from rocketstore import kernels; "
+            "print(kernels.BACKEND, kernels.Appender is None, kernels.pack_run is None, kernels.put_one is None)")
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_pure_python_variable_picks_the_twins_for_every_kernel():
+    assert _backend_with("1") == "python True True True"
+
+
+@compiled_only
+def test_without_the_variable_the_compiled_backend_is_picked():
+    assert _backend_with(None) == "compiled False False False"
+    assert _backend_with("0") == "compiled False False False"
+
+
+def _bodies(store: MessageStore, topic: str, queues: int) -> list[bytes]:
+    got = []
+    for q in range(queues):
+        offset = 0
+        while messages := (result := store.get(topic, q, offset, 32)).messages:
+            got.extend(m.body for m in messages)
+            offset = result.next_offset
+    return sorted(got)
+
+
+@compiled_only
+def test_the_common_message_put_behind_takes_the_compiled_appender(tmp_path):
+    with MessageStore.open(tmp_path, CONFIG) as store:
+        store.put(_common(0))  # the first put creates the log's first file: the twin writes it and attaches
+        appender = store._appender
+        assert appender is not None
+        kernels.declines.clear()
+        written = appender.written
+        results = [store.put(_common(i)) for i in range(1, 201)]
+        assert appender.written - written == 200
+        assert sum(kernels.declines.values()) == 0, dict(kernels.declines)
+        assert [r.status for r in results] == [PutStatus.PUT_OK] * 200
+        assert _bodies(store, "KernelTopic", 3) == sorted(b"body-%04d" % i for i in range(201))
+        assert [list(m.keys) for m in store.query("KernelTopic", "key-150")] == [["key-150"]]
+
+
+@compiled_only
+def test_put_behind_results_follow_the_queue_table_and_the_log(tmp_path):
+    with MessageStore.open(tmp_path, CONFIG) as store:
+        results = [store.put(_common(i)) for i in range(12)]
+        assert [r.queue_offset for r in results] == [i // 3 for i in range(12)]
+        assert all(b.phy_offset == a.phy_offset + a.size for a, b in zip(results, results[1:], strict=False))
+        assert store.commitlog.max_offset == results[-1].phy_offset + results[-1].size
+
+
+@compiled_only
+def test_the_common_message_put_at_once_takes_the_compiled_put_one(tmp_path):
+    with MessageStore.open(tmp_path, CONFIG) as store:
+        store.add_arrival_listener(lambda topic, queue_id, offset: None)  # a listener: puts dispatch at once
+        for i in range(3):
+            store.put(_common(i))  # the first entries create each queue's and the index's first files
+        kernels.declines.clear()
+        for i in range(3, 103):
+            store.put(_common(i))
+        assert sum(kernels.declines.values()) == 0, dict(kernels.declines)
+        assert _bodies(store, "KernelTopic", 3) == sorted(b"body-%04d" % i for i in range(103))
+
+
+@compiled_only
+@pytest.mark.parametrize("flush", [FlushMode.ASYNC, FlushMode.SYNC])
+def test_the_common_message_put_batch_takes_the_compiled_prepare_and_run(tmp_path, flush):
+    config = StoreConfig(commitlog_file_size=CONFIG.commitlog_file_size, flush_mode=flush,
+                         deliver_delayed_messages=False)
+    with MessageStore.open(tmp_path, config) as store:
+        kernels.declines.clear()
+        results = store.put_batch([_common(i) for i in range(64)])
+        assert sum(kernels.declines.values()) == 0, dict(kernels.declines)
+        assert len(results) == 64
+        assert _bodies(store, "KernelTopic", 3) == sorted(b"body-%04d" % i for i in range(64))
+
+
+@compiled_only
+def test_a_message_the_kernels_decline_is_counted_and_written_by_the_twin(tmp_path):
+    with MessageStore.open(tmp_path, CONFIG) as store:
+        store.put(_common(0))
+        kernels.declines.clear()
+        odd = Message("KernelTopic", b"with properties", queue_id=1, properties={"colour": "blue"})
+        result = store.put(odd)
+        assert kernels.declines["put_behind"] == 1
+        assert kernels.declines["prepare"] == 1  # the twin's prepare, after the appender's
+        assert [m.properties.get("colour") for m in store.get("KernelTopic", 1, result.queue_offset, 1).messages] \
+            == ["blue"]
+        kernels.declines.clear()
+        store.put(_common(3))  # the twin attached the appender where it wrote: the next common one is compiled
+        assert sum(kernels.declines.values()) == 0, dict(kernels.declines)
+
+
+@compiled_only
+def test_the_appender_writes_the_twins_bytes_into_the_buffer_it_is_given(tmp_path):
+    with MessageStore.open(tmp_path, CONFIG, clock=lambda: 1_700_000_000_123) as store:
+        appender = write_path.appender_for(store)
+        assert appender is not None
+        buffer = bytearray(4096)
+        appender.attach(buffer, 8192, len(buffer), 100)
+        message = _common(7)
+        assert appender.put_behind(message, 99) is None  # not the position it holds: declined, nothing written
+        assert buffer == bytearray(4096) and appender.declined == 1
+        result = appender.put_behind(message, 100)
+        assert result is not None
+        assert (result.phy_offset, result.queue_offset, result.store_timestamp) == (8292, 0, 1_700_000_000_123)
+        prepared = store._preparer.prepare_py(message)
+        record = encode_record(prepared, 8292, 0, 1_700_000_000_123, store._store_ip, store._store_port)
+        assert bytes(buffer[100:100 + len(record)]) == record
+        assert buffer[:100] == bytes(100) and not any(buffer[100 + len(record):])
+        assert (appender.position, appender.end, appender.written) == (100 + len(record), 8292 + len(record), 1)
+        assert store._queue_table[("KernelTopic", 1)] == 1
+        with pytest.raises(ValueError, match="shorter than the file"):
+            appender.attach(bytearray(10), 0, 4096, 0)
+        with pytest.raises(BufferError):
+            appender.attach(b"read-only bytes", 0, 15, 0)
