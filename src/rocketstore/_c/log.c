@@ -183,7 +183,13 @@ rs_index_fits(Py_ssize_t len, long long slots, const long long header[6], const 
               Py_ssize_t count)
 {
     long long slot_count = header[4], n = header[5];
-    if (slots <= 0 || slots > MAX_SLOTS || n < 1) {
+    /* each bound before the sum it guards: the header's fields and `count` may be any int64 */
+    if (slots <= 0 || slots > MAX_SLOTS || n < 1 || n > INT32_MAX || count < 0 || count > INT32_MAX - n
+        || slot_count < INT32_MIN || slot_count > INT32_MAX - count) {
+        return 0;
+    }
+    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
+    if (entries_at + (n + count) * INDEX_ENTRY_SIZE > len) {
         return 0;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -193,9 +199,7 @@ rs_index_fits(Py_ssize_t len, long long slots, const long long header[6], const 
             return 0;
         }
     }
-    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
-    return n + count <= 0x7FFFFFFFLL && slot_count + count <= 0x7FFFFFFFLL && slot_count >= INT32_MIN
-           && entries_at + (n + count) * INDEX_ENTRY_SIZE <= len;
+    return 1;
 }
 
 int
