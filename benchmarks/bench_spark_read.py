@@ -15,6 +15,13 @@ Measured in the same run, on the same files:
                           a Python data source yielding this schema's batches can do, whatever its decoding
                           costs (its time is scaled to the store's bytes).
 
+With `--queries`, each round also times, on the same store: one topic of the four (option `topics`; its
+time beside the full scan's, as a ratio to its share of the messages), a store-time window of 1 % of the
+store's time span (`startingTimestamp` / `endingTimestamp`), a msgId lookup (`where msgId = ...` with
+`filterPushdown`; its planning, done on its own by `rocketstore.scan.plan.plan_partitions`, and the
+Arrow reader's lookup after its planning), the full scan with `readAhead=2`, and the same count by
+topic through `rocketstore sql` and through a Spark job, each a new process (start-up included).
+
 Throughput is commitlog bytes (max - min physical offset) and messages per second. For each Spark case
 the report also gives the driver's peak resident memory during it (Linux: the peak is reset through
 /proc/PID/clear_refs before the case and read from VmHWM after) of the Python driver process, which
@@ -26,6 +33,7 @@ names an existing one.
 
     python benchmarks/bench_spark_read.py                          # builds ~1.1 GiB in a temp dir
     python benchmarks/bench_spark_read.py --store /data/store --repeat 3
+    python benchmarks/bench_spark_read.py --size-mib 10400 --body 512 --queries --repeat 2 --save
 """
 
 from __future__ import annotations
@@ -254,8 +262,144 @@ def one_process_read(root: Path) -> int:
         return sum(b.num_rows for b in batches(store.scan(), str(root)))
 
 
+COUNT_BY_TOPIC = "SELECT topic, count(*) AS n FROM messages GROUP BY topic ORDER BY topic"
+
+_SPARK_COUNT = r"""
+import os, sys
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master(sys.argv[2]).config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+spark.read.format("rocketstore").load(sys.argv[1]).createOrReplaceTempView("messages")
+print(spark.sql(sys.argv[3]).collect())
+spark.stop()
+"""
+
+
+def time_span(root: Path) -> tuple[int, int]:
+    """(first, last) store time of the store's messages, from the ends of its queues."""
+    first, last = [], []
+    with MessageStore.open(root, read_only=True) as store:
+        for topic, queue_ids in store.queues().items():
+            for q in queue_ids:
+                first += [m.store_timestamp for m in store.get(topic, q, store.min_offset(topic, q), 1).messages]
+                last += [m.store_timestamp for m in store.get(topic, q, store.max_offset(topic, q) - 1, 1).messages]
+    return min(first), max(last)
+
+
+def middle_msg_id(root: Path) -> str:
+    with MessageStore.open(root, read_only=True) as store:
+        topic = TOPICS[1]
+        middle = (store.min_offset(topic, 3) + store.max_offset(topic, 3)) // 2
+        return store.get(topic, 3, middle, 1).messages[0].msg_id
+
+
+def subprocess_seconds(argv: list[str], expect: str) -> float:
+    """Wall seconds of a command run to its end (start-up included); checks its output holds `expect`."""
+    import subprocess
+
+    began = time.perf_counter()
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    seconds = time.perf_counter() - began
+    if expect not in out:
+        raise RuntimeError(f"{argv[:3]}: {expect!r} not in its output {out[:400]!r}")
+    return seconds
+
+
+def query_cases(spark: Any, root: Path, master: str) -> tuple[dict[str, Callable[[], Any]], list[str], float]:
+    """The `--queries` cases, the notes that say what they read, and the share of the messages the topic
+    case reads."""
+    import rocketstore.arrow
+    from rocketstore.scan.filters import Prune
+    from rocketstore.scan.options import ReadOptions
+    from rocketstore.scan.plan import plan_partitions
+
+    lo, hi = time_span(root)
+    w_lo = lo + (hi - lo) // 2
+    w_hi = w_lo + max(1, (hi - lo) // 100)
+    msg_id = middle_msg_id(root)
+    noop = {"format": "noop", "mode": "overwrite"}
+    window_rows = sum(b.num_rows for b in rocketstore.arrow.read(
+        str(root), {"startingTimestamp": w_lo, "endingTimestamp": w_hi}))
+    with MessageStore.open(root, read_only=True) as store:
+        per_topic = {t: sum(store.max_offset(t, q) - store.min_offset(t, q) for q in qs)
+                     for t, qs in store.queues().items()}
+    share = per_topic[TOPICS[0]] / sum(per_topic.values())
+
+    def lookup_spark() -> None:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        try:
+            rows = (spark.read.format("rocketstore").option("filterPushdown", "true").load(str(root))
+                    .where(f"msgId = '{msg_id}'").collect())
+        finally:
+            spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+        if len(rows) != 1:
+            raise RuntimeError(f"msgId {msg_id}: {len(rows)} rows")
+
+    def plan_lookup() -> None:
+        opts = ReadOptions.parse({"path": str(root)})
+        plan_partitions(opts, Prune.of([("msgId", "=", msg_id)]))
+
+    arrow_reader: list[Any] = []
+
+    def lookup_arrow_plan() -> None:
+        arrow_reader.append(rocketstore.arrow.read(str(root), filters=[("msgId", "=", msg_id)]))
+
+    def lookup_arrow_read() -> None:
+        if arrow_reader.pop().read_all().num_rows != 1:
+            raise RuntimeError(f"msgId {msg_id}: not one row")
+
+    rocketstore_cli = [sys.executable, "-m", "rocketstore.cli", "sql", str(root), COUNT_BY_TOPIC]
+    spark_job = [sys.executable, "-c", _SPARK_COUNT, str(root), master, COUNT_BY_TOPIC]
+    cases: dict[str, Callable[[], Any]] = {
+        "spark readAhead=2": lambda: spark.read.format("rocketstore").option("readAhead", "2").load(str(root))
+        .write.save(**noop),
+        "spark one topic of four": lambda: spark.read.format("rocketstore").option("topics", TOPICS[0])
+        .load(str(root)).write.save(**noop),
+        "spark 1% time window": lambda: spark.read.format("rocketstore").option("startingTimestamp", str(w_lo))
+        .option("endingTimestamp", str(w_hi)).load(str(root)).write.save(**noop),
+        "spark msgId lookup": lookup_spark,
+        "plan of the msgId lookup": plan_lookup,
+        "arrow msgId: plan": lookup_arrow_plan,
+        "arrow msgId: after plan": lookup_arrow_read,
+        "sql count by topic (process)": lambda: subprocess_seconds(rocketstore_cli, f"{per_topic[TOPICS[0]]}"),
+        "spark count by topic (process)": lambda: subprocess_seconds(spark_job, f"n={per_topic[TOPICS[0]]}"),
+    }
+    notes = [f"one topic of four: {TOPICS[0]}, {share:.1%} of the messages",
+             f"1% time window: store times [{w_lo}, {w_hi}) of [{lo}, {hi}], {window_rows:,} messages "
+             f"({window_rows / sum(per_topic.values()):.2%})",
+             f"msgId lookup: {msg_id}; count by topic: {COUNT_BY_TOPIC}"]
+    return cases, notes, share
+
+
+def ratios(results: dict[str, list[float]], share: float) -> list[str]:
+    """The goals' ratios from the medians."""
+    med = {name: statistics.median(values) for name, values in results.items() if values}
+    full = med["spark scan=queues"]
+    ahead = med.get("spark readAhead=2", full)
+    lines = [f"spark scan=queues / Arrow intake ceiling: {med['Arrow intake ceiling'] / full:.2f}x of the ceiling's "
+             f"rate (goal >= 0.9); readAhead=2: {med['Arrow intake ceiling'] / ahead:.2f}x",
+             f"spark scan=queues / binaryFile ceiling: {med['binaryFile ceiling'] / full:.2f}x of binaryFile's rate"]
+    if "spark one topic of four" in med:
+        lines += [
+            f"one topic of four: {med['spark one topic of four'] / full:.3f} of the full scan's time for "
+            f"{share:.3f} of the messages: {med['spark one topic of four'] / full / share:.2f}x its share "
+            f"(goal <= 1.3)",
+            f"1% time window: {med['spark 1% time window'] / full:.2%} of the full scan's time (goal <= 5%)",
+            f"msgId lookup: Spark {med['spark msgId lookup']:.2f} s in all, of which planning "
+            f"{med['plan of the msgId lookup']:.2f} s; Arrow reader {med['arrow msgId: after plan']:.3f} s after "
+            f"its planning ({med['arrow msgId: plan']:.2f} s) (goal < 1 s after planning)",
+            f"count by topic, start-up included: rocketstore sql {med['sql count by topic (process)']:.1f} s, "
+            f"Spark {med['spark count by topic (process)']:.1f} s",
+        ]
+    return lines
+
+
 def main() -> None:
-    args = base_parser(__doc__.splitlines()[0]).parse_args()
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--queries", action="store_true", help="also the topic, window, msgId, readAhead and sql cases")
+    args = p.parse_args()
 
     def run(root: Path, notes: list[str]) -> None:
         nbytes, messages = store_extent(root)
@@ -279,12 +423,17 @@ def main() -> None:
             "Arrow intake ceiling": lambda: spark.read.format("rocketstore_replay").option("path", str(replay))
             .option("times", str(times)).load().write.save(**noop),
         }
+        share = 1.0
+        if args.queries:
+            more, more_notes, share = query_cases(spark, root, args.master)
+            cases.update(more)
+            notes = [*notes, *more_notes]
         warm_up(spark, root)
         results: dict[str, list[float]] = {name: [] for name in cases}
         peaks: dict[str, tuple[float, float]] = {}
         for _ in range(args.repeat):
             for name, work in cases.items():
-                if name.startswith("spark "):
+                if name.startswith("spark scan="):
                     seconds, python_mib, jvm_mib = driver_memory(spark, work)
                     old = peaks.get(name, (0.0, 0.0))
                     peaks[name] = (max(old[0], python_mib), max(old[1], jvm_mib))
@@ -299,6 +448,7 @@ def main() -> None:
         memory = [f"driver during {name}: Python peak RSS {py:.0f} MiB, JVM heap kept after GC {jvm:.0f} MiB"
                   for name, (py, jvm) in peaks.items()]
         text = report("bench_spark_read", list(results.items()), nbytes, messages, [*notes, partitions, *memory])
+        text += "\n" + "\n".join(ratios(results, share))
         print(text)
         if args.save:
             save("bench_spark_read", text)

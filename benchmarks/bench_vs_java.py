@@ -16,6 +16,13 @@ sides rebuild all of them from the commitlog:
     .venv/bin/python benchmarks/bench_vs_java.py --recover --written-by rocketstore --count 2000000 \
         --body 1024 --rounds 2 [--drop-queues] --save
 
+`--arrow` sets the Arrow reader (`rocketstore.arrow.read`, every column of every message decoded into
+record batches) beside the reference's get + decode (the `get` figure of `rocketmq-java bench`), both
+in messages per second, alternating in one run; the store it reads has the bench's shape (`--count`
+messages of `--body` bytes, topic `P`, queues 0-3, one key each), written once before the rounds:
+
+    .venv/bin/python benchmarks/bench_vs_java.py --arrow --count 10000000 --rounds 2 --save
+
 The reference is looked for at `$ROCKETSTORE_JAVA_REFERENCE`, else `../shared/java-reference` beside the
 repository; without it (or without `java`) the script says so and exits 0 without figures.
 """
@@ -126,6 +133,46 @@ def compare_workload(report: Report, root: Path, count: int, body: int, rounds: 
                       higher_is_better=higher)
 
 
+def arrow_store(root: Path, count: int, body_size: int) -> Path:
+    """A store of the bench's shape for the Arrow reader, written with put_batch."""
+    path = root / "arrow"
+    body = b"x" * body_size
+    with MessageStore.open(path, StoreConfig()) as store:
+        for start in range(0, count, 1000):
+            batch = [Message(TOPIC, body, queue_id=i % QUEUES, keys=(f"key-{i:08d}",), born_host=BORN_HOST)
+                     for i in range(start, min(start + 1000, count))]
+            if not all(r.ok for r in store.put_batch(batch)):
+                raise RuntimeError(f"put_batch at {start} failed")
+    return path
+
+
+def arrow_read(path: Path, count: int) -> float:
+    """Messages per second of a full `rocketstore.arrow.read` of the store at `path`."""
+    import rocketstore.arrow
+
+    t0 = time.perf_counter()
+    rows = sum(batch.num_rows for batch in rocketstore.arrow.read(str(path)))
+    seconds = time.perf_counter() - t0
+    if rows != count:
+        raise RuntimeError(f"the Arrow reader read {rows} of {count} messages")
+    return count / seconds
+
+
+def compare_arrow(report: Report, root: Path, count: int, body: int, rounds: int) -> None:
+    """The Arrow reader beside the reference's get + decode, alternating."""
+    store = arrow_store(root, count, body)
+    java: list[float] = []
+    ours: list[float] = []
+    for n in range(rounds):
+        java.append(java_bench(root, count, body)["get"])
+        ours.append(arrow_read(store, count))
+        report.line(f"# round {n + 1}: java get {java[-1]:,.0f} msg/s, rocketstore.arrow.read {ours[-1]:,.0f} msg/s")
+    report.line(f"{count:,} messages of {body} B, medians of {rounds} alternating rounds (range); java: "
+                "get 32 a call + decode (rocketmq-java bench), rocketstore: rocketstore.arrow.read, every column")
+    report.figure(f"arrow read rocketstore {_spread(ours)}", statistics.median(ours), "msg/s",
+                  f"java get {_spread(java)}", statistics.median(java), goal=">= 3x", higher_is_better=True)
+
+
 def java_crashed_store(root: Path, count: int, body: int) -> Path:
     """A store of `count` messages written by the Java store and halted without shutdown (abort file left)."""
     store = root / "crashed"
@@ -196,6 +243,8 @@ def main() -> int:
     p.add_argument("--body", type=int, default=100, help="body size in bytes")
     p.add_argument("--rounds", type=int, default=2, help="alternating rounds per side")
     p.add_argument("--recover", action="store_true", help="time crash recovery instead of put/get/query")
+    p.add_argument("--arrow", action="store_true",
+                   help="the Arrow reader's full read beside the reference's get + decode")
     p.add_argument("--written-by", choices=["java", "rocketstore"], default="java",
                    help="--recover: which store writes the crashed store (rocketstore's writer is fast: "
                         "large stores; --body applies)")
@@ -208,7 +257,9 @@ def main() -> int:
         return 0
     report = Report("bench_vs_java.py", args)
     with scratch(args.dir) as root:
-        if args.recover:
+        if args.arrow:
+            compare_arrow(report, root, args.count, args.body, args.rounds)
+        elif args.recover:
             compare_recovery(report, root, args.count, args.rounds, args.written_by, args.body, args.drop_queues)
         else:
             compare_workload(report, root, args.count, args.body, args.rounds)

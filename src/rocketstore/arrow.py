@@ -18,12 +18,35 @@ from typing import Any
 
 import pyarrow as pa
 
-from rocketstore.scan.filters import Prune, predicates
+from rocketstore.errors import InvalidArgumentError
+from rocketstore.scan.filters import Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
 from rocketstore.scan.plan import plan_partitions, read_partition
+from rocketstore.scan.readahead import read_ahead
 from rocketstore.scan.records import ARROW_SCHEMA
 
-__all__ = ["ARROW_SCHEMA", "read"]
+__all__ = ["ARROW_SCHEMA", "check", "read"]
+
+
+def _parse(path: str | Sequence[str], options: Mapping[str, Any] | None,
+           filters: Iterable[Sequence[Any]]) -> tuple[ReadOptions, tuple[Predicate, ...]]:
+    roots = path if isinstance(path, str) else ",".join(path)
+    try:
+        opts = ReadOptions.parse({**{str(k): str(v) for k, v in (options or {}).items()}, "path": roots})
+        return opts, predicates(filters)
+    except ValueError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+
+
+def check(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
+          filters: Iterable[Sequence[Any]] = ()) -> None:
+    """Check what `read` would be given, without opening a store.
+
+    Raises:
+        rocketstore.errors.InvalidArgumentError: a malformed option or filter, or a path that names no
+            directory, naming it.
+    """
+    _parse(path, options, filters)
 
 
 def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
@@ -35,16 +58,15 @@ def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
     consumed, each partition through the store's files.
 
     Raises:
-        ValueError: a malformed option or filter, naming it.
+        rocketstore.errors.InvalidArgumentError: (a ValueError) a malformed option or filter, or a path
+            that names no directory, naming it.
         rocketstore.errors.StoreError: a path is not a store or does not fit the geometry.
     """
-    roots = path if isinstance(path, str) else ",".join(path)
-    opts = ReadOptions.parse({**{str(k): str(v) for k, v in (options or {}).items()}, "path": roots})
-    preds = predicates(filters)
+    opts, preds = _parse(path, options, filters)
     parts = plan_partitions(opts, Prune.of(preds))
 
     def batches() -> Iterator[pa.RecordBatch]:
         for part in parts:
-            yield from read_partition(opts, part, preds)
+            yield from read_ahead(read_partition(opts, part, preds), opts.read_ahead)
 
     return pa.RecordBatchReader.from_batches(ARROW_SCHEMA, batches())

@@ -65,11 +65,17 @@ class StoreClosedError(StoreError):
 
 
 class StoreLockedError(StoreError):
-    """Another process holds the store's lock file."""
+    """Another writer holds the store's lock file: another process, or an open store in this one."""
 
-    def __init__(self, path: Any) -> None:
-        super().__init__(f"store {path} is locked by another process (a broker or another writer)")
+    def __init__(self, path: Any, *, in_this_process: bool = False) -> None:
+        if in_this_process:
+            message = (f"store {path} is already open for writing in this process; close it first, use the "
+                       "open store, or open this one read-only")
+        else:
+            message = f"store {path} is locked by another process (a broker or another writer)"
+        super().__init__(message)
         self.path = path
+        self.in_this_process = in_this_process
 
 
 class StoreReadOnlyError(StoreError):

@@ -11,6 +11,7 @@ addresses, ports, store paths, versions) so two outputs can be compared line by 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -57,6 +58,48 @@ def run_tool(*args: str, timeout: float = COMMAND_TIMEOUT_S) -> str:
     env = {**os.environ, "RMQ_LOGDIR": os.environ.get("ROCKETSTORE_MQADMIN_LOGS") or _log_dir()}
     done = subprocess.run([str(LAUNCHER), *args], capture_output=True, text=True, timeout=timeout, env=env)
     return done.stdout + done.stderr
+
+
+# The JVM options the launcher gives its client tools (java-broker/rocketmq), for drivers of our own.
+_CLIENT_JVM_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                       "-Djava.net.preferIPv4Stack=true", "--add-opens=java.base/java.nio=ALL-UNNAMED",
+                       "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED")
+
+
+def compile_driver(source: Path, out_dir: Path) -> Path:
+    """`javac` a driver of tests/broker/java against the client jars into `out_dir`; returns `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["javac", "-nowarn", "-cp", str(JAVA_BROKER_DIR / "lib" / "*"), "-d", str(out_dir),
+                           str(source)], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    if done.returncode != 0:
+        pytest.fail(f"javac {source.name} failed:\n{done.stdout}{done.stderr}")
+    return out_dir
+
+
+def driver_command(classes: Path, main: str, *args: str) -> list[str]:
+    """The command that runs the compiled driver `main` with the client jars (and the client's logs in a
+    temporary folder)."""
+    logs = os.environ.get("ROCKETSTORE_MQADMIN_LOGS") or _log_dir()
+    classpath = f"{classes}{os.pathsep}{JAVA_BROKER_DIR / 'lib' / '*'}"
+    return ["java", *_CLIENT_JVM_OPTIONS, f"-Drmq.logdir={logs}", f"-Drocketmq.client.logRoot={logs}",
+            f"-Dlogback.configurationFile={JAVA_BROKER_DIR / 'lib' / 'conf' / 'logback_client.xml'}",
+            "-cp", classpath, main, *args]
+
+
+def retried_copy(namesrv: str, topic: str, group: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The scenario of a retry, run against one broker: the client driver sends one message (tag TagA,
+    key rk-0) to `topic`, a push consumer of `group` answers RECONSUME_LATER the first time and gets it
+    back; returns the properties of the message as first delivered and of the copy it got back (as the
+    client hands them to the listener)."""
+    sent = run_tool("producer", namesrv, topic, "1", "--tags", "TagA", "--keys", "rk")
+    assert '"sent":1' in sent, sent
+    out = run_tool("consumer", namesrv, topic, group, "--retry-once", "--expect", "2", "--timeout", "90")
+    copies = [json.loads(line) for line in out.splitlines() if line.startswith('{"topic"')]
+    first = [line for line in copies if line["reconsumeTimes"] == 0]
+    again = [line for line in copies if line["reconsumeTimes"] == 1]
+    assert len(first) == len(again) == 1, out
+    return ({str(k): str(v) for k, v in first[0]["properties"].items()},
+            {str(k): str(v) for k, v in again[0]["properties"].items()})
 
 
 def mqadmin(*args: str) -> str:
@@ -110,8 +153,9 @@ def _free(port: int) -> bool:
 class JavaBroker:
     """The real NameServer and Broker (broker-a of DefaultCluster) over a fresh store under `root`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *settings: str) -> None:
         self.root = root
+        self.settings = settings  # extra broker.conf lines, key=value
         port = free_ports(3)
         self.port = port
         self.ns_port = free_port_apart(port)
@@ -137,7 +181,7 @@ class JavaBroker:
         self.root.mkdir(parents=True, exist_ok=True)
         self._spawn("namesrv", "namesrv", str(self.ns_port), str(self.root / "namesrv"))
         self._wait(lambda: _accepts(self.ns_port), "name server")
-        self._spawn("broker", "broker", str(self.store), self.namesrv, str(self.port))
+        self._spawn("broker", "broker", str(self.store), self.namesrv, str(self.port), *self.settings)
         self._wait(self._registered, "broker")
         return self
 

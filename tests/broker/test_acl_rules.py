@@ -14,6 +14,7 @@ from rocketstore.broker.handlers_client import ClientHandlers
 from rocketstore.broker.handlers_pull import PullHandlers
 from rocketstore.broker.handlers_query import QueryHandlers
 from rocketstore.broker.handlers_send import SendHandlers
+from rocketstore.broker.handlers_transaction import TransactionHandlers
 from rocketstore.broker.namesrv import NameServerHandlers
 from rocketstore.protocol import RequestCode, ResponseCode
 from rocketstore.protocol.client import RemotingClient
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.broker
 
 def test_every_request_code_served_has_a_permission_rule_and_every_rule_a_handler():
     served: set[int] = set()
-    for group in (SendHandlers, PullHandlers, ClientHandlers, QueryHandlers, AdminHandlers):
+    for group in (SendHandlers, PullHandlers, ClientHandlers, QueryHandlers, AdminHandlers, TransactionHandlers):
         served |= set(group(None).table())  # type: ignore[arg-type]
     served |= set(NameServerHandlers(None, None).table())  # type: ignore[arg-type]
     assert served - set(RULES) == set(), "a handler without an ACL rule"

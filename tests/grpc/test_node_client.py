@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from rocketstore import MessageStore
+from rocketstore.format.sysflag import SysFlag
+from tests.cli.cliharness import run_cli
 from tests.grpc.grpc_support import GrpcBroker, node_client
 
 pytestmark = pytest.mark.broker
@@ -40,3 +42,21 @@ def test_messages_cross_between_the_node_and_the_python_clients(grpc_broker: Grp
                                                                       for i in range(2)]
     assert sorted((m.body, m.tags) for m in stored) == sorted(want)
     assert {m.uniq_key for m in stored} >= {r["message_id"] for r in receipts}
+
+
+def test_node_reads_a_zlib_body_the_legacy_client_sent_to_a_topic_made_by_admin(grpc_broker: GrpcBroker, real_client,
+                                                                                node_modules, tmp_path):
+    """The legacy C++ client compresses a body over 4 KiB with zlib (sysFlag COMPRESSED); the Node.js client
+    reads it whole, on a topic `rocketstore admin update-topic` created."""
+    made = run_cli("admin", "update-topic", "-n", grpc_broker.namesrv, "-t", "BigBodies", "-r", "2", "-w", "2")
+    assert made.code == 0, made.err
+    sent = real_client.run("produce", "--namesrv", grpc_broker.namesrv, "--topic", "BigBodies", "--count", "2",
+                           "--tags", "TagBig", "--key-prefix", "big", "--body-size", "6000")
+    assert [r.get("status") for r in sent if "status" in r or "error" in r] == [0, 0], sent
+    with MessageStore.open(grpc_broker.store, read_only=True) as store:  # stored compressed, as sent
+        stored = [m for q in (0, 1) for m in store.iter_queue("BigBodies", q)]
+    assert len(stored) == 2 and all(m.sys_flag & SysFlag.COMPRESSED and len(m.body) < 6000 for m in stored)
+    got = [m for m in node_client(node_modules, tmp_path / "node-home", "consume", grpc_broker.endpoint, "BigBodies",
+                                  "NodeReadsBig", "TagBig", "2", "30") if "body" in m]
+    want = sorted(f"big-body-{i}".ljust(6000, "x") for i in range(2))
+    assert sorted(m["body"] for m in got) == want and [m["size"] for m in got] == [6000, 6000]

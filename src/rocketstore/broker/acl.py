@@ -309,6 +309,7 @@ RULES: dict[int, Rule | str] = {
     RequestCode.GET_EARLIEST_MSG_STORETIME: _TOPIC_SUB,
     RequestCode.QUERY_MESSAGE: _TOPIC_SUB,
     RequestCode.VIEW_MESSAGE_BY_ID: record_topic("offset"),
+    RequestCode.END_TRANSACTION: _signed,  # names no topic or group to check (the handler checks PGROUP)
     RequestCode.HEART_BEAT: _heartbeat,
     RequestCode.UNREGISTER_CLIENT: group_field("consumerGroup", optional=True),
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: group_field("consumerGroup"),

@@ -27,6 +27,7 @@ from rocketstore.broker.handlers_client import ClientHandlers
 from rocketstore.broker.handlers_pull import PullHandlers
 from rocketstore.broker.handlers_query import QueryHandlers
 from rocketstore.broker.handlers_send import SendHandlers
+from rocketstore.broker.handlers_transaction import TransactionHandlers
 from rocketstore.broker.kv_config import KvConfig
 from rocketstore.broker.namesrv import NameServerHandlers
 from rocketstore.broker.retention import describe_retention
@@ -122,8 +123,10 @@ class BrokerApp:
             if self.acl is not None:
                 self.acl.topic_at = partial(_topic_at, store)
             broker_table: dict[int, Handler] = {}
+            transaction_handlers = TransactionHandlers(ctx)
+            transactions.add_asker(transaction_handlers.ask_producer)
             for group in (SendHandlers(ctx), PullHandlers(ctx), ClientHandlers(ctx), QueryHandlers(ctx),
-                          AdminHandlers(ctx)):
+                          AdminHandlers(ctx), transaction_handlers):
                 broker_table.update(group.table())
             kv = KvConfig(store.path, read_only=store.read_only)
             kv.load()

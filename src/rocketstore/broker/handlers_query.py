@@ -5,10 +5,29 @@ from __future__ import annotations
 
 from rocketstore.broker.context import BrokerContext, RequestError, field_int, field_str
 from rocketstore.broker.server import Connection, Handler
-from rocketstore.broker.topics import TopicConfig, valid_topic
+from rocketstore.broker.topics import MESSAGE_TYPE_ATTRIBUTE, MESSAGE_TYPES, TopicConfig, valid_topic
 from rocketstore.errors import MessageNotFoundError, RocketStoreError, StoreError
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import encode_json_body
+
+
+def _attributes(text: str) -> dict[str, str]:
+    """RocketMQ 5's topic attributes header (``+message.type=FIFO,+k=v``: AttributeParser) as a dict.
+
+    Raises:
+        RequestError: an item that is not ``+key=value``, or a message.type RocketMQ does not know.
+    """
+    attributes: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item[1:].partition("=")
+        if not item.startswith("+") or not sep or not key:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"topic attribute {item!r} is not +key=value")
+        attributes[key] = value
+    kind = attributes.get(MESSAGE_TYPE_ATTRIBUTE)
+    if kind is not None and kind not in MESSAGE_TYPES:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"{MESSAGE_TYPE_ATTRIBUTE} {kind!r} is not one of "
+                           f"{', '.join(MESSAGE_TYPES)}")
+    return attributes
 
 
 class QueryHandlers:
@@ -60,9 +79,10 @@ class QueryHandlers:
             if not valid_topic(topic):
                 raise RequestError(ResponseCode.SYSTEM_ERROR, f"topic name {topic!r} is not allowed")
             config = TopicConfig(topic, field_int(cmd, "readQueueNums", 4), field_int(cmd, "writeQueueNums", 4),
-                                 field_int(cmd, "perm", 6))
+                                 field_int(cmd, "perm", 6), _attributes(cmd.ext_fields.get("attributes", "")))
             try:  # recorded in config/topics.json: the topic survives a restart before its first message
-                self.ctx.store.record_topic(topic, config.read_queue_nums, config.write_queue_nums, config.perm)
+                self.ctx.store.record_topic(topic, config.read_queue_nums, config.write_queue_nums, config.perm,
+                                            config.attributes)
             except RocketStoreError as exc:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from exc
         except RequestError as exc:

@@ -1,9 +1,13 @@
 """asyncio TCP transport for remoting commands: the only module of rocketstore that opens sockets.
 
-One `RemotingServer` listens on one address and hands every decoded request to a `Dispatcher`
-in a task of its own (pull requests may be held for seconds), writing back whatever response the
-handler returns. A connection that sends bytes which cannot be framed or decoded is closed; the
-error is logged and nothing reaches the handlers.
+One `RemotingServer` listens on one address and hands every decoded request to a `Dispatcher`,
+writing back whatever response the handler returns. Each connection is an `asyncio.Protocol`: bytes are
+decoded as they arrive and each request's handler is started at once, in the callback (`start_eagerly`):
+a handler that answers without waiting (a send under ASYNC flush, most admin requests) has its answer
+written before the next request is decoded, with no task, no timer and no extra turn of the event loop;
+one that waits (a held pull, a SYNC-flush put) goes on in a task of its own from where it stopped. A
+connection that sends bytes which cannot be framed or decoded is closed; the error is logged and
+nothing reaches the handlers.
 
 What a client can make the server hold is bounded (`ConnectionLimits`): the connections, the requests
 of one connection in flight, the answers a client has not read (its requests are not read meanwhile),
@@ -17,8 +21,9 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
+from typing import Any
 
 from rocketstore.errors import ProtocolError
 from rocketstore.protocol import NEED_DATA, CommandReader, RemotingCommand, ResponseCode, encode_command
@@ -26,7 +31,9 @@ from rocketstore.protocol.codes import FLAG_ONEWAY
 
 log = logging.getLogger("rocketstore.broker")
 
-READ_CHUNK = 256 * 1024
+HELD_ANSWER_BYTES = 64 * 1024
+"""Answers to requests that arrived together are written together up to this many bytes (one send and
+one wake-up of the client for all of them)."""
 
 
 @dataclass(frozen=True)
@@ -63,21 +70,46 @@ class Connection:
         local: ``ip:port`` we accepted on.
     """
 
-    def __init__(self, writer: asyncio.StreamWriter, max_unsent_bytes: int = 64 * 1024) -> None:
-        self._writer = writer
-        writer.transport.set_write_buffer_limits(high=max_unsent_bytes)
-        peer = writer.get_extra_info("peername") or ("?", 0)
-        local = writer.get_extra_info("sockname") or ("?", 0)
+    def __init__(self, transport: asyncio.WriteTransport, max_unsent_bytes: int = 64 * 1024) -> None:
+        self._transport = transport
+        transport.set_write_buffer_limits(high=max_unsent_bytes)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        local = transport.get_extra_info("sockname") or ("?", 0)
         self.peer = f"{peer[0]}:{peer[1]}"
         self.local = f"{local[0]}:{local[1]}"
         self.closed = False
         self._opaque = itertools.count(1_000_000)
+        self._writable: asyncio.Future[None] | None = None  # while the client does not read its answers
+        self._held: list[bytes] | None = None  # answers kept to be written together (`_hold`)
+        self._held_bytes = 0
 
     def send(self, cmd: RemotingCommand) -> None:
         """Queue `cmd` for writing; silently dropped once the connection is closed."""
-        if self.closed or self._writer.is_closing():
+        if self.closed or self._transport.is_closing():
             return
-        self._writer.write(encode_command(cmd))
+        data = encode_command(cmd)
+        if self._held is None:
+            self._transport.write(data)
+            return
+        self._held.append(data)
+        self._held_bytes += len(data)
+        if self._held_bytes >= HELD_ANSWER_BYTES:
+            self._write_held()
+
+    def _hold(self) -> None:
+        """Keep what is sent from now until `_release` to write it in one piece."""
+        self._held, self._held_bytes = [], 0
+
+    def _write_held(self) -> None:
+        held = self._held
+        if held:
+            self._held, self._held_bytes = [], 0
+            if not self.closed and not self._transport.is_closing():
+                self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def _release(self) -> None:
+        self._write_held()
+        self._held = None
 
     def send_oneway(self, code: int, ext_fields: dict[str, str], body: bytes = b"") -> None:
         """Send a server-initiated oneway request (e.g. NOTIFY_CONSUMER_IDS_CHANGED)."""
@@ -86,14 +118,26 @@ class Connection:
 
     async def drain(self) -> None:
         """Wait until the socket buffer has room again (back-pressure towards slow readers)."""
-        if not self.closed:
-            with contextlib.suppress(ConnectionError):
-                await self._writer.drain()
+        if self._writable is not None and not self.closed:
+            await asyncio.shield(self._writable)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (answers already given are still written)."""
+        if not self.closed:
+            self._write_held()
         self.closed = True
-        self._writer.close()
+        self._transport.close()
+        self._wake_writers()
+
+    def _pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def _wake_writers(self) -> None:
+        if self._writable is not None:
+            if not self._writable.done():
+                self._writable.set_result(None)
+            self._writable = None
 
 
 Handler = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
@@ -135,6 +179,52 @@ class Dispatcher:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
 
+class _Resume:
+    """The rest of a coroutine that `start_eagerly` ran up to its first wait, as an awaitable: what the
+    coroutine waits on goes up to the task awaiting this, what the task sends or throws comes back down."""
+
+    __slots__ = ("_coro", "_waiting_on")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], waiting_on: object) -> None:
+        self._coro = coro
+        self._waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, waiting_on = self._coro, self._waiting_on
+        while True:
+            try:
+                sent = yield waiting_on
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # the task's cancellation or a future's error: the coroutine's to handle
+                try:
+                    waiting_on = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    waiting_on = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+def start_eagerly(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Run `coro` until it finishes or first waits (what Python 3.12's eager tasks do).
+
+    Returns:
+        (True, its result) when it finished; (False, an awaitable of the rest, for a task) when it waits.
+
+    Raises:
+        Exception: whatever `coro` raised before it first waited.
+    """
+    try:
+        waiting_on = coro.send(None)
+    except StopIteration as stop:
+        return True, stop.value
+    return False, _Resume(coro, waiting_on)
+
+
 class RemotingServer:
     """Listens on `host:port` and serves remoting commands through `dispatcher`.
 
@@ -155,7 +245,7 @@ class RemotingServer:
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._conns: set[Connection] = set()
-        self._buffered = 0  # bytes of unfinished frames, all connections
+        self.buffered = 0  # bytes of unfinished frames, all connections
 
     async def start(self) -> None:
         """Bind and start accepting.
@@ -163,7 +253,9 @@ class RemotingServer:
         Raises:
             OSError: the address cannot be bound.
         """
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _RemotingProtocol(self), self.host, self.port,
+                                                reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
@@ -180,82 +272,206 @@ class RemotingServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        limits = self.limits
-        if len(self._conns) >= limits.max_connections:
-            log.warning("refusing a connection from %s: %d connections open (--max-connections)",
-                        writer.get_extra_info("peername"), len(self._conns))
-            writer.close()
-            return
-        conn = Connection(writer, limits.max_unsent_bytes)
-        self._conns.add(conn)
-        commands = CommandReader(self.max_frame_size)
-        in_flight = asyncio.Semaphore(limits.max_in_flight)
-        held = 0  # this connection's share of self._buffered
-        try:
-            while not conn.closed:
-                data = await self._read(reader, commands.buffered > 0, conn)
-                if not data:
-                    break
-                commands.feed(data)
-                while (cmd := commands.next_command()) is not NEED_DATA:
-                    assert isinstance(cmd, RemotingCommand)
-                    if not cmd.is_response:
-                        await in_flight.acquire()
-                        self._spawn(cmd, conn, in_flight)
-                        await asyncio.sleep(0)  # a quick answer is in the write buffer now
-                        if not await self._drained(conn):
-                            return
-                self._buffered += commands.buffered - held
-                held = commands.buffered
-                if self._buffered > limits.max_buffered_bytes:
-                    log.warning("closing %s: %d bytes of unfinished requests buffered across connections "
-                                "(--max-buffered-bytes)", conn.peer, self._buffered)
-                    break
-        except ProtocolError as exc:
-            log.warning("closing %s: %s", conn.peer, exc)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except Exception:  # connection loop: a decoder bug closes this connection, never the server
-            log.exception("closing %s after an unexpected error", conn.peer)
-        finally:
-            self._buffered -= held
-            conn.close()
-            self._conns.discard(conn)
-            if self.dispatcher.on_close is not None:
-                self.dispatcher.on_close(conn)
-
-    async def _read(self, reader: asyncio.StreamReader, mid_frame: bool, conn: Connection) -> bytes:
-        """The next bytes, b"" when the connection ended or timed out (logged)."""
-        timeout = self.limits.frame_timeout_s if mid_frame else self.limits.idle_timeout_s
-        try:
-            return await asyncio.wait_for(reader.read(READ_CHUNK), timeout)
-        except asyncio.TimeoutError:
-            what = "a request left unfinished" if mid_frame else "idle"
-            log.info("closing %s: %s for %.0f s", conn.peer, what, timeout)
-            return b""
-
-    async def _drained(self, conn: Connection) -> bool:
-        """Wait while the client has more unsent answers than allowed; False when it does not read
-        them within the idle timeout (the connection is closed)."""
-        try:
-            await asyncio.wait_for(conn.drain(), self.limits.idle_timeout_s)
-        except asyncio.TimeoutError:
-            log.info("closing %s: its answers were not read for %.0f s", conn.peer, self.limits.idle_timeout_s)
-            conn.close()
-            return False
-        return True
-
-    def _spawn(self, cmd: RemotingCommand, conn: Connection, slot: asyncio.Semaphore) -> None:
-        task = asyncio.create_task(self._handle(cmd, conn, slot))
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle(self, cmd: RemotingCommand, conn: Connection, slot: asyncio.Semaphore) -> None:
+
+class _RemotingProtocol(asyncio.Protocol):
+    """One connection of a `RemotingServer`: decodes requests as bytes arrive, starts their handlers,
+    writes their answers, and holds the connection to `ConnectionLimits`.
+
+    Reading stops while the connection has `max_in_flight` requests unanswered or more than
+    `max_unsent_bytes` of answers unread (their requests stay undecoded in the buffer meanwhile). One
+    timer per connection watches the timeouts: no bytes for `idle_timeout_s` (or `frame_timeout_s` inside
+    a frame), answers unread for `idle_timeout_s`.
+    """
+
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.limits = server.limits
+        self.conn: Connection | None = None
+        self.commands = CommandReader(server.max_frame_size)
+        self.in_flight = 0
+        self.held = 0  # this connection's share of server.buffered
+        self.reading = True
+        self.write_paused_at: float | None = None
+        self.last_data = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.timer_at = 0.0
+
+    # -- asyncio callbacks --------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        server, limits = self.server, self.limits
+        if len(server._conns) >= limits.max_connections:
+            log.warning("refusing a connection from %s: %d connections open (--max-connections)",
+                        transport.get_extra_info("peername"), len(server._conns))
+            transport.close()
+            return
+        self.loop = asyncio.get_running_loop()
+        self.transport = transport
+        self.conn = Connection(transport, limits.max_unsent_bytes)
+        server._conns.add(self.conn)
+        self.last_data = self.loop.time()
+        self._arm(self.last_data + limits.idle_timeout_s)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None or conn.closed:
+            return
+        self.last_data = self.loop.time()
+        commands = self.commands
+        commands.feed(data)
+        self._take_requests()
+        if conn.closed:
+            return
+        server = self.server
+        server.buffered += commands.buffered - self.held
+        self.held = commands.buffered
+        if server.buffered > self.limits.max_buffered_bytes:
+            log.warning("closing %s: %d bytes of unfinished requests buffered across connections "
+                        "(--max-buffered-bytes)", conn.peer, server.buffered)
+            conn.close()
+        elif self.held:
+            self._arm(self.last_data + self.limits.frame_timeout_s)
+
+    def eof_received(self) -> bool:
+        return False  # close
+
+    def pause_writing(self) -> None:
+        if self.conn is not None:
+            self.write_paused_at = self.loop.time()
+            self.conn._pause_writing()
+            self._pause_reading()
+            self._arm(self.write_paused_at + self.limits.idle_timeout_s)
+
+    def resume_writing(self) -> None:
+        if self.conn is not None:
+            self.write_paused_at = None
+            self.conn._wake_writers()
+            self._take_requests()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        self.server.buffered -= self.held
+        self.held = 0
+        if self.timer is not None:
+            self.timer.cancel()
+        conn.close()
+        self.server._conns.discard(conn)
+        if self.server.dispatcher.on_close is not None:
+            self.server.dispatcher.on_close(conn)
+
+    # -- requests -----------------------------------------------------------------------------------
+
+    def _take_requests(self) -> None:
+        """Decode and start buffered requests while the limits allow; reading resumes when they do."""
+        conn = self.conn
+        assert conn is not None
+        commands, max_in_flight = self.commands, self.limits.max_in_flight
+        holding = conn._held is None
+        if holding:
+            conn._hold()  # the answers of requests that came together leave together
         try:
-            response = await self.dispatcher.dispatch(cmd, conn)
-            if response is not None and not cmd.is_oneway:
-                conn.send(response)
-                await conn.drain()
+            while self.in_flight < max_in_flight and self.write_paused_at is None and not conn.closed:
+                cmd = commands.next_command()
+                if cmd is NEED_DATA:
+                    break
+                assert isinstance(cmd, RemotingCommand)
+                if not cmd.is_response:
+                    self._start(cmd, conn)
+        except ProtocolError as exc:
+            log.warning("closing %s: %s", conn.peer, exc)
+            conn.close()
+            return
+        except Exception:  # connection loop: a decoder bug closes this connection, never the server
+            log.exception("closing %s after an unexpected error", conn.peer)
+            conn.close()
+            return
         finally:
-            slot.release()
+            if holding:
+                conn._release()
+        if conn.closed:
+            return
+        if self.in_flight < max_in_flight and self.write_paused_at is None:
+            if not self.reading:
+                self.reading = True
+                self.transport.resume_reading()
+        else:
+            self._pause_reading()
+
+    def _start(self, cmd: RemotingCommand, conn: Connection) -> None:
+        self.in_flight += 1
+        try:
+            done, result = start_eagerly(self.server.dispatcher.dispatch(cmd, conn))
+        except Exception:  # the dispatcher answers a handler's error itself; anything else is a bug
+            log.exception("request code %d from %s failed", cmd.code, conn.peer)
+            done, result = True, None
+        if done:
+            self._answer(cmd, conn, result)
+        else:
+            self.server._track(self.loop.create_task(self._finish(cmd, conn, result)))
+
+    async def _finish(self, cmd: RemotingCommand, conn: Connection, rest: Awaitable[RemotingCommand | None]
+                      ) -> None:
+        response = None
+        try:
+            response = await rest
+        finally:
+            self._answer(cmd, conn, response)
+
+    def _answer(self, cmd: RemotingCommand, conn: Connection, response: RemotingCommand | None) -> None:
+        if response is not None and not cmd.is_oneway:
+            conn.send(response)
+        self.in_flight -= 1
+        if not self.reading and not conn.closed:  # not from inside _take_requests: on the next turn
+            self.loop.call_soon(self._resume_requests)
+
+    def _resume_requests(self) -> None:
+        if self.conn is not None and not self.conn.closed and self.write_paused_at is None:
+            self._take_requests()
+
+    def _pause_reading(self) -> None:
+        if self.reading and self.conn is not None and not self.conn.closed:
+            self.reading = False
+            self.transport.pause_reading()
+
+    # -- timeouts -----------------------------------------------------------------------------------
+
+    def _arm(self, when: float) -> None:
+        """Check the timeouts at `when` at the latest."""
+        if self.timer is not None:
+            if self.timer_at <= when:
+                return
+            self.timer.cancel()
+        self.timer_at = when
+        self.timer = self.loop.call_at(when, self._check_timeouts)
+
+    def _check_timeouts(self) -> None:
+        self.timer = None
+        conn = self.conn
+        if conn is None or conn.closed:
+            return
+        limits, now = self.limits, self.loop.time()
+        if self.write_paused_at is not None:
+            due, reason = self.write_paused_at + limits.idle_timeout_s, "its answers were not read for"
+            timeout = limits.idle_timeout_s
+        elif self.commands.buffered and self.reading:
+            due, reason, timeout = self.last_data + limits.frame_timeout_s, "a request left unfinished for", \
+                limits.frame_timeout_s
+        elif not self.reading:  # requests in flight at the limit: no bytes are read, nothing is late
+            due, reason, timeout = now + limits.idle_timeout_s, "", 0.0
+        else:
+            due, reason, timeout = self.last_data + limits.idle_timeout_s, "idle for", limits.idle_timeout_s
+        if due > now:
+            self._arm(due)
+            return
+        log.info("closing %s: %s %.0f s", conn.peer, reason, timeout)
+        conn.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 SAMPLE_INTERVAL_MS = 1000
 WINDOWS_MS = (10_000, 60_000, 600_000)
@@ -32,7 +32,9 @@ class BrokerStats:
         self.get_total = 0
         self.put_size_total = 0
         self._samples: deque[tuple[int, int, int]] = deque(maxlen=MAX_SAMPLES)  # (ms, puts, gets)
+        self._next_sample_ms = 0
         self._day: date = self._today()
+        self._day_ms = self._day_bounds(self._day)  # [start, end) of self._day in epoch ms
         self.items = KeyedStats(self._clock)
         self.put_today_morning = self.get_today_morning = 0
         self.put_yesterday_morning = self.get_yesterday_morning = 0
@@ -40,32 +42,45 @@ class BrokerStats:
     def _today(self) -> date:
         return datetime.fromtimestamp(self._clock() / 1000).date()
 
-    def _tick(self) -> None:
-        now = self._clock()
-        if not self._samples or now - self._samples[-1][0] >= SAMPLE_INTERVAL_MS:
+    @staticmethod
+    def _day_bounds(day: date) -> tuple[int, int]:
+        start = datetime(day.year, day.month, day.day)
+        return int(start.timestamp() * 1000), int((start + timedelta(days=1)).timestamp() * 1000)
+
+    def _tick(self, now: int | None = None) -> int:
+        """Sample the totals once a second and turn the day at midnight; returns the time it read."""
+        if now is None:
+            now = self._clock()
+        if now >= self._next_sample_ms:
             self._samples.append((now, self.put_total, self.get_total))
-        today = self._today()
-        if today != self._day:  # midnight passed: the totals now are this morning's
-            self.put_yesterday_morning, self.get_yesterday_morning = self.put_today_morning, self.get_today_morning
-            self.put_today_morning, self.get_today_morning = self.put_total, self.get_total
-            self._day = today
+            self._next_sample_ms = now + SAMPLE_INTERVAL_MS
+        start, end = self._day_ms
+        if not start <= now < end:
+            today = datetime.fromtimestamp(now / 1000).date()
+            if today != self._day:  # midnight passed: the totals now are this morning's
+                self.put_yesterday_morning, self.get_yesterday_morning = (self.put_today_morning,
+                                                                          self.get_today_morning)
+                self.put_today_morning, self.get_today_morning = self.put_total, self.get_total
+                self._day = today
+            self._day_ms = self._day_bounds(today)
+        return now
 
     def record_put(self, topic: str, count: int, size: int) -> None:
         """`count` messages of `size` bytes in all were stored in `topic`."""
-        self._tick()
+        now = self._tick()
         self.put_total += count
         self.put_size_total += size
         if count:
-            self.items.add(TOPIC_PUT_NUMS, topic, count)
-            self.items.add(TOPIC_PUT_SIZE, topic, size)
+            self.items.add(TOPIC_PUT_NUMS, topic, count, now)
+            self.items.add(TOPIC_PUT_SIZE, topic, size, now)
 
     def record_get(self, topic: str, group: str, count: int, size: int) -> None:
         """`count` messages of `size` bytes of `topic` were delivered to `group`."""
-        self._tick()
+        now = self._tick()
         self.get_total += count
         if count:
-            self.items.add(GROUP_GET_NUMS, f"{topic}@{group}", count)
-            self.items.add(GROUP_GET_SIZE, f"{topic}@{group}", size)
+            self.items.add(GROUP_GET_NUMS, f"{topic}@{group}", count, now)
+            self.items.add(GROUP_GET_SIZE, f"{topic}@{group}", size, now)
 
     def _tps(self, which: int) -> str:
         """Rates over the three windows, "x.xx y.yy z.zz" (RocketMQ's putTps shape)."""
@@ -104,12 +119,19 @@ counted)."""
 class _Counter:
     """Counts of one (name, key) in buckets of each view: value sum and times counted."""
 
-    __slots__ = ("buckets",)
+    __slots__ = ("buckets", "_current", "_current_from", "_current_until")
 
     def __init__(self) -> None:
         self.buckets: tuple[deque[list[int]], ...] = tuple(deque(maxlen=kept) for _width, kept in _VIEWS)
+        self._current: tuple[list[int], ...] = ()  # the last bucket of each view, while `now` is in all of them
+        self._current_from = self._current_until = 0
 
     def add(self, now: int, value: int) -> None:
+        if self._current_from <= now < self._current_until:
+            for bucket in self._current:
+                bucket[1] += value
+                bucket[2] += 1
+            return
         for (width, _kept), buckets in zip(_VIEWS, self.buckets, strict=True):
             start = now - now % width
             if buckets and buckets[-1][0] == start:
@@ -117,6 +139,10 @@ class _Counter:
                 buckets[-1][2] += 1
             else:
                 buckets.append([start, value, 1])
+        self._current = tuple(buckets[-1] for buckets in self.buckets)
+        self._current_from = max(bucket[0] for bucket in self._current)
+        self._current_until = min(bucket[0] + width for bucket, (width, _kept) in zip(self._current, _VIEWS,
+                                                                                      strict=True))
 
     def view(self, now: int, which: int) -> dict[str, float | int]:
         """RocketMQ's StatsSnapshot (avgpt, sum, tps) of the minute (0), hour (1) or day (2) view."""
@@ -142,8 +168,9 @@ class KeyedStats:
         self._clock = clock_ms or _now_ms
         self._counters: dict[tuple[str, str], _Counter] = {}
 
-    def add(self, name: str, key: str, value: int) -> None:
-        """Count `value` for (name, key) (a key longer than MAX_KEY_LENGTH is not counted)."""
+    def add(self, name: str, key: str, value: int, now: int | None = None) -> None:
+        """Count `value` for (name, key) at `now` (epoch ms, default the clock's) (a key longer than
+        MAX_KEY_LENGTH is not counted)."""
         if len(key) > MAX_KEY_LENGTH:
             return
         counter = self._counters.pop((name, key), None)  # re-inserted last: the dict keeps recency order
@@ -152,7 +179,7 @@ class KeyedStats:
             while len(self._counters) >= MAX_STATS_KEYS:
                 del self._counters[next(iter(self._counters))]
         self._counters[(name, key)] = counter
-        counter.add(self._clock(), value)
+        counter.add(self._clock() if now is None else now, value)
 
     def snapshot(self, name: str, key: str) -> dict[str, dict[str, float | int]] | None:
         """BrokerStatsData (statsDay, statsHour, statsMinute) of (name, key), None when never counted."""

@@ -8,7 +8,8 @@ sees the same transactions ended and open:
   message's own topic and queue in REAL_TOPIC / REAL_QID and TRAN_MSG=true. No consumer reads that topic,
   so an open or rolled-back message is never delivered.
 * commit: the message in its own topic and queue, sys flag COMMIT_TYPE, PREPAREDTRANSACTIONOFFSET the half
-  message's commitlog offset, REAL_TOPIC / REAL_QID / TRAN_MSG removed: consumers get it like any other.
+  message's commitlog offset, the half message's properties (REAL_TOPIC / REAL_QID / TRAN_MSG among them,
+  as RocketMQ's record keeps them): consumers get it like any other.
 * end (commit, rollback, or given up): a record in queue 0 of RMQ_SYS_TRANS_OP_HALF_TOPIC, tag ``d``,
   body the half message's queue offset in decimal. A half message that was asked about `check_max` times
   without an answer is copied to TRANS_CHECK_MAX_TIME_TOPIC and ended.
@@ -45,6 +46,7 @@ log = logging.getLogger("rocketstore.transactions")
 
 PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 PROPERTY_CHECK_IMMUNITY_S = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROGRESS_GROUP = "CID_RMQ_SYS_TRANS"
 END_TAG = "d"  # TransactionalMessageUtil.REMOVETAG
 HALF_QUEUE = 0
@@ -130,9 +132,12 @@ def half_message(message: Message) -> Message:
 
 
 def committed_message(half: StoredMessage) -> Message:
-    """The record a commit writes for a half message (EndTransactionProcessor.endMessageTransaction)."""
-    props = {k: v for k, v in half.properties.items()
-             if k not in (REAL_TOPIC, REAL_QID, PROPERTY_TRANSACTION_PREPARED)}
+    """The record a commit writes for a half message (EndTransactionProcessor.endMessageTransaction).
+
+    Its properties are the half message's, REAL_TOPIC, REAL_QID and TRAN_MSG included: RocketMQ writes
+    the half message's properties string and removes those three only from what the put reads.
+    """
+    props = dict(half.properties)
     return Message(half.properties[REAL_TOPIC], half.body, queue_id=int(half.properties[REAL_QID]),
                    properties=props, flag=half.flag,
                    sys_flag=(half.sys_flag & ~_SET_BY_THE_STORE) | TransactionType.COMMIT,
@@ -204,32 +209,46 @@ class TransactionTable:
         self.open[result.queue_offset] = OpenHalf(result.queue_offset, result.phy_offset, message.topic, due)
         return Started(result, transaction_id(result.phy_offset, result.queue_offset))
 
-    def end(self, txn_id: str, topic: str, message_id: str | None, commit: bool) -> PutResult | None:
+    def end(self, txn_id: str, topic: str | None, message_id: str | None, commit: bool, *,
+            producer_group: str | None = None) -> PutResult | None:
         """Commit (write the message to its topic) or roll back the transaction `txn_id`.
 
         Ending a transaction that already ended writes nothing (a retried request). Returns the
         committed message's result, None for a rollback or an already ended transaction.
 
+        Args:
+            txn_id: the half message's id (`transaction_id`).
+            topic: the message's own topic (gRPC names it), None to take the half message's.
+            message_id: the client's message id (UNIQ_KEY), None not to check it.
+            commit: True to commit, False to roll back.
+            producer_group: the group that sent the half message (remoting names it, as PGROUP), None
+                not to check it.
+
         Raises:
-            TransactionError: `txn_id` names no half message of `topic` (and `message_id`, when given).
+            TransactionError: `txn_id` names no half message (of `topic`, `message_id` and
+                `producer_group`, when given).
             StoreError: the store cannot write.
         """
         phy_offset, queue_offset = parse_transaction_id(txn_id)
         half = self._half_at(phy_offset, queue_offset, topic, message_id, txn_id)
+        if producer_group is not None and half.properties.get(PROPERTY_PRODUCER_GROUP) != producer_group:
+            raise TransactionError("invalid_id", f"transaction {txn_id} is not one of producer group {producer_group}")
         if queue_offset not in self.open:
             return None
         committed = self.store.put_batch([committed_message(half)])[0] if commit else None
         self._ended(queue_offset)
         return committed
 
-    def _half_at(self, phy_offset: int, queue_offset: int, topic: str, message_id: str | None,
+    def _half_at(self, phy_offset: int, queue_offset: int, topic: str | None, message_id: str | None,
                  txn_id: str) -> StoredMessage:
         try:
             half = self.store.message_at(phy_offset)
         except (MessageNotFoundError, RocketStoreError):
             raise TransactionError("invalid_id", f"transaction {txn_id} names no half message") from None
         props = half.properties
-        if half.topic != TRANS_HALF_TOPIC or half.queue_offset != queue_offset or props.get(REAL_TOPIC) != topic:
+        if half.topic != TRANS_HALF_TOPIC or half.queue_offset != queue_offset or REAL_TOPIC not in props:
+            raise TransactionError("invalid_id", f"transaction {txn_id} names no half message")
+        if topic is not None and props[REAL_TOPIC] != topic:
             raise TransactionError("invalid_id", f"transaction {txn_id} is not a transaction of topic {topic}")
         if message_id is not None and props.get(UNIQ_KEY) != message_id:
             raise TransactionError("invalid_id", f"transaction {txn_id} is not the one of message {message_id}")

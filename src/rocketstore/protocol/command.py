@@ -84,7 +84,7 @@ class RemotingCommand:
     def response(self, code: int, remark: str | None = None, ext_fields: dict[str, object] | None = None,
                  body: bytes = b"", *, version: int = 0) -> RemotingCommand:
         """A response to this request: same opaque, flag 1, JSON header, values as strings."""
-        fields_ = {k: _to_text(v) for k, v in (ext_fields or {}).items() if v is not None}
+        fields_ = {k: v if type(v) is str else _to_text(v) for k, v in (ext_fields or {}).items() if v is not None}
         return RemotingCommand(code=int(code), opaque=self.opaque, flag=FLAG_RESPONSE, language="JAVA",
                                version=version, remark=remark, ext_fields=fields_, body=body)
 
@@ -96,6 +96,8 @@ def _to_text(value: object) -> str:
 
 
 def _language_name(value: object) -> str:
+    if type(value) is str:
+        return value
     if isinstance(value, int) and not isinstance(value, bool):
         try:
             return LanguageCode(value).name
@@ -106,6 +108,8 @@ def _language_name(value: object) -> str:
 
 def _as_int(header: dict[str, object], name: str, default: int | None = None) -> int:
     value = header.get(name, default)
+    if type(value) is int:
+        return value
     if value is None:
         raise RemoteProtocolError(f"header field {name!r} is missing")
     try:
@@ -117,20 +121,19 @@ def _as_int(header: dict[str, object], name: str, default: int | None = None) ->
 # -- JSON header -----------------------------------------------------------------------------------
 
 
+_JSON_DECODE = json.JSONDecoder(strict=False).decode
+_JSON_STRING = json.encoder.encode_basestring  # a str as a JSON string, quoted, non-ASCII kept (ensure_ascii=False)
+
+
 def encode_json_header(cmd: RemotingCommand) -> bytes:
-    """JSON header bytes of `cmd` (extFields values written as strings)."""
-    header: dict[str, object] = {
-        "code": cmd.code,
-        "extFields": {k: _to_text(v) for k, v in cmd.ext_fields.items()},
-        "flag": cmd.flag,
-        "language": cmd.language,
-        "opaque": cmd.opaque,
-        "serializeTypeCurrentRPC": "JSON",
-        "version": cmd.version,
-    }
-    if cmd.remark is not None:
-        header["remark"] = cmd.remark
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """JSON header bytes of `cmd` (extFields values written as strings), what
+    ``json.dumps(header, separators=(",", ":"), ensure_ascii=False)`` writes, in one format string."""
+    ext = ",".join(f"{_JSON_STRING(k)}:{_JSON_STRING(v if type(v) is str else _to_text(v))}"
+                   for k, v in cmd.ext_fields.items())
+    remark = "" if cmd.remark is None else f',"remark":{_JSON_STRING(cmd.remark)}'
+    return (f'{{"code":{int(cmd.code)},"extFields":{{{ext}}},"flag":{int(cmd.flag)},'
+            f'"language":{_JSON_STRING(cmd.language)},"opaque":{int(cmd.opaque)},'
+            f'"serializeTypeCurrentRPC":"JSON","version":{int(cmd.version)}{remark}}}').encode()
 
 
 def decode_json_header(data: bytes) -> RemotingCommand:
@@ -140,7 +143,7 @@ def decode_json_header(data: bytes) -> RemotingCommand:
         RemoteProtocolError: not JSON, not an object, or code/opaque/flag not integers.
     """
     try:
-        header = json.loads(data.decode("utf-8", errors="replace"), strict=False)
+        header = _JSON_DECODE(data.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError) as exc:
         raise RemoteProtocolError(f"header is not JSON: {exc}") from exc
     if not isinstance(header, dict):
@@ -148,6 +151,10 @@ def decode_json_header(data: bytes) -> RemotingCommand:
     ext = header.get("extFields") or {}
     if not isinstance(ext, dict):
         raise RemoteProtocolError("extFields is not a JSON object")
+    for value in ext.values():
+        if type(value) is not str:  # numbers, booleans or null: read as text, null dropped
+            ext = {k: _to_text(v) for k, v in ext.items() if v is not None}
+            break
     remark = header.get("remark")
     return RemotingCommand(
         code=_as_int(header, "code"),
@@ -156,7 +163,7 @@ def decode_json_header(data: bytes) -> RemotingCommand:
         language=_language_name(header.get("language")),
         version=_as_int(header, "version", 0),
         remark=None if remark is None else str(remark),
-        ext_fields={str(k): _to_text(v) for k, v in ext.items() if v is not None},
+        ext_fields=ext,
         serialize_type=SerializeType.JSON,
     )
 

@@ -29,6 +29,7 @@ LENGTH_FIELD_SIZE = struct.calcsize(">i")  # 4
 HEADER_LENGTH_MASK = 0x00FFFFFF
 SERIALIZE_TYPE_SHIFT = 24
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024  # RocketMQ's default (com.rocketmq.remoting.frameMaxLength)
+_SERIALIZE_TYPES = frozenset(int(t) for t in SerializeType)
 
 
 class _NeedData:
@@ -57,7 +58,7 @@ def encode_frame(frame: Frame) -> bytes:
     """
     if len(frame.header) > HEADER_LENGTH_MASK:
         raise LocalProtocolError(f"header of {len(frame.header)} bytes does not fit 24 bits")
-    if frame.serialize_type not in SerializeType.__members__.values():
+    if frame.serialize_type not in _SERIALIZE_TYPES:
         raise LocalProtocolError(f"unknown serialize type {frame.serialize_type}")
     length = LENGTH_FIELD_SIZE + len(frame.header) + len(frame.body)
     word = (frame.serialize_type << SERIALIZE_TYPE_SHIFT) | len(frame.header)
@@ -104,7 +105,7 @@ class FrameDecoder:
         self._check_length(length)
         serialize_type = word >> SERIALIZE_TYPE_SHIFT
         header_length = word & HEADER_LENGTH_MASK
-        if serialize_type not in SerializeType.__members__.values():
+        if serialize_type not in _SERIALIZE_TYPES:
             self._fail(f"unknown serialize type {serialize_type}")
         if header_length > length - LENGTH_FIELD_SIZE:
             self._fail(f"header length {header_length} exceeds frame length {length}")

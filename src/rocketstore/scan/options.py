@@ -202,6 +202,7 @@ class ReadOptions:
         geometry: StoreConfig geometry overrides.
         messages_per_partition / bytes_per_partition: split sizes for the two scan modes.
         filter_pushdown: Spark's reader takes the filters Spark pushes (`filterPushdown`).
+        read_ahead: record batches a partition decodes ahead in a thread (`readAhead`; 0: none).
     """
 
     paths: tuple[str, ...]
@@ -216,6 +217,7 @@ class ReadOptions:
     messages_per_partition: int = _DEFAULT_MESSAGES_PER_PARTITION
     bytes_per_partition: int = _DEFAULT_BYTES_PER_PARTITION
     filter_pushdown: bool = False
+    read_ahead: int = 0
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -253,6 +255,7 @@ class ReadOptions:
                 opts, "bytesPerPartition", _DEFAULT_BYTES_PER_PARTITION, minimum=4096
             ),  # type: ignore[arg-type]
             filter_pushdown=_bool(opts, "filterPushdown", False),
+            read_ahead=_int(opts, "readAhead", 0, minimum=0),  # type: ignore[arg-type]
         )
 
     def keeps_time(self, store_timestamp_ms: int) -> bool:

@@ -32,6 +32,7 @@ import pyarrow as pa
 from rocketstore.config import StoreConfig
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.topics import SCHEDULE_TOPIC
+from rocketstore.scan import direct
 from rocketstore.scan.columnar import batches, run_batches
 from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, mask
 from rocketstore.scan.options import EARLIEST, LATEST, ReadOptions
@@ -203,6 +204,11 @@ def _read(opts: ReadOptions, partition: Partition) -> Iterator[pa.RecordBatch]:
         yield from batches(_bounded(opts, found, filter_topics=False), partition.root)
     elif isinstance(partition, QueueRange):
         with LogReader(partition.root, partition.config) as log:
+            if partition.tags_codes is None and direct.AVAILABLE:
+                made = direct.queue_batches(log, partition.topic, partition.queue_id, partition.start, partition.end,
+                                             partition.root)
+                yield from _bounded_batches(opts, made)
+                return
             if partition.tags_codes is not None:
                 runs = log.queue_runs_tagged(partition.topic, partition.queue_id, partition.start, partition.end,
                                              partition.tags_codes)
@@ -213,6 +219,21 @@ def _read(opts: ReadOptions, partition: Partition) -> Iterator[pa.RecordBatch]:
         with LogReader(partition.root, partition.config) as log:
             runs = log.scan_runs(partition.start, partition.end)
             yield from run_batches(_bounded_runs(opts, runs, filter_topics=True), partition.root)
+
+
+def _bounded_batches(opts: ReadOptions, found: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches with only the rows inside the store-time bounds (batches left empty dropped)."""
+    preds: list[Predicate] = []
+    if opts.starting_timestamp_ms is not None:
+        preds.append(("storeTimestamp", ">=", opts.starting_timestamp_ms))
+    if opts.ending_timestamp_ms is not None:
+        preds.append(("storeTimestamp", "<", opts.ending_timestamp_ms))
+    for batch in found:
+        keep = mask(batch, preds)
+        if keep is not None:
+            batch = batch.filter(keep)
+        if batch.num_rows:
+            yield batch
 
 
 def _bounded(opts: ReadOptions, messages: Iterable[StoredMessage], *, filter_topics: bool) -> Iterator[StoredMessage]:

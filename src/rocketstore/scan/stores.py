@@ -151,6 +151,15 @@ class LogReader:
         while chunk := list(itertools.islice(records, run)):
             yield chunk
 
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The loaded consume queue (topic, queue_id), unmapped by `close`."""
+        from rocketstore.store.files import ConsumeQueue
+
+        cq = ConsumeQueue(self.root, topic, queue_id, self.config.consume_queue_file_entries, read_only=True)
+        cq.load()
+        self._queues.append(cq)
+        return cq
+
     def queue_runs(self, topic: str, queue_id: int, start: int, end: int) -> Iterator[list[StoredMessage]]:
         """Messages of queue offsets `[start, end)` (fillers and removed records skipped), in lists."""
         from rocketstore.store.files import ConsumeQueue, queue_runs

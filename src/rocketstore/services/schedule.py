@@ -3,8 +3,9 @@ back to their real topic and queue.
 
 `put()` parks a message carrying DELAY = level L in queue L-1 of SCHEDULE_TOPIC_XXXX, its consume-queue
 tags code being its delivery time (store time + the level's delay). Each pass walks every level's queue
-from its progress offset and, for each entry that is due, puts a copy to REAL_TOPIC / REAL_QID without
-DELAY (with WAIT=false, as RocketMQ), stopping at the first entry not yet due (entries of one level are
+from its progress offset and, for each entry that is due, puts a copy to REAL_TOPIC / REAL_QID with the
+parked record's properties (DELAY and WAIT kept, as in RocketMQ's records; the copy is not parked again
+and does not wait for the disk), stopping at the first entry not yet due (entries of one level are
 due in order). Progress, level -> next queue offset, is kept in `config/delayOffset.json` in RocketMQ's
 shape and written after each pass that moved it and at close. Delivery is at least once: a crash between
 a delivery and the next progress write delivers those messages again, as in RocketMQ.
@@ -35,8 +36,10 @@ log = logging.getLogger("rocketstore.schedule")
 
 
 def delivery_target(parked: StoredMessage) -> tuple[str, int, dict[str, str]]:
-    """Where a parked record goes and with which properties: REAL_TOPIC, REAL_QID, DELAY removed and
-    WAIT=false (RocketMQ's messageTimeup).
+    """Where a parked record goes and with which properties: REAL_TOPIC / REAL_QID, and every property
+    of the parked record, DELAY and WAIT among them (RocketMQ's messageTimeup writes the parked record's
+    properties string; its later removal of DELAY and WAIT=false touch only what the put reads, so the
+    copy is not parked again and nothing waits for the disk: `deliver` does the same).
 
     Raises:
         ValueError: the record has no REAL_TOPIC, names a system topic there, or has a REAL_QID that is
@@ -49,8 +52,6 @@ def delivery_target(parked: StoredMessage) -> tuple[str, int, dict[str, str]]:
     if refuses_sends(topic):  # delivering it would park it again, forever
         raise ValueError(f"record at {parked.phy_offset} names the system topic {topic!r} as its {props.REAL_TOPIC}")
     queue_id = int(properties.get(props.REAL_QID) or 0)
-    properties.pop(props.DELAY, None)
-    properties[props.WAIT] = "false"
     return topic, queue_id, properties
 
 

@@ -34,6 +34,7 @@ from pyspark.sql.datasource import (
 from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
 from rocketstore.scan.plan import CommitLogRange, KeyLookup, Partition, QueueRange, plan_partitions, read_partition
+from rocketstore.scan.readahead import read_ahead
 
 __all__ = [
     "CommitLogRange",
@@ -68,7 +69,8 @@ class RocketStoreBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow record batches of the partition's messages that pass the bounds and the predicates."""
         if isinstance(partition, ScanPartition):
-            yield from read_partition(self.options, partition.value, self.predicates)
+            yield from read_ahead(read_partition(self.options, partition.value, self.predicates),
+                                  self.options.read_ahead)
         # else: Spark reads one placeholder partition when planning found none; it has no rows.
 
 

@@ -34,13 +34,13 @@ class StoreLock:
         """Take the lock and write `lock` into the file.
 
         Raises:
-            StoreLockedError: another process holds it.
+            StoreLockedError: another process holds it, or a store open in this process.
             OSError: the file cannot be opened.
         """
         key = self.path.resolve()
         with _HELD_GUARD:
             if key in _HELD:
-                raise StoreLockedError(self.path.parent)
+                raise StoreLockedError(self.path.parent, in_this_process=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)

@@ -411,10 +411,10 @@ class StoreLifecycle(StoreCore):
 
     def _deliver_delayed(self, parked: StoredMessage, topic: str, queue_id: int, properties: dict[str, str]) -> None:
         """Store the due copy of a delayed record (the schedule service's output)."""
-        self.put(Message(topic, parked.body, queue_id=queue_id, properties=properties, flag=parked.flag,
-                         born_timestamp=parked.born_timestamp, born_host=parked.born_host,
-                         sys_flag=parked.sys_flag, reconsume_times=parked.reconsume_times,
-                         prepared_transaction_offset=parked.prepared_transaction_offset))
+        self._put_delivered(Message(
+            topic, parked.body, queue_id=queue_id, properties=properties, flag=parked.flag,
+            born_timestamp=parked.born_timestamp, born_host=parked.born_host, sys_flag=parked.sys_flag,
+            reconsume_times=parked.reconsume_times, prepared_transaction_offset=parked.prepared_transaction_offset))
 
     def _on_service_error(self, exc: BaseException) -> None:
         """A background step failed: after a disk error nothing more is acknowledged."""

@@ -347,13 +347,15 @@ class Preparer:
                     prepared[i] = self.prepare_py(messages[i])
         return prepared
 
-    def prepare_py(self, message: Message, *, broker_written: bool = False) -> Prepared:
+    def prepare_py(self, message: Message, *, broker_written: bool = False, delivered: bool = False) -> Prepared:
         """`prepare` in pure Python (the twin of rocketstore._speedups.prepare_plain, and the only path
         for messages with a properties mapping or a born host).
 
         Args:
             broker_written: the message goes to a topic only the broker writes (`broker_topic`), and
                 only there.
+            delivered: the message is the due copy of a delayed record: it goes to its own topic and
+                queue, the DELAY it carries kept in its record and not acted on (RocketMQ's messageTimeup).
 
         Raises:
             InvalidMessageError: a rule is broken (status MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED), or
@@ -374,7 +376,7 @@ class Preparer:
         if message.properties is not None and not isinstance(message.properties, Mapping):
             raise illegal(f"properties must be a mapping of str to str, not {type(message.properties).__name__}")
         if message.properties:
-            properties, wait, delay_level = self._properties_of(message)
+            properties, wait, delay_level = self._properties_of(message, delivered)
             if delay_level:
                 topic, topic_bytes, queue_id = SCHEDULE_TOPIC, _SCHEDULE_TOPIC_PART, delay_level - 1
             props_text = props.encode_properties(properties)
@@ -413,18 +415,24 @@ class Preparer:
             born_ip, born_port, reconsume_times, prepared_offset, size, wait, in_queue, indexed, delay_level,
             tags_code, keys, uniq_key)
 
-    def _properties_of(self, message: Message) -> tuple[dict[str, str], bool, int]:
-        """The properties to store (delayed messages rewritten as RocketMQ does), WAIT, delay level."""
+    def _properties_of(self, message: Message, delivered: bool = False) -> tuple[dict[str, str], bool, int]:
+        """The properties to store, WAIT, delay level.
+
+        A record keeps every property it was put with, as RocketMQ writes the properties string it
+        was given: WAIT and DELAY are read, never removed. A delayed message (DELAY > 0, unless
+        `delivered`) is parked as RocketMQ parks it: REAL_TOPIC and REAL_QID added, DELAY cut to the
+        highest level, in the order a Java HashMap gives them. A delivered copy never waits for the disk.
+        """
         properties = dict(message.properties or {})
         if message.tags is not None and props.TAGS not in properties:
             properties[props.TAGS] = message.tags
         if message.keys and props.KEYS not in properties:
             properties[props.KEYS] = _joined_keys(message.keys)
-        wait = properties.pop(props.WAIT, "true").lower() != "false"
+        wait = not delivered and properties.get(props.WAIT, "true").lower() != "false"
         for name, value in properties.items():
             check_property(name, value)
         level = 0
-        if props.DELAY in properties and gets_queue_entry(message.sys_flag):
+        if props.DELAY in properties and gets_queue_entry(message.sys_flag) and not delivered:
             try:
                 level = int(properties[props.DELAY])
             except ValueError:

@@ -274,6 +274,16 @@ class StoreWritePath(StoreCore):
                     for m in checked_messages("put_broker_records", messages)]
         return self._write(prepared) if prepared else []
 
+    def _put_delivered(self, message: Message) -> PutResult:
+        """Put the due copy of a delayed record (the schedule service's delivery): to its own topic and
+        queue, the DELAY it carries kept and not acted on.
+
+        Raises:
+            the errors of `put`.
+        """
+        self._check_writable()
+        return self._write([self._preparer.prepare_py(message, delivered=True)])[0]
+
     def _write(self, prepared: list[Prepared]) -> list[PutResult]:
         """Append prepared messages, then wait for the flush SYNC mode asks for."""
         if self._combiner.used:  # after the puts queued so far, among them this thread's own

@@ -46,7 +46,10 @@ def test_a_delayed_message_reaches_its_real_queue_only_when_due(tmp_path):
         assert store.deliver_delayed() == 1
         (msg,) = store.get("Real", 2, 0).messages
         assert msg.body == b"late" and msg.tags == "TagL" and msg.keys == ["k1"]
-        assert "DELAY" not in msg.properties
+        # the copy keeps the parked record's properties, DELAY with them (RocketMQ writes the parked
+        # record's properties string), and is not parked again
+        assert msg.properties["DELAY"] == "3"
+        assert list(msg.properties) == list(store.message_at(parked.phy_offset).properties)
         assert (msg.properties["REAL_TOPIC"], msg.properties["REAL_QID"]) == ("Real", "2")
         assert msg.store_timestamp == T0 + 10_000
         assert [m.phy_offset for m in store.query("Real", "k1")] == [msg.phy_offset]

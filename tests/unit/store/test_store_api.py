@@ -164,10 +164,12 @@ def test_a_second_writer_is_locked_out_but_readers_are_not(tmp_path):
     root = tmp_path / "s"
     with open_small(root) as store:
         store.put(Message("T", b"x"))
-        with pytest.raises(StoreLockedError):
+        with pytest.raises(StoreLockedError, match="already open for writing in this process") as here:
             MessageStore.open(root, SMALL)
+        assert here.value.in_this_process
         code = (f"import sys; from rocketstore import MessageStore, StoreLockedError\n"
-                f"try:\n    MessageStore.open({str(root)!r})\nexcept StoreLockedError:\n    sys.exit(7)\n")
+                f"try:\n    MessageStore.open({str(root)!r})\nexcept StoreLockedError as e:\n"
+                f"    sys.exit(7 if 'another process' in str(e) and not e.in_this_process else 8)\n")
         assert subprocess.run([sys.executable, "-c", code]).returncode == 7
         with MessageStore.open(root, read_only=True) as reader:
             assert reader.get("T", 0, 0).messages[0].body == b"x"

@@ -1,0 +1,132 @@
+"""A queue range's record batches straight from the commitlog's mapping: no message object per row.
+
+The consume-queue entries of a chunk of the range (numpy) give each record's physical offset; the
+compiled `record_columns` builds the batch's columns from the records where they lie in the mapped
+commitlog file. Before that, every record is checked with numpy for what the message path
+(`log.entry_run.decode_run`) checks: a valid entry (not a filler), a record inside the file's written
+bytes, a record magic, a record size that fits the entry, the record's own physical offset, queue id and
+queue offset those of the entry; after it, the topic. A chunk where any check fails, or a row
+`record_columns` does not cover, is read the message path's way (`LogReader.queue_runs`), which decides
+what such an entry gives (a record read elsewhere, or nothing). Both ways give equal batches
+(`tests/spark/test_columnar.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketstore.format.consume_queue import FILLER_SIZE
+from rocketstore.format.message import (
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_RECORD_SIZE,
+    PHY_OFFSET_POS,
+    QUEUE_ID_POS,
+    QUEUE_OFFSET_POS,
+)
+from rocketstore.native import speedups
+from rocketstore.scan.columnar import BATCH_BYTES, BATCH_ROWS, _from_buffers, run_batches
+from rocketstore.scan.records import ARROW_SCHEMA
+from rocketstore.scan.stores import LogReader
+
+__all__ = ["AVAILABLE", "queue_batches"]
+
+_record_columns = None if speedups is None else speedups.record_columns
+AVAILABLE = _record_columns is not None
+"""True when the compiled `record_columns` is there (without it, readers take the message path)."""
+
+_ENTRY = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+
+
+def _at(u8: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
+    """The big-endian integer of type `dtype` at each position."""
+    width = np.dtype(dtype).itemsize
+    return u8[pos[:, None] + np.arange(width)].view(dtype).reshape(-1)
+
+
+def queue_batches(log: LogReader, topic: str, queue_id: int, start: int, end: int,
+                  broker: str) -> Iterator[pa.RecordBatch]:
+    """The messages of queue offsets `[start, end)` of one queue as record batches of at most
+    `BATCH_ROWS` rows and about `BATCH_BYTES` record bytes, in queue order."""
+    cq = log.consume_queue(topic, queue_id)
+    lo, hi = max(start, cq.min_offset), min(end, cq.max_offset)
+    while lo < hi:
+        entries = np.frombuffer(cq.entry_bytes(lo, min(hi, lo + BATCH_ROWS)), dtype=_ENTRY)
+        if len(entries) == 0:
+            return
+        count = min(_bytes_cut(entries["size"]), _file_cut(entries["phy"], log.config.commitlog_file_size))
+        entries = entries[:count]
+        batch = _direct(log, entries, topic, queue_id, lo, broker)
+        if batch is None:  # the message path decides what these entries give
+            yield from run_batches(log.queue_runs(topic, queue_id, lo, lo + count), broker)
+        elif batch.num_rows:
+            yield batch
+        lo += count
+
+
+def _bytes_cut(sizes: np.ndarray) -> int:
+    """How many of the entries fit one batch's bytes (at least one)."""
+    total = np.cumsum(sizes.astype(np.int64).clip(0, FILLER_SIZE))
+    return max(1, int(np.searchsorted(total, BATCH_BYTES, side="right")))
+
+
+def _file_cut(phy: np.ndarray, file_size: int) -> int:
+    """How many of the entries come before the first that points past the file of the first valid one
+    (at least one)."""
+    valid = np.flatnonzero(phy >= 0)
+    if len(valid) == 0:
+        return len(phy)
+    file_end = (int(phy[valid[0]]) // file_size + 1) * file_size
+    past = np.flatnonzero(phy >= file_end)
+    return max(1, int(past[0])) if len(past) else len(phy)
+
+
+def _direct(log: LogReader, entries: np.ndarray, topic: str, queue_id: int, first_offset: int,
+            broker: str) -> pa.RecordBatch | None:
+    """The batch of the chunk's records, or None when a check fails."""
+    phy = entries["phy"].astype(np.int64)
+    size = entries["size"].astype(np.int64)
+    offsets = first_offset + np.arange(len(entries), dtype=np.int64)
+    filler = (phy == 0) & (size == FILLER_SIZE) & (entries["tags"] == 0)
+    keep = (phy >= 0) & (size > 0) & ~filler
+    if not keep.all():
+        phy, size, offsets = phy[keep], size[keep], offsets[keep]
+    if len(phy) == 0:
+        return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
+    file_start, written, mm = log.commitlog.readable_file(int(phy[0]))
+    if written < 0:
+        return None
+    pos = phy - file_start
+    if (pos < 0).any() or (pos + size > written).any() or (size < MIN_RECORD_SIZE).any():
+        return None  # a record elsewhere (another file) or outside the written bytes
+    u8 = np.frombuffer(mm, dtype=np.uint8)
+    total = _at(u8, pos, ">i4").astype(np.int64)
+    magic = _at(u8, pos + 4, ">u4")
+    if (((magic != MAGIC_V1) & (magic != MAGIC_V2)).any() or (total < MIN_RECORD_SIZE).any()
+            or (total > size).any()):
+        return None
+    if ((_at(u8, pos + PHY_OFFSET_POS, ">i8") != phy).any() or (_at(u8, pos + QUEUE_ID_POS, ">i4") != queue_id).any()
+            or (_at(u8, pos + QUEUE_OFFSET_POS, ">i8") != offsets).any()):
+        return None
+    buffers = _columns(mm, pos, pos + total)
+    if buffers is None:
+        return None
+    batch = _from_buffers(len(pos), buffers, broker)
+    if not pc.all(pc.equal(batch.column("topic"), topic)).as_py():
+        return None
+    return batch
+
+
+def _columns(mm: Any, starts: np.ndarray, ends: np.ndarray) -> tuple[bytes, ...] | None:
+    assert _record_columns is not None
+    try:
+        result: tuple[bytes, ...] | None = _record_columns(mm, np.ascontiguousarray(starts, dtype=np.int64),
+                                                           np.ascontiguousarray(ends, dtype=np.int64))
+    except (ValueError, OverflowError):
+        return None
+    return result
