@@ -1,6 +1,6 @@
 """A bounded fuzz of every compiled kernel against its pure-Python twin.
 
-Each kernel of `rocketstore._speedups` is held to its twin by hypothesis tests (`TWIN_TESTS`: most live
+Each kernel of `rocketstore._speedups` is held to its twin by hypothesis tests (`_twin_tests()`: most live
 beside the code they test, in tests/unit; `record_columns` and `index_put_keys` here). The fuzz feeds
 each of those tests seeded random bytes through hypothesis' `fuzz_one_input` (the bytes pick the
 generated values) for a share of a time budget, and reports how many inputs each kernel took. Every
