@@ -210,7 +210,7 @@ def _twin_tests() -> dict[str, list[Callable[..., Any]]]:
         "prepare_plain": [su.test_prepare_plain_twins,
                           hostile.test_the_compiled_prepare_takes_the_decisions_of_its_twin],
         "properties_at": [su.test_properties_at_twins],
-        "put_behind": [put_one.test_any_puts_leaving_their_dispatch_behind_write_the_same_store],
+        "Appender": [put_one.test_any_puts_leaving_their_dispatch_behind_write_the_same_store],
         "put_one": [put_one.test_any_single_puts_write_the_same_through_either_path],
         "put_results": [su.test_put_results_twins],
         "query_records": [test_query_records_twins_on_any_bounds],
