@@ -69,8 +69,8 @@ class StoreLockedError(StoreError):
 
     def __init__(self, path: Any, *, in_this_process: bool = False) -> None:
         if in_this_process:
-            message = (f"store {path} is already open for writing in this process; close it first, use the "
-                       "open store, or open this one read-only")
+            message = (f"store {path} is already open for writing in this process (that open store holds its "
+                       "lock); close it first, use the open store, or open this one read-only")
         else:
             message = f"store {path} is locked by another process (a broker or another writer)"
         super().__init__(message)
