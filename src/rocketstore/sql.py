@@ -197,9 +197,10 @@ def _conjuncts(text: str) -> list[str]:
     return [text]
 
 
-def _closing(text: str, open_at: int) -> int:
-    """Where the bracket opened at `open_at` closes (quotes skipped), or -1."""
-    depth, quoted, i = 0, False, open_at
+def _unquoted(text: str, start: int = 0) -> Iterator[tuple[int, int]]:
+    """(position, bracket depth before it) of each character of `text` from `start` that is outside
+    double quotes (a backslash escapes the next character inside them)."""
+    depth, quoted, i = 0, False, start
     while i < len(text):
         c = text[i]
         if quoted:
@@ -209,35 +210,28 @@ def _closing(text: str, open_at: int) -> int:
                 quoted = False
         elif c == '"':
             quoted = True
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
+        else:
+            yield i, depth
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
         i += 1
+
+
+def _closing(text: str, open_at: int) -> int:
+    """Where the bracket opened at `open_at` closes (quotes skipped), or -1."""
+    for i, depth in _unquoted(text, open_at):
+        if depth == 1 and text[i] in ")]}":
+            return i
     return -1
 
 
 def _top_level(text: str, word: str) -> int | None:
     """The first place of `word` in `text` outside brackets and quotes."""
-    depth, quoted, i = 0, False, 0
-    while i < len(text):
-        c = text[i]
-        if quoted:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quoted = False
-        elif c == '"':
-            quoted = True
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif depth == 0 and text.startswith(word, i):
+    for i, depth in _unquoted(text):
+        if depth == 0 and text[i] not in "([{)]}" and text.startswith(word, i):
             return i
-        i += 1
     return None
 
 
