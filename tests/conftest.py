@@ -11,8 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from rocketstore.config import DISK_CLEAN_FORCIBLY_ENV, DISK_FULL_ENV
+
+# CI's sanitizer run (.ci/run: ASan and UBSan, every allocation through malloc) is several times slower;
+# how fast hypothesis generates inputs is not what it tests
+settings.register_profile("sanitized", suppress_health_check=[HealthCheck.too_slow], deadline=None)
 
 # The stores under test (and those of the brokers and Spark jobs the tests start, which inherit the
 # environment) neither delete fresh files nor refuse puts because the host's disk is full of other

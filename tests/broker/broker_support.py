@@ -6,17 +6,16 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from rocketstore import MessageStore, StoreConfig
+from rocketstore.testing import BrokerError, ServeProcess
 
 CLIENT_REQUIREMENT = "rocketmq==0.4.4"
 CLIENT_SCRIPT = Path(__file__).parent / "clients" / "rmq_client.py"
@@ -41,67 +40,55 @@ def create_store(path: Path) -> Path:
 
 
 class BrokerProcess:
-    """`python -m rocketstore.broker STORE ...` on free loopback ports."""
+    """`python -m rocketstore.broker STORE ...` on free loopback ports: rocketstore.testing's
+    `ServeProcess` (the fixture's broker process), with the suite's fast delay levels and its failures
+    reported through pytest."""
 
-    def __init__(self, store: Path, log_path: Path, *extra: str, one_port: bool = False) -> None:
+    def __init__(self, store: Path, log_path: Path, *extra: str, one_port: bool = False, grpc: bool = False) -> None:
         self.store = store
         self.log_path = log_path
         self.extra = extra
-        self.port = free_port()
-        self.ns_port = self.port if one_port else free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.serve = ServeProcess(store, log_path, ("--delay-levels", FAST_DELAY_LEVELS, *extra), grpc=grpc,
+                                  one_port=one_port,
+                                  log_level=os.environ.get("ROCKETSTORE_BROKER_LOG_LEVEL", "INFO"))
+        self.port = self.serve.broker_port
+        self.ns_port = self.serve.namesrv_port
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return self.serve.broker_addr
 
     @property
     def namesrv(self) -> str:
-        return f"127.0.0.1:{self.ns_port}"
+        return self.serve.namesrv_addr
+
+    @property
+    def pid(self) -> int:
+        assert self.serve.pid is not None, "the broker was never started"
+        return self.serve.pid
 
     def start(self) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "rocketstore.broker", str(self.store), "--listen", self.addr,
-               "--namesrv", self.namesrv, "--delay-levels", FAST_DELAY_LEVELS,
-               "--log-level", os.environ.get("ROCKETSTORE_BROKER_LOG_LEVEL", "INFO"),
-               *(() if "--grpc" in self.extra else ("--grpc", "off")), *self.extra]
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"broker exited with {self.proc.returncode}:\n{self.log()}")
-            if all(_accepts(port) for port in (self.port, self.ns_port)):
-                return self
-            time.sleep(0.1)
-        self.kill()
-        pytest.fail(f"broker did not listen within {START_TIMEOUT_S} s:\n{self.log()}")
+        try:
+            self.serve.start(START_TIMEOUT_S)
+        except BrokerError as exc:
+            pytest.fail(str(exc))
+        return self
 
     def stop(self) -> int:
         """SIGTERM and wait; returns the exit code."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                pytest.fail(f"broker ignored SIGTERM for {STOP_TIMEOUT_S} s:\n{self.log()}")
-        return self.proc.returncode
+        try:
+            return self.serve.stop(STOP_TIMEOUT_S)
+        except BrokerError as exc:
+            pytest.fail(str(exc))
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        self.serve.kill()
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.serve.alive()
 
     def log(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-6000:]
-        except OSError:
-            return ""
+        return self.serve.log_tail(6000)
 
 
 def _accepts(port: int) -> bool:

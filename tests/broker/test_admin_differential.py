@@ -31,8 +31,8 @@ TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # the Java broker registers it a 
 MASKED = {"broker_addr", "addr", "msg_id", "offset_msg_id", "uniq_key", "phy_offset", "born_host", "store_host",
           "born_timestamp", "store_timestamp", "last_update_timestamp", "last_timestamp", "version", "put_tps",
           "get_tps", "put_today", "get_today", "disk_ratio", "body_crc", "properties", "size"}
-# properties and size: RocketMQ 4.9.8's SendMessageProcessor stores the properties without WAIT (re-written
-# in its map's order), serve as the producer sent them.
+# properties and size: RocketMQ 4.9.8's SendMessageProcessor re-writes the properties in its map's order,
+# serve keeps the producer's order (both leave WAIT=true out).
 
 
 @dataclass

@@ -23,8 +23,7 @@ MiB = 1 << 20
 
 
 def _rss_mib(process: BrokerProcess) -> float:
-    assert process.proc is not None
-    with open(f"/proc/{process.proc.pid}/status") as status:
+    with open(f"/proc/{process.pid}/status") as status:
         line = next(row for row in status if row.startswith("VmRSS:"))
     return int(line.split()[1]) / 1024
 

@@ -3,15 +3,12 @@ gRPC endpoint, and raw calls of our own over grpcio for what the client never se
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ import pytest
 from rocketstore.broker.grpc.protos import SERVICE, pb
 from rocketstore.protocol import RequestCode, ResponseCode
 from rocketstore.protocol.client import RemotingClient
-from tests.broker.broker_support import BrokerProcess, ClientProcess, client_venv, finish, free_port
+from tests.broker.broker_support import BrokerProcess, ClientProcess, client_venv, finish
 
 CLIENT5_REQUIREMENT = "rocketmq-python-client==5.1.2"
 CLIENT5_SCRIPT = Path(__file__).parent / "clients" / "rmq5_client.py"
@@ -61,19 +58,9 @@ class GrpcBroker(BrokerProcess):
     """A broker subprocess with its gRPC endpoint on a free port."""
 
     def __init__(self, store: Path, log_path: Path, *extra: str) -> None:
-        self.grpc_port = free_port()
-        super().__init__(store, log_path, "--grpc", f"127.0.0.1:{self.grpc_port}", *extra)
-
-    def start(self) -> GrpcBroker:
-        """Start, and wait for the gRPC port too (it opens after the remoting ones)."""
-        super().start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.grpc_port), timeout=0.5):
-                return self
-            time.sleep(0.05)
-        self.kill()
-        pytest.fail(f"the gRPC endpoint did not listen within 30 s:\n{self.log()}")
+        super().__init__(store, log_path, *extra, grpc=True)
+        assert self.serve.grpc_port is not None
+        self.grpc_port = self.serve.grpc_port
 
     @property
     def endpoint(self) -> str:

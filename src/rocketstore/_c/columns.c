@@ -22,6 +22,9 @@ struct grow {
 static int
 grow_add(struct grow *g, const void *bytes, Py_ssize_t len)
 {
+    if (len == 0) {
+        return 0; /* an empty field (a first row's empty topic or body: `g->bytes` may still be NULL) */
+    }
     if (g->len + len > g->cap) {
         Py_ssize_t cap = g->cap ? g->cap : 4096;
         while (cap < g->len + len) {
@@ -164,9 +167,12 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
 {
     static const char hex[] = "0123456789ABCDEF";
     struct layout lay;
+    if (total < MIN_RECORD_SIZE) {
+        return 0; /* before any header field is read: the range may end inside the header */
+    }
     unsigned long magic = (unsigned long)(read_be(raw + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
     long long sys_flag = read_be(raw + REC_SYSFLAG_POS, 4);
-    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || read_be(raw, 4) != total
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || read_be(raw, 4) != total
         || (sys_flag & (BORN_V6 | STORE_V6)) != 0) {
         return 0;
     }
@@ -295,7 +301,8 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
  * bits, offsets, bytes each), keys (list offsets, string offsets, bytes), properties (entry offsets,
  * name offsets, names, value offsets, values), body (offsets, bytes), bornHost and storeHost (offsets,
  * bytes each); every offsets buffer int32 from 0. None when a record is one the Python path takes (see
- * the file's comment): the caller then builds the whole batch that way. */
+ * the file's comment), also for a range too short to hold a record: the caller then builds the whole
+ * batch that way. ValueError for a range that is reversed or reaches outside `data`. */
 PyObject *
 speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -347,7 +354,7 @@ speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
         int64_t start, stop;
         memcpy(&start, (const char *)starts.buf + 8 * row, 8);
         memcpy(&stop, (const char *)ends.buf + 8 * row, 8);
-        if (start < 0 || stop > data.len || stop - start < 8) {
+        if (start < 0 || stop < start || stop > data.len) {
             PyErr_SetString(PyExc_ValueError, "record_columns: a record range outside the data");
             goto done;
         }

@@ -93,9 +93,9 @@ static inline unsigned char *
 put_index_pair(unsigned char *out, uint32_t h, long long phy)
 {
     int64_t index_hash = index_hash_of(h), at = phy;
-    memcpy(out, &index_hash, 8);
-    memcpy(out + 8, &at, 8);
-    return out + 16;
+    memcpy(out + INDEX_KEY_KEYHASH_POS, &index_hash, INDEX_KEY_KEYHASH_WIDTH);
+    memcpy(out + INDEX_KEY_PHYSICAL_OFFSET_POS, &at, INDEX_KEY_PHYSICAL_OFFSET_WIDTH);
+    return out + INDEX_KEY_SIZE;
 }
 
 /* A big-endian signed field of `width` bytes (4: an int32, 8: an int64). */
@@ -222,10 +222,10 @@ PyObject *speedups_index_put_keys(PyObject *module, PyObject *const *args, Py_ss
 PyObject *speedups_index_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 /* Whether rs_index_put can write the `count` keys at `pairs` into an index file of `len` bytes with
  * `slots` hash slots and that `header`: 1 when it can, 0 when a value or position is out of range. */
-int rs_index_fits(Py_ssize_t len, long long slots, const long long header[6], const unsigned char *pairs,
+int rs_index_fits(Py_ssize_t len, long long slots, const long long header[INDEX_HEADER_FIELDS], const unsigned char *pairs,
                   Py_ssize_t count);
 /* The writes of index_put_keys: 0, or 1 with nothing written when rs_index_fits says 0. */
-int rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long header[6], const unsigned char *pairs,
+int rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long header[INDEX_HEADER_FIELDS], const unsigned char *pairs,
                  Py_ssize_t count, long long ts);
 PyObject *speedups_decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_query_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

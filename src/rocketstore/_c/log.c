@@ -170,48 +170,51 @@ speedups_index_lookup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return Py_NewRef(walked ? Py_True : Py_False);
 }
 
-#define MAX_TIME_DIFF 0x7FFFFFFFLL
-
-/* Writes entries header[5] (indexCount), +1, ... for the `count` (index hash, phy offset) pairs of
+/* Writes entries header[INDEX_HEADER_INDEXCOUNT_FIELD] (indexCount), +1, ... for the `count` (index hash, phy offset) pairs of
  * native int64 at `pairs`, all stored at `ts`, points their slots at them and writes the 40-byte header
  * of the index file mapped at `buf` (`len` bytes, `slots` hash slots), as IndexFile._put_keys_py does;
  * `header` holds its six fields in file order (beginTimestamp, endTimestamp, beginPhyOffset,
  * endPhyOffset, hashSlotCount, indexCount) and is updated. Returns 0, or 1 without writing anything when a
  * value or position is out of range (the caller's Python twin then runs). */
 int
-rs_index_fits(Py_ssize_t len, long long slots, const long long header[6], const unsigned char *pairs,
+rs_index_fits(Py_ssize_t len, long long slots, const long long header[INDEX_HEADER_FIELDS], const unsigned char *pairs,
               Py_ssize_t count)
 {
-    long long slot_count = header[4], n = header[5];
-    if (slots <= 0 || slots > MAX_SLOTS || n < 1) {
+    long long slot_count = header[INDEX_HEADER_HASHSLOTCOUNT_FIELD], n = header[INDEX_HEADER_INDEXCOUNT_FIELD];
+    /* each bound before the sum it guards: the header's fields and `count` may be any int64 */
+    if (slots <= 0 || slots > MAX_SLOTS || n < 1 || n > JAVA_INT_MAX || count < 0 || count > JAVA_INT_MAX - n
+        || slot_count < JAVA_INT_MIN || slot_count > JAVA_INT_MAX - count) {
+        return 0;
+    }
+    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
+    if (entries_at + (n + count) * INDEX_ENTRY_SIZE > len) {
         return 0;
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t h;
-        memcpy(&h, pairs + 16 * i, 8);
-        if (h < 0 || h > 0x7FFFFFFFLL) {
+        memcpy(&h, pairs + INDEX_KEY_SIZE * i + INDEX_KEY_KEYHASH_POS, INDEX_KEY_KEYHASH_WIDTH);
+        if (h < 0 || h > JAVA_INT_MAX) {
             return 0;
         }
     }
-    long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
-    return n + count <= 0x7FFFFFFFLL && slot_count + count <= 0x7FFFFFFFLL && slot_count >= INT32_MIN
-           && entries_at + (n + count) * INDEX_ENTRY_SIZE <= len;
+    return 1;
 }
 
 int
-rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long header[6], const unsigned char *pairs,
+rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long header[INDEX_HEADER_FIELDS], const unsigned char *pairs,
              Py_ssize_t count, long long ts)
 {
     if (!rs_index_fits(len, slots, header, pairs, count)) {
         return 1;
     }
-    long long begin_ts = header[0], end_ts = header[1], begin_phy = header[2], end_phy = header[3];
-    long long slot_count = header[4], n = header[5];
+    long long begin_ts = header[INDEX_HEADER_BEGINTIMESTAMP_FIELD], end_ts = header[INDEX_HEADER_ENDTIMESTAMP_FIELD];
+    long long begin_phy = header[INDEX_HEADER_BEGINPHYOFFSET_FIELD], end_phy = header[INDEX_HEADER_ENDPHYOFFSET_FIELD];
+    long long slot_count = header[INDEX_HEADER_HASHSLOTCOUNT_FIELD], n = header[INDEX_HEADER_INDEXCOUNT_FIELD];
     long long entries_at = INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t h, phy;
-        memcpy(&h, pairs + 16 * i, 8);
-        memcpy(&phy, pairs + 16 * i + 8, 8);
+        memcpy(&h, pairs + INDEX_KEY_SIZE * i + INDEX_KEY_KEYHASH_POS, INDEX_KEY_KEYHASH_WIDTH);
+        memcpy(&phy, pairs + INDEX_KEY_SIZE * i + INDEX_KEY_PHYSICAL_OFFSET_POS, INDEX_KEY_PHYSICAL_OFFSET_WIDTH);
         unsigned char *slot = buf + INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE;
         long long slot_value = read_be(slot, 4);
         if (slot_value <= 0 || slot_value > n) {
@@ -221,8 +224,8 @@ rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long head
         long long diff = 0; /* whole seconds since the file's begin, truncated, clamped to [0, 2**31-1] */
         if (begin_ts > 0 && ts > begin_ts) {
             diff = (ts - begin_ts) / 1000;
-            if (diff > MAX_TIME_DIFF) {
-                diff = MAX_TIME_DIFF;
+            if (diff > JAVA_INT_MAX) {
+                diff = JAVA_INT_MAX;
             }
         }
         if (n <= 1) {
@@ -245,12 +248,12 @@ rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long head
     write_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, (uint64_t)end_phy, 8);
     write_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, (uint64_t)slot_count, 4);
     write_be(buf + INDEX_HEADER_INDEXCOUNT_POS, (uint64_t)n, 4);
-    header[0] = begin_ts;
-    header[1] = end_ts;
-    header[2] = begin_phy;
-    header[3] = end_phy;
-    header[4] = slot_count;
-    header[5] = n;
+    header[INDEX_HEADER_BEGINTIMESTAMP_FIELD] = begin_ts;
+    header[INDEX_HEADER_ENDTIMESTAMP_FIELD] = end_ts;
+    header[INDEX_HEADER_BEGINPHYOFFSET_FIELD] = begin_phy;
+    header[INDEX_HEADER_ENDPHYOFFSET_FIELD] = end_phy;
+    header[INDEX_HEADER_HASHSLOTCOUNT_FIELD] = slot_count;
+    header[INDEX_HEADER_INDEXCOUNT_FIELD] = n;
     return 0;
 }
 
@@ -266,7 +269,7 @@ speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "index_put_keys takes seven arguments");
         return NULL;
     }
-    long long header[6];
+    long long header[INDEX_HEADER_FIELDS];
     long long slots = PyLong_AsLongLong(args[1]);
     long long ts = PyLong_AsLongLong(args[4]);
     Py_ssize_t start = PyLong_AsSsize_t(args[5]);
@@ -277,7 +280,7 @@ speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
         }
         return NULL;
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < INDEX_HEADER_FIELDS; i++) {
         header[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(args[2], i));
     }
     if (PyErr_Occurred()) {
@@ -292,15 +295,15 @@ speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
         return NULL;
     }
     PyObject *result = NULL;
-    Py_ssize_t held = keys.len / 16;
-    if (keys.len % 16 != 0 || start < 0 || stop < start || stop > held) {
+    Py_ssize_t held = keys.len / INDEX_KEY_SIZE;
+    if (keys.len % INDEX_KEY_SIZE != 0 || start < 0 || stop < start || stop > held) {
         result = Py_NewRef(Py_None);
         goto done;
     }
     if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
         goto done;
     }
-    if (rs_index_put((unsigned char *)view.buf, view.len, slots, header, (const unsigned char *)keys.buf + start * 16,
+    if (rs_index_put((unsigned char *)view.buf, view.len, slots, header, (const unsigned char *)keys.buf + start * INDEX_KEY_SIZE,
                      stop - start, ts) != 0) {
         result = Py_NewRef(Py_None);
     } else {

@@ -474,7 +474,7 @@ speedups_pack_requests(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
                 topic_hash = 31u * hash_units(0, topic) + '#';
                 last_topic = topic;
             }
-            unsigned char *out = grow(g.keys, count * 16);
+            unsigned char *out = grow(g.keys, count * INDEX_KEY_SIZE);
             if (out == NULL) {
                 goto done;
             }
@@ -538,7 +538,7 @@ static int
 put_index_key(PyObject *keys, uint32_t topic_hash, long long phy, const char *key, Py_ssize_t len)
 {
     uint32_t h;
-    unsigned char *out = hash_utf8(topic_hash, key, len, &h) < 0 ? NULL : grow(keys, 16);
+    unsigned char *out = hash_utf8(topic_hash, key, len, &h) < 0 ? NULL : grow(keys, INDEX_KEY_SIZE);
     if (out == NULL) {
         return -1;
     }

@@ -249,8 +249,6 @@ int_field(PyObject *value, long long lo, long long hi, int *ok)
     return v;
 }
 
-#define I32_MIN (-2147483647LL - 1)
-#define I32_MAX 2147483647LL
 
 static int
 has_separator(PyObject *text)
@@ -574,7 +572,7 @@ prepare_parts_of(PyObject *message, const struct prepare_call *call, struct prep
         return 0;
     }
     int ok = 1;
-    m->qid = int_field(m->queue_id, 0, 0x7FFFFFFF, &ok);
+    m->qid = int_field(m->queue_id, 0, JAVA_INT_MAX, &ok);
     return ok;
 }
 
@@ -896,10 +894,10 @@ header_fields_of(PyObject *message, const struct message_layout *layout, PyObjec
     int ok = PyLong_CheckExact(out[0]) && PyLong_CheckExact(out[2]) && PyLong_CheckExact(out[3])
              && (out[1] == Py_None || PyLong_CheckExact(out[1]));
     if (ok) {
-        (void)int_field(out[0], I32_MIN, I32_MAX, &ok);
-        (void)int_field(out[2], I32_MIN, I32_MAX, &ok);
+        (void)int_field(out[0], JAVA_INT_MIN, JAVA_INT_MAX, &ok);
+        (void)int_field(out[2], JAVA_INT_MIN, JAVA_INT_MAX, &ok);
         (void)int_field(out[3], LLONG_MIN, LLONG_MAX, &ok);
-        (void)int_field(sys_flag, I32_MIN, I32_MAX, &ok);
+        (void)int_field(sys_flag, JAVA_INT_MIN, JAVA_INT_MAX, &ok);
         if (out[1] != Py_None) {
             (void)int_field(out[1], LLONG_MIN, LLONG_MAX, &ok);
         }
@@ -922,7 +920,7 @@ body_crc_of(PyObject *body)
     else {
         body_crc = rs_crc32(0, data, n);
     }
-    return PyLong_FromUnsignedLong(body_crc & 0x7FFFFFFFUL);
+    return PyLong_FromUnsignedLong(body_crc & CRC_MASK);
 }
 
 /* What prepare_one computed of a message, for its Prepared (new references). */
@@ -1049,22 +1047,22 @@ packed_of(PyObject *p, long long store_ts, Py_ssize_t store_ip_len, struct packe
     }
     int ok = 1;
     r->p = p;
-    r->size = int_field(PyTuple_GET_ITEM(p, P_SIZE), 0, I32_MAX, &ok);
-    r->crc = int_field(PyTuple_GET_ITEM(p, P_BODY_CRC), I32_MIN, I32_MAX, &ok);
-    r->queue_id = int_field(PyTuple_GET_ITEM(p, P_QUEUE_ID), I32_MIN, I32_MAX, &ok);
-    r->flag = int_field(PyTuple_GET_ITEM(p, P_FLAG), I32_MIN, I32_MAX, &ok);
-    r->record_flag = int_field(PyTuple_GET_ITEM(p, P_RECORD_SYS_FLAG), I32_MIN, I32_MAX, &ok);
+    r->size = int_field(PyTuple_GET_ITEM(p, P_SIZE), 0, JAVA_INT_MAX, &ok);
+    r->crc = int_field(PyTuple_GET_ITEM(p, P_BODY_CRC), JAVA_INT_MIN, JAVA_INT_MAX, &ok);
+    r->queue_id = int_field(PyTuple_GET_ITEM(p, P_QUEUE_ID), JAVA_INT_MIN, JAVA_INT_MAX, &ok);
+    r->flag = int_field(PyTuple_GET_ITEM(p, P_FLAG), JAVA_INT_MIN, JAVA_INT_MAX, &ok);
+    r->record_flag = int_field(PyTuple_GET_ITEM(p, P_RECORD_SYS_FLAG), JAVA_INT_MIN, JAVA_INT_MAX, &ok);
     PyObject *born_ts = PyTuple_GET_ITEM(p, P_BORN_TIMESTAMP);
     r->born_has_ts = born_ts != Py_None;
     r->born_ts = r->born_has_ts ? int_field(born_ts, LLONG_MIN, LLONG_MAX, &ok) : store_ts;
-    r->born_port = int_field(PyTuple_GET_ITEM(p, P_BORN_PORT), I32_MIN, I32_MAX, &ok);
-    r->reconsume = int_field(PyTuple_GET_ITEM(p, P_RECONSUME_TIMES), I32_MIN, I32_MAX, &ok);
+    r->born_port = int_field(PyTuple_GET_ITEM(p, P_BORN_PORT), JAVA_INT_MIN, JAVA_INT_MAX, &ok);
+    r->reconsume = int_field(PyTuple_GET_ITEM(p, P_RECONSUME_TIMES), JAVA_INT_MIN, JAVA_INT_MAX, &ok);
     r->prepared_offset = int_field(PyTuple_GET_ITEM(p, P_PREPARED_OFFSET), LLONG_MIN, LLONG_MAX, &ok);
     r->code = int_field(PyTuple_GET_ITEM(p, P_TAGS_CODE), LLONG_MIN, LLONG_MAX, &ok);
     PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
     PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
     if (!ok || !PyBytes_Check(body) || !PyBytes_Check(tail) || !PyBytes_Check(born_ip)
-        || (PyBytes_GET_SIZE(born_ip) != 4 && PyBytes_GET_SIZE(born_ip) != 16) || PyBytes_GET_SIZE(body) > I32_MAX) {
+        || (PyBytes_GET_SIZE(born_ip) != 4 && PyBytes_GET_SIZE(born_ip) != 16) || PyBytes_GET_SIZE(body) > JAVA_INT_MAX) {
         return 0;
     }
     long long header = 80 + PyBytes_GET_SIZE(born_ip) + store_ip_len;
@@ -1262,11 +1260,11 @@ grow_queue_units(PyObject *per_queue, PyObject *key, long long first_offset, Py_
     }
     PyObject *units = PyTuple_GET_ITEM(run, 1);
     Py_ssize_t had = PyByteArray_GET_SIZE(units);
-    if (PyByteArray_Resize(units, had + count * 20) < 0) {
+    if (PyByteArray_Resize(units, had + count * UNIT_SIZE) < 0) {
         return NULL;
     }
     unsigned char *at = (unsigned char *)PyByteArray_AS_STRING(units) + had;
-    memset(at, 0, (size_t)(count * 20)); /* written in pass 2; zeros if it stops on an error */
+    memset(at, 0, (size_t)(count * UNIT_SIZE)); /* written in pass 2; zeros if it stops on an error */
     return at;
 }
 
@@ -1310,7 +1308,7 @@ speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     }
     Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
     if (i < 0 || stop > PyList_GET_SIZE(prepared) || phy < 0 || phy > LLONG_MAX / 2
-        || (store_ip_len != 4 && store_ip_len != 16) || store_port < I32_MIN || store_port > I32_MAX) {
+        || (store_ip_len != 4 && store_ip_len != 16) || store_port < JAVA_INT_MIN || store_port > JAVA_INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "pack_run: index, offset or store host out of range");
         return NULL;
     }
@@ -1406,7 +1404,7 @@ speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
         }
     }
     Py_ssize_t keys_had = PyByteArray_GET_SIZE(index_keys);
-    if (PyByteArray_Resize(index_keys, keys_had + total_keys * 16) < 0) {
+    if (PyByteArray_Resize(index_keys, keys_had + total_keys * INDEX_KEY_SIZE) < 0) {
         goto error;
     }
     unsigned char *key_out = (unsigned char *)PyByteArray_AS_STRING(index_keys) + keys_had;
@@ -1767,7 +1765,7 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
         return NULL;
     }
     int ok = 1;
-    long long store_port = int_field(args[5], I32_MIN, I32_MAX, &ok);
+    long long store_port = int_field(args[5], JAVA_INT_MIN, JAVA_INT_MAX, &ok);
     long long store_ts = int_field(args[9], LLONG_MIN, LLONG_MAX, &ok);
     long long queue_offset = int_field(args[10], 0, LLONG_MAX / 32, &ok);
     long long tags_code = int_field(args[11], LLONG_MIN, LLONG_MAX, &ok);
@@ -1827,8 +1825,8 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
             goto decline; /* already there, a gap, or the file's last entry: the Python way's rules */
         }
     }
-    unsigned char pairs[16 * PUT_ONE_KEYS];
-    long long fields[6] = {0}, slots = 0;
+    unsigned char pairs[INDEX_KEY_SIZE * PUT_ONE_KEYS];
+    long long fields[INDEX_HEADER_FIELDS] = {0}, slots = 0;
     Py_ssize_t keys = 0;
     if (index_file != Py_None) {
         keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
@@ -1840,7 +1838,7 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
         long long max_entries = 0;
         header = PyObject_GetAttr(index_file, rs_put_attribute_names[A_HEADER]);
         got = header == NULL || check_slots(Py_TYPE(header), header_descriptors, "put_one") < 0 ? -1 : 1;
-        for (int i = 0; got == 1 && i < 6; i++) {
+        for (int i = 0; got == 1 && i < INDEX_HEADER_FIELDS; i++) {
             PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
             PyObject *value = Py_TYPE(descriptor)->tp_descr_get(descriptor, header, (PyObject *)Py_TYPE(header));
             if (value == NULL) {
@@ -1848,7 +1846,7 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
                 break;
             }
             int fits = 1;
-            fields[i] = int_field(value, i == 4 ? INT32_MIN : 0, LLONG_MAX / 4, &fits);
+            fields[i] = int_field(value, i == INDEX_HEADER_HASHSLOTCOUNT_FIELD ? JAVA_INT_MIN : 0, LLONG_MAX / 4, &fits);
             Py_DECREF(value);
             got = fits;
         }
@@ -1897,7 +1895,7 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     }
     if (!failed && keys > 0) {
         rs_index_put((unsigned char *)index_view.buf, index_view.len, slots, fields, pairs, keys, store_ts);
-        for (int i = 0; !failed && i < 6; i++) {
+        for (int i = 0; !failed && i < INDEX_HEADER_FIELDS; i++) {
             PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
             PyObject *value = PyLong_FromLongLong(fields[i]);
             failed = value == NULL || Py_TYPE(descriptor)->tp_descr_set(descriptor, header, value) < 0;
@@ -2005,8 +2003,8 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     Py_ssize_t ip_len = PyBytes_GET_SIZE(store_ip);
     if (PyTuple_GET_SIZE(slots) != 8 || PyTuple_GET_SIZE(prepare) != 8 || (ip_len != 4 && ip_len != 16)
-        || !PyUnicode_IS_ASCII(prefix) || store_port < I32_MIN || store_port > I32_MAX || record_limit < 0
-        || record_limit > I32_MAX || blank_size < 0 || blank_size > I32_MAX) {
+        || !PyUnicode_IS_ASCII(prefix) || store_port < JAVA_INT_MIN || store_port > JAVA_INT_MAX || record_limit < 0
+        || record_limit > JAVA_INT_MAX || blank_size < 0 || blank_size > JAVA_INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "Appender: PutResult's 8 slots, prepare_plain's 8 arguments, a 4 or 16 "
                                           "byte store IP, an ASCII msg id prefix and int32 sizes expected");
         return NULL;
@@ -2051,8 +2049,8 @@ appender_attach(Appender *self, PyObject *const *args, Py_ssize_t nargs)
     }
     int ok = 1;
     long long from = int_field(args[1], 0, LLONG_MAX / 4, &ok);
-    long long size = int_field(args[2], 0, I32_MAX, &ok);
-    long long pos = int_field(args[3], 0, I32_MAX, &ok);
+    long long size = int_field(args[2], 0, JAVA_INT_MAX, &ok);
+    long long pos = int_field(args[3], 0, JAVA_INT_MAX, &ok);
     Py_buffer view;
     if (!ok || pos > size) {
         PyErr_SetString(PyExc_ValueError, "attach: a start offset, a file size and a position within it expected");

@@ -11,12 +11,12 @@ Filler entries (offset 0, size 0x7FFFFFFF, tags 0) pad a queue whose first file 
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, NamedTuple
 
 from rocketstore._types import Buffer
+from rocketstore.format.layout import JAVA_INT_MAX, Field, Layout
 
 _np: Any
 try:  # numpy is optional: it only speeds up the read-only open's walk (`kept_prefix`)
@@ -24,13 +24,14 @@ try:  # numpy is optional: it only speeds up the read-only open's walk (`kept_pr
 except ImportError:  # pragma: no cover - exercised where numpy is absent
     _np = None
 
-UNIT = struct.Struct(
-    ">q"  # commitlog physical offset
-    "i"  # message size
-    "q"  # tags hash code
-)
+UNIT_LAYOUT = Layout("consume queue unit", (
+    Field("commitlog physical offset", "q", "int64"),
+    Field("message size", "i", "int32, bytes"),
+    Field("tags hash code", "q", "int64, or delivery time for SCHEDULE_TOPIC_XXXX"),
+))
+UNIT = UNIT_LAYOUT.codec
 UNIT_SIZE = UNIT.size  # 20
-FILLER_SIZE = 0x7FFFFFFF
+FILLER_SIZE = JAVA_INT_MAX
 _UNIT_DTYPE = [("phy", ">i8"), ("size", ">i4"), ("code", ">i8")]  # UNIT, for numpy
 
 

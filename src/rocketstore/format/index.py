@@ -21,27 +21,36 @@ from array import array
 from dataclasses import dataclass
 
 from rocketstore._types import Buffer
+from rocketstore.format.layout import JAVA_INT_MAX, Field, Layout
 
-HEADER = struct.Struct(
-    ">q"  # beginTimestamp
-    "q"  # endTimestamp
-    "q"  # beginPhyOffset
-    "q"  # endPhyOffset
-    "i"  # hashSlotCount
-    "i"  # indexCount
-)
+HEADER_LAYOUT = Layout("index file header", (
+    Field("beginTimestamp", "q", "store time of the first entry, ms"),
+    Field("endTimestamp", "q", "store time of the last entry, ms"),
+    Field("beginPhyOffset", "q", "commitlog offset of the first entry's record"),
+    Field("endPhyOffset", "q", "commitlog offset of the last entry's record"),
+    Field("hashSlotCount", "i", "slots in use"),
+    Field("indexCount", "i", "next entry number; starts at 1"),
+))
+HEADER = HEADER_LAYOUT.codec
 HEADER_SIZE = HEADER.size  # 40
 SLOT = struct.Struct(">i")
 SLOT_SIZE = SLOT.size  # 4
-ENTRY = struct.Struct(
-    ">i"  # keyHash
-    "q"  # physical offset
-    "i"  # timeDiff (seconds)
-    "i"  # previous entry number
-)
+ENTRY_LAYOUT = Layout("index entry", (
+    Field("keyHash", "i", "hash of topic#key, >= 0"),
+    Field("physical offset", "q", "commitlog offset of the record"),
+    Field("timeDiff (seconds)", "i", "seconds since beginTimestamp"),
+    Field("previous entry number", "i", "the slot chain's link; 0 ends it"),
+))
+ENTRY = ENTRY_LAYOUT.codec
 ENTRY_SIZE = ENTRY.size  # 20
+KEY_LAYOUT = Layout("index key to put", (
+    Field("keyHash", "q", "hash of topic#key"),
+    Field("physical offset", "q", "commitlog offset of the record"),
+), byte_order="=")
+"""A key handed to `log.index_file.IndexFile.put_keys` and the compiled `index_put_keys`, in memory only
+(native int64s): not part of the file."""
 FIRST_ENTRY = 1
-MAX_TIME_DIFF = 0x7FFFFFFF
+MAX_TIME_DIFF = JAVA_INT_MAX
 
 
 @dataclass(slots=True)

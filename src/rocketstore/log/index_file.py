@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import struct
 from pathlib import Path
 
 from rocketstore._types import Buffer
@@ -20,6 +19,7 @@ from rocketstore.format.index import (
     FIRST_ENTRY,
     HEADER,
     HEADER_SIZE,
+    KEY_LAYOUT,
     SLOT,
     SLOT_SIZE,
     IndexHeader,
@@ -39,7 +39,7 @@ _native_lookup = None if speedups is None else speedups.index_lookup
 _native_put = None if speedups is None else speedups.index_put_keys
 _native_damage = None if speedups is None else speedups.index_damage
 
-KEY = struct.Struct("=qq")
+KEY = KEY_LAYOUT.codec
 """One key handed to `IndexFile.put_keys`, in memory only: its index hash and its record's physical
 offset, native int64 each."""
 

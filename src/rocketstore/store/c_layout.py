@@ -1,6 +1,7 @@
 """The C header of the compiled helpers, derived from the Python declarations: `_layout.h`.
 
-The layouts (record, consume-queue unit, index file), the sys flag bits and the field order of
+The layouts (record, consume-queue unit, index file: the last two as tables, `format.layout`), Java's
+integer limits, the sys flag bits and the field order of
 `Prepared` and of the `Message` fields the compiled prepare reads are declared once, in Python
 (`format.message`, `format.consume_queue`, `format.index`, `format.sysflag`, `format.properties`,
 `store.prepare`). `setup.py` runs this module (with the standard library only) before it compiles
@@ -20,6 +21,7 @@ import sys
 from types import ModuleType
 
 from rocketstore.format import consume_queue, index, message, properties, sysflag
+from rocketstore.format.layout import JAVA_LIMITS
 from rocketstore.format.sysflag import SysFlag
 
 _FIELD_LINE = re.compile(r'^\s*(?:[A-Z_]+\s*=\s*(?:struct\.Struct\()?\(?)?\s*(?:\+\s*)?f?"([^"]+)"\s*#\s*(.+?)\s*$')
@@ -101,9 +103,11 @@ def _layout() -> dict[str, int]:
         "MAX_PROPERTIES_LENGTH": properties.MAX_PROPERTIES_LENGTH,
         **_transaction_rules(),
         **_record_positions(),
-        **positions("CQ", struct_fields(consume_queue, "UNIT = struct.Struct(")),
-        **positions("INDEX_HEADER", struct_fields(index, "HEADER = struct.Struct(")),
-        **positions("INDEX_ENTRY", struct_fields(index, "ENTRY = struct.Struct(")),
+        **JAVA_LIMITS,
+        **consume_queue.UNIT_LAYOUT.c_defines("CQ"),
+        **index.HEADER_LAYOUT.c_defines("INDEX_HEADER"),
+        **index.ENTRY_LAYOUT.c_defines("INDEX_ENTRY"),
+        **index.KEY_LAYOUT.c_defines("INDEX_KEY"),
     }
 
 
@@ -137,7 +141,11 @@ LAYOUT = _layout()
 
 
 def _literal(value: int) -> str:
-    if value > 0x7FFFFFFF:  # the record magics: compared with uint32 reads
+    if value == JAVA_LIMITS["JAVA_LONG_MIN"]:  # no C literal: its negation overflows
+        return f"({value + 1}LL - 1)"
+    if value < 0:
+        return f"({value}LL)"
+    if JAVA_LIMITS["JAVA_INT_MAX"] < value <= 0xFFFFFFFF:  # the record magics: compared with uint32 reads
         return f"{value:#X}u".replace("0X", "0x")
     return f"{value:#X}LL".replace("0X", "0x") if value > 0xFFFF else str(value)
 

@@ -7,9 +7,10 @@
         broker.grpc_endpoint    # "127.0.0.1:port": RocketMQ 5 clients
 
 With pytest the `rocketmq_broker` fixture (rocketstore.testing.pytest_plugin, loaded through the
-`pytest11` entry point) gives one such broker for the session (docs/testing.md).
+`pytest11` entry point) gives one such broker for the session (docs/testing.md). `ServeProcess` is the
+broker process itself, over a store of the caller's, for tests that stop, kill and restart it.
 """
 
-from rocketstore.testing._broker import BrokerError, RunningBroker, rocketmq_broker
+from rocketstore.testing._broker import BrokerError, RunningBroker, ServeProcess, rocketmq_broker
 
-__all__ = ["BrokerError", "RunningBroker", "rocketmq_broker"]
+__all__ = ["BrokerError", "RunningBroker", "ServeProcess", "rocketmq_broker"]

@@ -97,20 +97,20 @@ def rocketmq_broker(topics: Iterable[str] | str = (), *, grpc: bool = True, extr
         if arg.split("=", 1)[0] in _OWN_OPTIONS:
             raise ValueError(f"extra_args: {arg} is chosen here (free ports; grpc=False for no gRPC endpoint)")
     root = Path(tempfile.mkdtemp(prefix="rocketstore-broker-", dir=tmp_dir))
-    proc: subprocess.Popen[bytes] | None = None
+    serve: ServeProcess | None = None
     try:
-        proc, broker = _start(root, specs, grpc, extra_args, log_level, start_timeout)
+        serve, broker = _start(root, specs, grpc, extra_args, log_level, start_timeout)
         try:
             yield broker
         except BaseException:
-            _stop(proc, broker.log_path, stop_timeout)  # the block's own error is the one to see
+            _stop(serve, stop_timeout)  # the block's own error is the one to see
             raise
-        problem = _stop(proc, broker.log_path, stop_timeout)
+        problem = _stop(serve, stop_timeout)
         if problem:
             raise BrokerError(problem)
     finally:
-        if proc is not None:
-            _kill(proc)  # when a stop was itself interrupted
+        if serve is not None:
+            serve.kill()  # when a stop was itself interrupted
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -126,35 +126,144 @@ def _parse_topics(topics: Iterable[str]) -> tuple[TopicSpec, ...]:
     return tuple(specs.values())
 
 
-def _start(root: Path, specs: tuple[TopicSpec, ...], grpc: bool, extra_args: Sequence[str], log_level: str,
-           timeout: float) -> tuple[subprocess.Popen[bytes], RunningBroker]:
-    """Start serve and wait until its ports answer; on a port taken before serve bound it, again."""
-    for attempt in range(1, _START_ATTEMPTS + 1):
-        store, log_path = root / "store", root / "broker.log"
-        shutil.rmtree(store, ignore_errors=True)
-        ports = _free_ports(3 if grpc else 2)
-        namesrv, listen = f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
-        endpoint = f"127.0.0.1:{ports[2]}" if grpc else None
-        cmd = [sys.executable, "-m", "rocketstore.broker", str(store), "--namesrv", namesrv, "--listen", listen,
-               "--grpc", endpoint or "off", "--log-level", log_level, *SMALL_GEOMETRY,
-               *(arg for spec in specs for arg in ("--topic", str(spec))), *extra_args]
+class ServeProcess:
+    """`rocketstore serve` over the store at `store`, in a subprocess, on loopback ports chosen when it is
+    made: a restart (`start` after `stop` or `kill`) keeps the store and every address, as clients see a
+    broker come back.
+
+    `rocketmq_broker` runs one over a temporary store; tests that stop, kill -9 and restart a broker over
+    a store of their own use this class directly.
+
+    Attributes:
+        store: the store directory.
+        log_path: serve's log (stdout and stderr), appended to by every start.
+        args: the other `serve` options (anything but --namesrv, --listen and --grpc).
+    """
+
+    def __init__(self, store: str | os.PathLike[str], log_path: str | os.PathLike[str], args: Sequence[str] = (),
+                 *, grpc: bool = True, one_port: bool = False, log_level: str = "INFO") -> None:
+        """Choose the ports; nothing starts yet.
+
+        Args:
+            grpc: open the gRPC endpoint for RocketMQ 5 clients too.
+            one_port: the name server answers on the broker's own port (serve's one-port mode).
+
+        Raises:
+            ValueError: an address option (--namesrv, --listen, --grpc) in `args`.
+        """
+        for arg in args:
+            if arg.split("=", 1)[0] in _OWN_OPTIONS:
+                raise ValueError(f"{arg} is chosen here (free ports; grpc=False for no gRPC endpoint)")
+        self.store, self.log_path, self.args = Path(store), Path(log_path), tuple(args)
+        ports = _free_ports(1 + (not one_port) + grpc)
+        self.broker_port = ports[0]
+        self.namesrv_port = ports[0] if one_port else ports[1]
+        self.grpc_port: int | None = ports[-1] if grpc else None
+        self.log_level = log_level
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def grpc_endpoint(self) -> str | None:
+        return None if self.grpc_port is None else f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def command(self) -> list[str]:
+        """The command line `start` runs."""
+        return [sys.executable, "-m", "rocketstore.broker", str(self.store), "--namesrv", self.namesrv_addr,
+                "--listen", self.broker_addr, "--grpc", self.grpc_endpoint or "off", "--log-level", self.log_level,
+                *self.args]
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Start serve and return once every port answers.
+
+        Raises:
+            BrokerError: already running; or serve exited or did not answer within `timeout` (it is
+                killed). The message ends with its log's tail.
+        """
+        if self.alive():
+            raise BrokerError(f"the broker over {self.store} is already running (pid {self.pid})")
         env = dict(os.environ)
         # a broker under test neither deletes its files nor refuses puts because the host's disk is full
         env.setdefault(DISK_CLEAN_FORCIBLY_ENV, "1.0")
         env.setdefault(DISK_FULL_ENV, "1.0")
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    preexec_fn=_parent_death_signal())
+        with open(self.log_path, "ab") as log:
+            self._proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                          stderr=subprocess.STDOUT, env=env, preexec_fn=_parent_death_signal())
+        ports = sorted({self.broker_port, self.namesrv_port, *([self.grpc_port] if self.grpc_port else [])})
         try:
-            problem = _wait_ready(proc, ports, timeout)
+            problem = _wait_ready(self._proc, ports, timeout)
         except BaseException:
-            _kill(proc)
+            self.kill()
             raise
-        if problem is None:
-            return proc, RunningBroker(namesrv, listen, endpoint, store, log_path, proc.pid, specs)
-        _kill(proc)
-        if "address already in use" not in _tail(log_path).lower() or attempt == _START_ATTEMPTS:
-            raise BrokerError(f"{problem}: {' '.join(cmd)}\n--- broker log ---\n{_tail(log_path)}")
+        if problem is not None:
+            self.kill()
+            raise BrokerError(f"{problem}: {' '.join(self.command())}\n--- broker log ---\n{self.log_tail()}")
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """SIGTERM, and wait; the exit code (0 for a clean stop).
+
+        Raises:
+            BrokerError: not started; or serve did not stop within `timeout` (it is killed).
+        """
+        if self._proc is None:
+            raise BrokerError(f"the broker over {self.store} was never started")
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGTERM)
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise BrokerError(f"the broker did not stop within {timeout:g} s of SIGTERM and was killed\n"
+                                  f"--- broker log ---\n{self.log_tail()}") from None
+        return self._proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL (a crash: the store's abort file stays) and wait."""
+        if self._proc is not None:
+            _kill(self._proc)
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        """The exit code once it has ended, else None."""
+        return None if self._proc is None else self._proc.poll()
+
+    def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
+        """The last `chars` characters of serve's log."""
+        return _tail(self.log_path, chars)
+
+
+def _start(root: Path, specs: tuple[TopicSpec, ...], grpc: bool, extra_args: Sequence[str], log_level: str,
+           timeout: float) -> tuple[ServeProcess, RunningBroker]:
+    """Start serve over a new store in `root`; on a port taken before serve bound it, again on others."""
+    for attempt in range(1, _START_ATTEMPTS + 1):
+        store, log_path = root / "store", root / "broker.log"
+        shutil.rmtree(store, ignore_errors=True)
+        log_path.unlink(missing_ok=True)
+        declared = [arg for spec in specs for arg in ("--topic", str(spec))]
+        serve = ServeProcess(store, log_path, [*SMALL_GEOMETRY, *declared, *extra_args], grpc=grpc,
+                             log_level=log_level)
+        try:
+            serve.start(timeout)
+        except BrokerError:
+            if "address already in use" not in serve.log_tail().lower() or attempt == _START_ATTEMPTS:
+                raise
+            continue
+        assert serve.pid is not None
+        return serve, RunningBroker(serve.namesrv_addr, serve.broker_addr, serve.grpc_endpoint, store, log_path,
+                                    serve.pid, specs)
     raise AssertionError("unreachable")
 
 
@@ -173,20 +282,17 @@ def _wait_ready(proc: subprocess.Popen[bytes], ports: list[int], timeout: float)
         time.sleep(_POLL_S)
 
 
-def _stop(proc: subprocess.Popen[bytes], log_path: Path, timeout: float) -> str | None:
+def _stop(serve: ServeProcess, timeout: float) -> str | None:
     """SIGTERM, wait, SIGKILL after `timeout`; None when it stopped with 0, else what went wrong."""
-    if proc.poll() is not None:
-        return f"the broker died (exit code {proc.returncode}) before it was stopped\n--- broker log ---\n" \
-               f"{_tail(log_path)}"
-    proc.send_signal(signal.SIGTERM)
+    if not serve.alive():
+        return f"the broker died (exit code {serve.exit_code()}) before it was stopped\n--- broker log ---\n" \
+               f"{serve.log_tail()}"
     try:
-        code = proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        return f"the broker did not stop within {timeout:g} s of SIGTERM and was killed\n--- broker log ---\n" \
-               f"{_tail(log_path)}"
+        code = serve.stop(timeout)
+    except BrokerError as exc:
+        return str(exc)
     if code != 0:
-        return f"the broker stopped with exit code {code}\n--- broker log ---\n{_tail(log_path)}"
+        return f"the broker stopped with exit code {code}\n--- broker log ---\n{serve.log_tail()}"
     return None
 
 
