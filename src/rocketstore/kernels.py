@@ -14,7 +14,8 @@ callers hold the store lock and own their objects' attributes; a kernel takes no
 
 A kernel declines what it does not take (nothing written, None answered) and the caller's twin does it;
 `declines` counts the declines by kernel name, so a test can tell that the common message (a bytes
-body, keys as a tuple, a topic, a queue id) took the compiled path.
+body, keys as a tuple, a topic, a queue id) and the one the broker makes of a send (a properties dict
+of str to str without DELAY, an IPv4 born host) took the compiled path.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ BACKEND: Final[str] = "python" if speedups is None else "compiled"
 """`compiled` or `python`: which backend the put path's kernels come from."""
 
 prepare_plain: Callable[..., Any] | None = None if speedups is None else speedups.prepare_plain
-"""Preparer.prepare for the common message; None (declined) for any other."""
+"""Preparer.prepare for the common and the broker's message; None (declined) for any other."""
 
 prepare_many: Callable[..., tuple[list[Any], int]] | None = None if speedups is None else speedups.prepare_many
 """prepare_plain for each message of a sequence, with the count of those it declined."""

@@ -111,12 +111,41 @@ def test_the_common_message_put_batch_takes_the_compiled_prepare_and_run(tmp_pat
         assert _bodies(store, "KernelTopic", 3) == sorted(b"body-%04d" % i for i in range(64))
 
 
+def _broker_shaped(i: int) -> Message:
+    """A message as `rocketstore serve` makes it of a Java producer's send: a properties mapping and a
+    born host."""
+    properties = {"KEYS": f"key-{i} other-{i}", "UNIQ_KEY": f"FD0000000000000000000000000000{i:02X}",
+                  "WAIT": "true", "TAGS": "TagA", "CLUSTER": "DefaultCluster"}
+    return Message("KernelTopic", b"body-%04d" % i, queue_id=i % 3, properties=properties,
+                   born_host=f"127.0.0.{1 + i % 2}:{50000 + i}")
+
+
+@compiled_only
+@pytest.mark.parametrize("flush", [FlushMode.ASYNC, FlushMode.SYNC])
+def test_the_broker_shaped_message_takes_the_compiled_prepare(tmp_path, flush):
+    config = StoreConfig(commitlog_file_size=CONFIG.commitlog_file_size, flush_mode=flush,
+                         deliver_delayed_messages=False)
+    with MessageStore.open(tmp_path, config) as store:
+        for i in range(3):
+            store.put(_common(i))  # the topic passes its check once; each queue has its first file
+        kernels.declines.clear()
+        singles = [store.put(_broker_shaped(i)) for i in range(3, 11)]
+        batch = store.put_batch([_broker_shaped(i) for i in range(11, 43)])
+        assert sum(kernels.declines.values()) == 0, dict(kernels.declines)
+        assert all(r.status is PutStatus.PUT_OK for r in singles + batch)
+        assert _bodies(store, "KernelTopic", 3) == sorted(b"body-%04d" % i for i in range(43))
+        stored = store.get("KernelTopic", 1, 1, 1).messages[0]  # _broker_shaped(4)
+        assert (stored.properties, stored.born_host) == (_broker_shaped(4).properties, "127.0.0.1:50004")
+        assert [m.body for m in store.query("KernelTopic", "other-7")] == [b"body-0007"]
+
+
 @compiled_only
 def test_a_message_the_kernels_decline_is_counted_and_written_by_the_twin(tmp_path):
     with MessageStore.open(tmp_path, CONFIG) as store:
         store.put(_common(0))
         kernels.declines.clear()
-        odd = Message("KernelTopic", b"with properties", queue_id=1, properties={"colour": "blue"})
+        odd = Message("KernelTopic", b"with properties", queue_id=1, properties={"colour": "blue"},
+                      born_host="[::1]:9876")  # an IPv6 born host the store has not parsed yet
         result = store.put(odd)
         assert kernels.declines["put_behind"] == 1
         assert kernels.declines["prepare"] == 1  # the twin's prepare, after the appender's

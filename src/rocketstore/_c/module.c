@@ -94,7 +94,7 @@ static PyMethodDef methods[] = {
     {"build_message", (PyCFunction)(void (*)(void))speedups_build_message, METH_FASTCALL,
      "A message of class `cls` (a MessageBase subclass) for bytes holding exactly one record."},
     {"prepare_plain", (PyCFunction)(void (*)(void))speedups_prepare_plain, METH_FASTCALL,
-     "Preparer.prepare for a message without a properties mapping or born host; None for any other."},
+     "Preparer.prepare for the message it takes (no DELAY property, a born host known or IPv4); None for any other."},
     {"pack_run", (PyCFunction)(void (*)(void))speedups_pack_run, METH_FASTCALL,
      "The write loop of a batch put for the messages that fit one commitlog file."},
     {"msync", (PyCFunction)(void (*)(void))speedups_msync, METH_FASTCALL,

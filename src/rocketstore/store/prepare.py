@@ -352,7 +352,8 @@ class Preparer:
 
     def prepare_py(self, message: Message, *, broker_written: bool = False, delivered: bool = False) -> Prepared:
         """`prepare` in pure Python (the twin of rocketstore._speedups.prepare_plain, and the only path
-        for messages with a properties mapping or a born host).
+        for what it declines: a delayed message, a properties mapping that is not a plain dict of
+        str to str, a born host that is neither IPv4 nor parsed before, anything refused).
 
         Args:
             broker_written: the message goes to a topic only the broker writes (`broker_topic`), and
