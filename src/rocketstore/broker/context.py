@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from rocketstore import InvalidArgumentError, MessageStore
+from rocketstore import FlushMode, InvalidArgumentError, MessageStore
 from rocketstore.broker.clients import ClientRegistry
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.long_poll import PullWaiters
@@ -14,6 +17,17 @@ from rocketstore.broker.topics import TopicTable
 from rocketstore.broker.transactions import TransactionTable
 from rocketstore.protocol import RemotingCommand, ResponseCode
 from rocketstore.store.files import SubscriptionGroups
+
+T = TypeVar("T")
+
+
+async def store_write(store: MessageStore, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`call(*args, **kwargs)`, a write to `store`, for either protocol's handlers: in a worker thread when
+    SYNC flushing makes it wait for the disk (the store is thread-safe), so other connections go on; else
+    here, on the loop."""
+    if store.config.flush_mode is FlushMode.SYNC:
+        return await asyncio.to_thread(call, *args, **kwargs)
+    return call(*args, **kwargs)
 
 
 class RequestError(Exception):

@@ -3,11 +3,10 @@ CONSUMER_SEND_MSG_BACK (36). Each is a thin translation into `MessageStore.put` 
 
 from __future__ import annotations
 
-import asyncio
 import random
 
-from rocketstore import FlushMode, Message, MessageStore, PutResult, PutStatus
-from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str
+from rocketstore import Message, MessageStore, PutResult, PutStatus
+from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str, store_write
 from rocketstore.broker.handlers_transaction import is_half_message, refuse_transactional_batch, start_half
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, TopicConfig, valid_topic
@@ -73,9 +72,7 @@ async def _put(store: MessageStore, messages: list[Message]) -> list[PutResult]:
     """`put_batch` translated to request errors. With SYNC_FLUSH a put waits for the disk, so it runs
     in a worker thread (the store is thread-safe) instead of blocking every other connection."""
     try:
-        if store.config.flush_mode is FlushMode.SYNC:
-            return await asyncio.to_thread(store.put_batch, messages)
-        return store.put_batch(messages)
+        return await store_write(store, store.put_batch, messages)
     except InvalidMessageError as exc:
         raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from exc
     except StoreError as exc:

@@ -16,11 +16,10 @@ an answer of UNKNOWN (commitOrRollback 0) leaves the transaction open for the ne
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from rocketstore import FlushMode, Message, PutResult
-from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str
+from rocketstore import Message, PutResult
+from rocketstore.broker.context import BrokerContext, RequestError, field_bool, field_int, field_str, store_write
 from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.transactions import (
     PROPERTY_PRODUCER_GROUP,
@@ -69,12 +68,8 @@ async def start_half(ctx: BrokerContext, message: Message) -> PutResult:
         RequestError: a delayed message or one that breaks a rule of the store (MESSAGE_ILLEGAL), too
             many open transactions (SYSTEM_BUSY), or the store cannot write (SERVICE_NOT_AVAILABLE).
     """
-    start = ctx.transactions.start
     try:
-        if ctx.store.config.flush_mode is FlushMode.SYNC:
-            started = await asyncio.to_thread(start, message)
-        else:
-            started = start(message)
+        started = await store_write(ctx.store, ctx.transactions.start, message)
     except TransactionError as exc:
         raise RequestError(ResponseCode.SYSTEM_BUSY, str(exc)) from exc
     except InvalidMessageError as exc:
@@ -169,11 +164,9 @@ class TransactionHandlers:
 
     async def _end(self, txn_id: str, group: str, commit: bool) -> PutResult | None:
         """`TransactionTable.end` translated to request errors, off the loop when SYNC flushing waits."""
-        end = self.ctx.transactions.end
         try:
-            if self.ctx.store.config.flush_mode is FlushMode.SYNC:
-                return await asyncio.to_thread(end, txn_id, None, None, commit, producer_group=group)
-            return end(txn_id, None, None, commit, producer_group=group)
+            return await store_write(self.ctx.store, self.ctx.transactions.end, txn_id, None, None, commit,
+                                     producer_group=group)
         except TransactionError as exc:
             raise RequestError(ResponseCode.SYSTEM_ERROR, str(exc)) from exc
         except StoreError as exc:

@@ -22,7 +22,7 @@ import grpc
 
 from rocketstore import FlushMode, Message, PutStatus
 from rocketstore.broker.acl import AclConfig
-from rocketstore.broker.context import BrokerContext
+from rocketstore.broker.context import BrokerContext, store_write
 from rocketstore.broker.grpc.auth import GrpcAuthenticator
 from rocketstore.broker.grpc.consumer_state import ConsumerStateTable, StateSaver
 from rocketstore.broker.grpc.convert import (
@@ -318,9 +318,7 @@ class MessagingService:
     async def _in_store(self, call: Callable[..., Any], *args: Any) -> Any:
         """`call(*args)` as a store write: off the loop when SYNC flushing waits for the disk."""
         try:
-            if self.ctx.store.config.flush_mode is FlushMode.SYNC:
-                return await asyncio.to_thread(call, *args)
-            return call(*args)
+            return await store_write(self.ctx.store, call, *args)
         except InvalidMessageError as exc:
             raise GrpcStatusError(pb.Code.MESSAGE_CORRUPTED, str(exc)) from exc
         except StoreError as exc:
