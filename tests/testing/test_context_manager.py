@@ -15,7 +15,7 @@ import pytest
 
 from rocketstore.protocol import RequestCode, ResponseCode
 from rocketstore.protocol.client import RemotingClient
-from rocketstore.testing import BrokerError, rocketmq_broker
+from rocketstore.testing import BrokerError, ServeProcess, rocketmq_broker
 from tests.testing.pytest_runs import processes_mentioning
 
 pytestmark = pytest.mark.broker
@@ -140,3 +140,31 @@ def test_the_broker_dies_with_the_process_that_started_it(tmp_path):
     assert not _alive(pid), "the broker outlived the process that started it"
     # nobody was left to remove its store: that is what a killed run leaves
     assert [p.name for p in (tmp_path / "stores").iterdir()] != []
+
+
+@pytest.mark.parametrize("moment", ["first port", "every port", "every port + 20 ms"])
+def test_sigterm_once_a_port_answers_is_a_clean_stop(tmp_path, moment):
+    """Whatever port a client (or `rocketmq_broker`'s exit) sees answer first, SIGTERM from then on stops
+    the broker cleanly: exit 0, the store closed, never the default action's death by signal."""
+    serve = ServeProcess(tmp_path / "store", tmp_path / "broker.log")
+    ports = {serve.broker_port, serve.namesrv_port, serve.grpc_port}
+    with open(serve.log_path, "ab") as log:
+        proc = subprocess.Popen(serve.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            answering = [port for port in ports if _answers(f"127.0.0.1:{port}")]
+            if answering and (moment == "first port" or len(answering) == len(ports)):
+                break
+        assert proc.poll() is None, serve.log_tail()
+        if moment.endswith("20 ms"):
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 0, serve.log_tail()
+    assert "broker stopped" in serve.log_tail()
+    assert not (tmp_path / "store" / "abort").exists()

@@ -233,12 +233,16 @@ class BrokerApp:
         log.info("broker stopped")
 
     async def serve_forever(self) -> None:
-        """Start, run until SIGTERM/SIGINT or `stop()`, then close."""
-        await self.start()
+        """Start, run until SIGTERM/SIGINT or `stop()`, then close.
+
+        The signal handlers are in place before any port is bound: once a port answers, SIGTERM is a clean
+        stop (one during the start is answered when the start ends).
+        """
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
+        await self.start()
         try:
             await self._stopping.wait()
         finally:
