@@ -8,6 +8,7 @@
     <root>/config/derivedEnds.json                      queue and index ends at the last flush (not RocketMQ's)
     <root>/checkpoint, <root>/lock, <root>/abort         flush times, the writer's lock, the crash marker
     <root>/quarantine/                                   bytes recovery set aside (not RocketMQ's)
+    <root>/.creating-*                                   a store file being sized, before it is linked in
 
 `queue_dirs` is the one walk over the consume-queue directories.
 """
@@ -27,6 +28,20 @@ ABORT_FILE = "abort"
 QUARANTINE_DIR = "quarantine"
 STORE_CONFIG_FILE = "rocketstore.json"
 DERIVED_ENDS_FILE = "derivedEnds.json"
+STAGING_PREFIX = ".creating-"
+"""A new commitlog, consume-queue or index file is made and sized in the root under this prefix, then
+linked in under its name (RocketMQ lists the file directories, never the root's unknown files)."""
+
+
+def staging_dir(path: Path) -> Path:
+    """Where the store file `path` is made before it is linked in: the store's root, by the layout above
+    (the file's own directory for a file outside that layout)."""
+    parents = path.parents
+    if len(parents) > 1 and parents[0].name in (COMMITLOG_DIR, INDEX_DIR):
+        return parents[1]
+    if len(parents) > 3 and parents[2].name == CONSUME_QUEUE_DIR:
+        return parents[3]
+    return path.parent
 
 
 def queue_id_of(name: str) -> int | None:

@@ -101,13 +101,11 @@ class IndexFile:
         self.read_only = read_only
         self.touched = False  # the budget's clock bit: set by each batch of keys, lookup and check
         self._closed = False
-        flags = os.O_RDWR | os.O_CREAT if create and not read_only else os.O_RDONLY
-        fd = with_descriptors("open", path, lambda: os.open(path, flags, 0o644))
+        if create and not read_only:
+            with_descriptors("create", path, lambda: fs.create_sized(path, self.file_size, reserve=False))
+        fd = with_descriptors("open", path, lambda: os.open(path, os.O_RDONLY))
         try:
             actual = os.fstat(fd).st_size
-            if actual == 0 and flags & os.O_CREAT:
-                os.ftruncate(fd, self.file_size)
-                actual = self.file_size
             if actual != self.file_size:
                 raise StoreLayoutError(f"{path}: index file of {actual} bytes, geometry says "
                                        f"{self.file_size} ({slots} slots x {max_entries} entries)")

@@ -12,8 +12,10 @@ import errno
 import mmap
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
+from rocketstore.format.store_dirs import STAGING_PREFIX, staging_dir
 from rocketstore.native import speedups
 
 PAGE_SIZE = mmap.PAGESIZE
@@ -62,6 +64,84 @@ def allocate(fd: int, size: int) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
             raise  # a file system without fallocate keeps the sparse file
+
+
+def create_sized(path: Path, size: int, *, reserve: bool = True) -> int:
+    """Create the store file `path` at `size` bytes, with its blocks reserved (`allocate`) unless not
+    `reserve` (then sparse, as RocketMQ leaves index files); the size of the file under that name
+    afterwards (of the file that was there, when it was not empty).
+
+    The file appears under its name only once it is whole: it is made and sized in the store's root
+    (`store_dirs.staging_dir`, a `.creating-` name), then linked in. A reader beside the writer (another
+    process running `verify`, a read-only open, a Spark job) never lists a store file shorter than its
+    geometry, and a refused allocation leaves nothing behind; a crash can leave a `.creating-` file in
+    the root, which the next writable open removes (`remove_staged`). Where the root is on another file
+    system than the file, the file is created under its name and sized in place, as RocketMQ does. A
+    file left empty under its name (a crash there) is sized in place; one of any other size is left as
+    it is, for the caller to refuse.
+
+    Raises:
+        OSError: the directory refused the file or the disk its blocks (ENOSPC); nothing is left.
+    """
+    try:
+        actual = os.stat(path).st_size
+    except FileNotFoundError:
+        linked = _create_staged(path, size, reserve)
+        if linked is not None:
+            return linked
+    else:
+        if actual != 0:
+            return actual
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        actual = os.fstat(fd).st_size
+        if actual == 0:
+            try:
+                _size(fd, size, reserve)
+            except OSError:
+                path.unlink(missing_ok=True)  # an empty file would not load again
+                raise
+            actual = size
+        return actual
+    finally:
+        os.close(fd)
+
+
+def remove_staged(root: Path) -> list[str]:
+    """Remove the files a crash left half made in `root` (`create_sized`); their names."""
+    removed = []
+    for entry in os.scandir(root):
+        if entry.name.startswith(STAGING_PREFIX) and entry.is_file(follow_symlinks=False):
+            os.unlink(entry.path)
+            removed.append(entry.name)
+    return removed
+
+
+def _size(fd: int, size: int, reserve: bool) -> None:
+    if reserve:
+        allocate(fd, size)
+    else:
+        os.ftruncate(fd, size)
+
+
+def _create_staged(path: Path, size: int, reserve: bool) -> int | None:
+    """`create_sized` through a staged file linked in once sized; None when it cannot be linked across."""
+    fd, staged = tempfile.mkstemp(prefix=STAGING_PREFIX, dir=staging_dir(path))
+    try:
+        os.fchmod(fd, 0o644)
+        _size(fd, size, reserve)
+        try:
+            os.link(staged, path)
+        except FileExistsError:
+            return os.stat(path).st_size  # made meanwhile: that one stands
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            return None
+        return size
+    finally:
+        os.close(fd)
+        os.unlink(staged)
 
 
 def disk_used_ratio(path: Path) -> float:

@@ -52,21 +52,9 @@ class MappedFile:
         self.flushed_position = 0
 
     def _create(self) -> int:
-        """Create the file (or size a file left empty by a crash); returns its size."""
+        """Create the file whole (or size a file left empty by a crash); returns its size."""
         path = self.path
-        fd = with_descriptors("create", path, lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
-        try:
-            actual = os.fstat(fd).st_size
-            if actual == 0:
-                try:
-                    fs.allocate(fd, self.file_size)
-                except OSError:
-                    path.unlink(missing_ok=True)  # an empty file would not load again
-                    raise
-                actual = self.file_size
-            return actual
-        finally:
-            os.close(fd)
+        return with_descriptors("create", path, lambda: fs.create_sized(path, self.file_size))
 
     @property
     def mm(self) -> mmap.mmap:

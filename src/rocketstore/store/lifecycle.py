@@ -229,6 +229,8 @@ class StoreLifecycle(StoreCore):
             (root / CONSUME_QUEUE_DIR).mkdir(exist_ok=True)
             self._lock_file = StoreLock(root)
             self._lock_file.acquire()
+            for name in fs.remove_staged(root):
+                log.info("%s: removed %s, a store file a crash left half made", root, name)
         self._derived_ends = DerivedEnds(root)
         abnormal = abort_file_exists(root)
         odd = None
