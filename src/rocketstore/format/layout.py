@@ -1,6 +1,7 @@
 """Binary layouts as data: each one a table of fields (name, `struct` format, meaning), from which its
-`struct.Struct`, its field positions and widths, and the C header of the compiled helpers
-(`store.c_layout`) all come. Java's integer limits, which bound most fields, are declared here once.
+`struct.Struct`, its field positions and widths, the C header of the compiled helpers
+(`store.c_layout`) and the byte tables of the docs and docstrings (`format.layout_docs`) all come.
+Java's integer limits, which bound most fields, are declared here once.
 
     UNIT = Layout("consume queue unit", (
         Field("commitlog physical offset", "q", "int64"),
