@@ -18,13 +18,16 @@ entry
     12   4    timeDiff (seconds)          seconds since beginTimestamp
     16   4    previous entry number       the slot chain's link; 0 ends it
 
+slot
+    pos  len  field                       meaning
+    0    4    entry number                the slot's newest entry; 0 for none
+
     slot s       at 40 + s*4                  (s = keyHash % slots; value = newest entry number, 0 = empty)
     entry n      at 40 + slots*4 + n*20       (n >= 1; entry 0 is never written)
 """
 
 from __future__ import annotations
 
-import struct
 from array import array
 from dataclasses import dataclass
 
@@ -41,7 +44,10 @@ HEADER_LAYOUT = Layout("index file header", (
 ))
 HEADER = HEADER_LAYOUT.codec
 HEADER_SIZE = HEADER.size  # 40
-SLOT = struct.Struct(">i")
+SLOT_LAYOUT = Layout("index hash slot", (
+    Field("entry number", "i", "the slot's newest entry; 0 for none"),
+))
+SLOT = SLOT_LAYOUT.codec
 SLOT_SIZE = SLOT.size  # 4
 ENTRY_LAYOUT = Layout("index entry", (
     Field("keyHash", "i", "hash of topic#key, >= 0"),

@@ -30,6 +30,7 @@ DOC_TABLES: dict[str, Callable[[], str]] = {
     "commitlog-record": _record_markdown,
     "consume-queue-unit": consume_queue.UNIT_LAYOUT.markdown,
     "index-file-header": index.HEADER_LAYOUT.markdown,
+    "index-slot": index.SLOT_LAYOUT.markdown,
     "index-entry": index.ENTRY_LAYOUT.markdown,
     "checkpoint": checkpoint.LAYOUT.markdown,
 }
@@ -38,7 +39,7 @@ DOC_TABLES: dict[str, Callable[[], str]] = {
 DOCSTRING_TABLES: dict[ModuleType, Callable[[], list[str]]] = {
     message: lambda: [text_table(message.record_rows())],
     consume_queue: lambda: [consume_queue.UNIT_LAYOUT.table()],
-    index: lambda: [index.HEADER_LAYOUT.table(), index.ENTRY_LAYOUT.table()],
+    index: lambda: [index.HEADER_LAYOUT.table(), index.SLOT_LAYOUT.table(), index.ENTRY_LAYOUT.table()],
     checkpoint: lambda: [checkpoint.LAYOUT.table()],
 }
 """A format module -> the text tables its docstring shows."""
