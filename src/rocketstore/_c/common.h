@@ -84,7 +84,7 @@ static inline int64_t
 index_hash_of(uint32_t h)
 {
     int32_t s = (int32_t)h;
-    return s == INT32_MIN ? 0 : (s < 0 ? -(int64_t)s : s);
+    return s == JAVA_INT_MIN ? 0 : (s < 0 ? -(int64_t)s : s);
 }
 
 /* One index key as IndexFile.put_keys takes it, (index hash, phy) as native int64, from Java's hash `h`
@@ -165,17 +165,11 @@ enum put_attribute {
     A_INDEX_COUNT,      /* IndexHeader.index_count */
     A_TOPIC,            /* StoredMessage.topic */
     A_RAW,              /* StoredMessage.raw: the record's bytes */
-    A_PUT_BEHIND,       /* MessageStore._put_behind: None while puts dispatch at once (put_behind, store.c) */
-    A_LAST_STORE_TIMESTAMP, /* MessageStore._last_store_timestamp */
-    A_BEHIND_TO,        /* MessageStore._behind_to: the end of the newest record put_behind wrote */
-    A_ACQUIRE,          /* threading.Lock.acquire */
-    A_RELEASE,          /* threading.Lock.release */
     PUT_ATTRIBUTES
 };
 #define PUT_ATTRIBUTE_NAMES "_mm", "wrote_position", "file_size", "file_from_offset", "touched", \
     "max_physic_offset", "queue", "files", "header", "mm", "slots", "max_entries", "begin_timestamp", \
-    "end_timestamp", "index_count", "topic", "raw", "_put_behind", "_last_store_timestamp", "_behind_to", \
-    "acquire", "release"
+    "end_timestamp", "index_count", "topic", "raw"
 extern PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
 /* An int attribute of `obj` as int64 in [0, LLONG_MAX / 4] (log.c): 1 with *out set, 0 for another
  * value, -1 after an error (a missing attribute: the names above no longer match the classes). */

@@ -136,12 +136,12 @@ speedups_properties_at(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
 int
 rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out)
 {
-    if (total < REC_SYSFLAG_POS + 4) {
+    if (total < REC_SYSFLAG_POS + REC_SYSFLAG_WIDTH) {
         PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
         return -1;
     }
-    out->phy_offset = read_be(raw + REC_PHYSICALOFFSET_POS, 8);
-    out->sys_flag = read_be(raw + REC_SYSFLAG_POS, 4);
+    out->phy_offset = read_be(raw + REC_PHYSICALOFFSET_POS, REC_PHYSICALOFFSET_WIDTH);
+    out->sys_flag = read_be(raw + REC_SYSFLAG_POS, REC_SYSFLAG_WIDTH);
     long long body_start = REC_HEADER_V4_SIZE;
     if (out->sys_flag & BORN_V6) {
         body_start += REC_V6_EXTRA;
@@ -153,23 +153,23 @@ rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, str
         PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
         return -1;
     }
-    long long body_len = read_be(raw + body_start - 4, 4);
+    long long body_len = read_be(raw + body_start - REC_BODYLENGTH_WIDTH, REC_BODYLENGTH_WIDTH);
     long long body_end = body_start + body_len;
-    int topic_field = magic == MAGIC_V1 ? 1 : 2;
+    int topic_field = magic == MAGIC_V1 ? REC_V1_TOPICLENGTH_WIDTH : REC_V2_TOPICLENGTH_WIDTH;
     if (body_len < 0 || body_end + topic_field > total) {
         PyErr_Format(PyExc_ValueError, "body length %lld does not fit total size %lld", body_len, total);
         return -1;
     }
-    long long topic_len = topic_field == 1 ? (long long)(signed char)raw[body_end]
+    long long topic_len = topic_field == REC_V1_TOPICLENGTH_WIDTH ? (long long)(signed char)raw[body_end]
                                            : (long long)(int16_t)(uint16_t)((raw[body_end] << 8) | raw[body_end + 1]);
     long long topic_start = body_end + topic_field;
     long long props_len_pos = topic_start + topic_len;
-    if (topic_len < 0 || props_len_pos + 2 > total) {
+    if (topic_len < 0 || props_len_pos + REC_PROPERTIESLENGTH_WIDTH > total) {
         PyErr_Format(PyExc_ValueError, "topic length %lld does not fit total size %lld", topic_len, total);
         return -1;
     }
     long long props_len = (int16_t)(uint16_t)((raw[props_len_pos] << 8) | raw[props_len_pos + 1]);
-    long long props_start = props_len_pos + 2;
+    long long props_start = props_len_pos + REC_PROPERTIESLENGTH_WIDTH;
     long long expected = props_start + (props_len > 0 ? props_len : 0);
     if (expected != total) {
         PyErr_Format(PyExc_ValueError, "lengths add up to %lld, total size says %lld", expected, total);
@@ -627,10 +627,10 @@ PyObject *
 rs_record_in(PyTypeObject *cls, const unsigned char *at, long long room, long long phy_offset,
              struct topic_cache *cache)
 {
-    long long total = read_be(at + REC_TOTALSIZE_POS, 4);
-    unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+    long long total = read_be(at + REC_TOTALSIZE_POS, REC_TOTALSIZE_WIDTH);
+    unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, REC_MAGICCODE_WIDTH) & 0xFFFFFFFFLL);
     if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > room
-        || read_be(at + REC_PHYSICALOFFSET_POS, 8) != phy_offset) { /* not the record asked for */
+        || read_be(at + REC_PHYSICALOFFSET_POS, REC_PHYSICALOFFSET_WIDTH) != phy_offset) { /* not the record asked for */
         return NULL;
     }
     PyObject *raw = PyBytes_FromStringAndSize((const char *)at, (Py_ssize_t)total);

@@ -81,7 +81,7 @@ index_walk(const unsigned char *buf, Py_ssize_t size, long long slots, long long
     if (slot_at + INDEX_SLOT_SIZE > size) {
         return 0;
     }
-    long long n = read_be(buf + slot_at, 4);
+    long long n = read_be(buf + slot_at, INDEX_SLOT_SIZE);
     if (n == 0) {
         return 1;
     }
@@ -92,10 +92,10 @@ index_walk(const unsigned char *buf, Py_ssize_t size, long long slots, long long
             return 0; /* no such entry in the file */
         }
         const unsigned char *entry = buf + at;
-        long long entry_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, 4);
-        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, 8);
-        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, 4);
-        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, 4);
+        long long entry_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, INDEX_ENTRY_KEYHASH_WIDTH);
+        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, INDEX_ENTRY_PHYSICAL_OFFSET_WIDTH);
+        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, INDEX_ENTRY_TIMEDIFF_WIDTH);
+        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_WIDTH);
         /* the header's newest entry may be written before its endPhyOffset (RocketMQ counts it first) */
         if (entry_hash < 0 || diff < 0 || phy < begin_phy || (n < n_max - 1 && phy > end_phy) || prev < 0
             || prev >= n) {
@@ -216,7 +216,7 @@ rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long head
         memcpy(&h, pairs + INDEX_KEY_SIZE * i + INDEX_KEY_KEYHASH_POS, INDEX_KEY_KEYHASH_WIDTH);
         memcpy(&phy, pairs + INDEX_KEY_SIZE * i + INDEX_KEY_PHYSICAL_OFFSET_POS, INDEX_KEY_PHYSICAL_OFFSET_WIDTH);
         unsigned char *slot = buf + INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE;
-        long long slot_value = read_be(slot, 4);
+        long long slot_value = read_be(slot, INDEX_SLOT_SIZE);
         if (slot_value <= 0 || slot_value > n) {
             slot_value = 0;
             slot_count++;
@@ -233,21 +233,21 @@ rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long head
             begin_ts = ts;
         }
         unsigned char *entry = buf + entries_at + n * INDEX_ENTRY_SIZE;
-        write_be(entry + INDEX_ENTRY_KEYHASH_POS, (uint64_t)h, 4);
-        write_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
-        write_be(entry + INDEX_ENTRY_TIMEDIFF_POS, (uint64_t)diff, 4);
-        write_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, (uint64_t)slot_value, 4);
-        write_be(slot, (uint64_t)n, 4);
+        write_be(entry + INDEX_ENTRY_KEYHASH_POS, (uint64_t)h, INDEX_ENTRY_KEYHASH_WIDTH);
+        write_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, (uint64_t)phy, INDEX_ENTRY_PHYSICAL_OFFSET_WIDTH);
+        write_be(entry + INDEX_ENTRY_TIMEDIFF_POS, (uint64_t)diff, INDEX_ENTRY_TIMEDIFF_WIDTH);
+        write_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, (uint64_t)slot_value, INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_WIDTH);
+        write_be(slot, (uint64_t)n, INDEX_SLOT_SIZE);
         n++;
         end_phy = phy;
         end_ts = ts;
     }
-    write_be(buf + INDEX_HEADER_BEGINTIMESTAMP_POS, (uint64_t)begin_ts, 8);
-    write_be(buf + INDEX_HEADER_ENDTIMESTAMP_POS, (uint64_t)end_ts, 8);
-    write_be(buf + INDEX_HEADER_BEGINPHYOFFSET_POS, (uint64_t)begin_phy, 8);
-    write_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, (uint64_t)end_phy, 8);
-    write_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, (uint64_t)slot_count, 4);
-    write_be(buf + INDEX_HEADER_INDEXCOUNT_POS, (uint64_t)n, 4);
+    write_be(buf + INDEX_HEADER_BEGINTIMESTAMP_POS, (uint64_t)begin_ts, INDEX_HEADER_BEGINTIMESTAMP_WIDTH);
+    write_be(buf + INDEX_HEADER_ENDTIMESTAMP_POS, (uint64_t)end_ts, INDEX_HEADER_ENDTIMESTAMP_WIDTH);
+    write_be(buf + INDEX_HEADER_BEGINPHYOFFSET_POS, (uint64_t)begin_phy, INDEX_HEADER_BEGINPHYOFFSET_WIDTH);
+    write_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, (uint64_t)end_phy, INDEX_HEADER_ENDPHYOFFSET_WIDTH);
+    write_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, (uint64_t)slot_count, INDEX_HEADER_HASHSLOTCOUNT_WIDTH);
+    write_be(buf + INDEX_HEADER_INDEXCOUNT_POS, (uint64_t)n, INDEX_HEADER_INDEXCOUNT_WIDTH);
     header[INDEX_HEADER_BEGINTIMESTAMP_FIELD] = begin_ts;
     header[INDEX_HEADER_ENDTIMESTAMP_FIELD] = end_ts;
     header[INDEX_HEADER_BEGINPHYOFFSET_FIELD] = begin_phy;
@@ -274,7 +274,7 @@ speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
     long long ts = PyLong_AsLongLong(args[4]);
     Py_ssize_t start = PyLong_AsSsize_t(args[5]);
     Py_ssize_t stop = PyLong_AsSsize_t(args[6]);
-    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 6) {
+    if (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != INDEX_HEADER_FIELDS) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "index_put_keys: header must be a tuple of six ints");
         }
@@ -307,7 +307,15 @@ speedups_index_put_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
                      stop - start, ts) != 0) {
         result = Py_NewRef(Py_None);
     } else {
-        result = Py_BuildValue("(LLLLLL)", header[0], header[1], header[2], header[3], header[4], header[5]);
+        result = PyTuple_New(INDEX_HEADER_FIELDS);
+        for (int i = 0; result != NULL && i < INDEX_HEADER_FIELDS; i++) {
+            PyObject *value = PyLong_FromLongLong(header[i]);
+            if (value == NULL) {
+                Py_CLEAR(result);
+            } else {
+                PyTuple_SET_ITEM(result, i, value);
+            }
+        }
     }
     PyBuffer_Release(&view);
 done:
@@ -337,12 +345,12 @@ static enum index_damage
 index_damage_scan(const unsigned char *buf, long long slots, long long max_entries, int32_t *newest,
                   long long *where)
 {
-    long long begin_ts = read_be(buf + INDEX_HEADER_BEGINTIMESTAMP_POS, 8);
-    long long end_ts = read_be(buf + INDEX_HEADER_ENDTIMESTAMP_POS, 8);
-    long long begin_phy = read_be(buf + INDEX_HEADER_BEGINPHYOFFSET_POS, 8);
-    long long end_phy = read_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, 8);
-    long long slot_count = read_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, 4);
-    long long count = read_be(buf + INDEX_HEADER_INDEXCOUNT_POS, 4);
+    long long begin_ts = read_be(buf + INDEX_HEADER_BEGINTIMESTAMP_POS, INDEX_HEADER_BEGINTIMESTAMP_WIDTH);
+    long long end_ts = read_be(buf + INDEX_HEADER_ENDTIMESTAMP_POS, INDEX_HEADER_ENDTIMESTAMP_WIDTH);
+    long long begin_phy = read_be(buf + INDEX_HEADER_BEGINPHYOFFSET_POS, INDEX_HEADER_BEGINPHYOFFSET_WIDTH);
+    long long end_phy = read_be(buf + INDEX_HEADER_ENDPHYOFFSET_POS, INDEX_HEADER_ENDPHYOFFSET_WIDTH);
+    long long slot_count = read_be(buf + INDEX_HEADER_HASHSLOTCOUNT_POS, INDEX_HEADER_HASHSLOTCOUNT_WIDTH);
+    long long count = read_be(buf + INDEX_HEADER_INDEXCOUNT_POS, INDEX_HEADER_INDEXCOUNT_WIDTH);
     *where = 0;
     if (count < 0 || count > max_entries) {
         *where = count;
@@ -359,10 +367,10 @@ index_damage_scan(const unsigned char *buf, long long slots, long long max_entri
     const unsigned char *entries = buf + INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE;
     for (long long n = 1; n < count; n++) {
         const unsigned char *entry = entries + n * INDEX_ENTRY_SIZE;
-        long long key_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, 4);
-        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, 8);
-        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, 4);
-        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, 4);
+        long long key_hash = read_be(entry + INDEX_ENTRY_KEYHASH_POS, INDEX_ENTRY_KEYHASH_WIDTH);
+        long long phy = read_be(entry + INDEX_ENTRY_PHYSICAL_OFFSET_POS, INDEX_ENTRY_PHYSICAL_OFFSET_WIDTH);
+        long long diff = read_be(entry + INDEX_ENTRY_TIMEDIFF_POS, INDEX_ENTRY_TIMEDIFF_WIDTH);
+        long long prev = read_be(entry + INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_POS, INDEX_ENTRY_PREVIOUS_ENTRY_NUMBER_WIDTH);
         *where = n;
         if (key_hash < 0) {
             return DAMAGE_ENTRY_HASH;
@@ -381,7 +389,7 @@ index_damage_scan(const unsigned char *buf, long long slots, long long max_entri
     }
     long long used = 0;
     for (long long slot = 0; slot < slots; slot++) {
-        long long value = read_be(buf + INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE, 4);
+        long long value = read_be(buf + INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE, INDEX_SLOT_SIZE);
         if (value != newest[slot]) {
             *where = slot;
             return DAMAGE_SLOT;
@@ -533,9 +541,9 @@ speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     int failed = 0;
     for (; i < end; i++) {
         const unsigned char *unit = units + i * UNIT_SIZE;
-        long long phy_offset = read_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, 8);
-        long long size = read_be(unit + CQ_MESSAGE_SIZE_POS, 4);
-        long long code = read_be(unit + CQ_TAGS_HASH_CODE_POS, 8);
+        long long phy_offset = read_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+        long long size = read_be(unit + CQ_MESSAGE_SIZE_POS, CQ_MESSAGE_SIZE_WIDTH);
+        long long code = read_be(unit + CQ_TAGS_HASH_CODE_POS, CQ_TAGS_HASH_CODE_WIDTH);
         /* total_bytes + size > max_bytes without overflow (size is an int32) */
         int too_big = size >= 0 ? total_bytes > max_bytes - size : total_bytes + size > max_bytes;
         if (PyList_GET_SIZE(messages) > 0 && (PyList_GET_SIZE(messages) >= max_count || too_big)) {
@@ -573,8 +581,8 @@ speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
         }
         if (topic != Py_None) { /* a record of another queue or queue offset: the caller looks at it */
             PyObject *record_topic = rs_message_topic(msg);
-            int same = read_be(log + pos + REC_QUEUEID_POS, 4) == queue_id
-                       && read_be(log + pos + REC_QUEUEOFFSET_POS, 8) == first_offset + i;
+            int same = read_be(log + pos + REC_QUEUEID_POS, REC_QUEUEID_WIDTH) == queue_id
+                       && read_be(log + pos + REC_QUEUEOFFSET_POS, REC_QUEUEOFFSET_WIDTH) == first_offset + i;
             if (same && record_topic != matched) {
                 same = PyUnicode_Compare(record_topic, topic) == 0;
                 if (same) {
@@ -878,9 +886,9 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
                 if (raw != NULL && PyBytes_Check(raw) && PyBytes_GET_SIZE(raw) >= MIN_RECORD_SIZE) {
                     const unsigned char *at = (const unsigned char *)PyBytes_AS_STRING(raw);
                     long long stored_at = FIXED_HEAD_SIZE + REC_AFTER_BORN_IP_STORETIMESTAMP_POS
-                                          + ((read_be(at + REC_SYSFLAG_POS, 4) & BORN_V6) ? 16 : 4);
-                    if (stored_at + 8 <= PyBytes_GET_SIZE(raw)) { /* rs_record_in checked the layout */
-                        long long stored = read_be(at + stored_at, 8);
+                                          + ((read_be(at + REC_SYSFLAG_POS, REC_SYSFLAG_WIDTH) & BORN_V6) ? IPV6_WIDTH : IPV4_WIDTH);
+                    if (stored_at + REC_STORETIMESTAMP_WIDTH <= PyBytes_GET_SIZE(raw)) { /* rs_record_in checked the layout */
+                        long long stored = read_be(at + stored_at, REC_STORETIMESTAMP_WIDTH);
                         keep = begin <= stored && stored <= end;
                     } else {
                         keep = -2;

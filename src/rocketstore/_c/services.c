@@ -25,8 +25,8 @@ record_here(const unsigned char *at, long long room, long long within, long long
     if (room < 8) {
         return RECORD_OTHER;
     }
-    *total = read_be(at + REC_TOTALSIZE_POS, 4);
-    unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+    *total = read_be(at + REC_TOTALSIZE_POS, REC_TOTALSIZE_WIDTH);
+    unsigned long magic = (unsigned long)(read_be(at + REC_MAGICCODE_POS, REC_MAGICCODE_WIDTH) & 0xFFFFFFFFLL);
     if (magic == BLANK_MAGIC) {
         return RECORD_BLANK;
     }
@@ -89,7 +89,7 @@ speedups_walk_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
         }
         if (check_crc && l.body_end > l.body_start) {
             uint32_t crc = rs_crc32(0, at + l.body_start, (size_t)(l.body_end - l.body_start)) & CRC_MASK;
-            if ((long long)crc != read_be(at + REC_BODYCRC_POS, 4)) {
+            if ((long long)crc != read_be(at + REC_BODYCRC_POS, REC_BODYCRC_WIDTH)) {
                 break;
             }
         }
@@ -139,8 +139,8 @@ dispatch_request_of(PyTypeObject *cls, const unsigned char *at, const struct lay
     if (keys == NULL) {
         return NULL;
     }
-    long long born_ip_len = l->sys_flag & BORN_V6 ? 16 : 4;
-    long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8);
+    long long born_ip_len = l->sys_flag & BORN_V6 ? IPV6_WIDTH : IPV4_WIDTH;
+    long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, REC_STORETIMESTAMP_WIDTH);
     PyObject *req = cls->tp_alloc(cls, DISPATCH_FIELDS);
     if (req == NULL) {
         Py_DECREF(keys);
@@ -148,12 +148,12 @@ dispatch_request_of(PyTypeObject *cls, const unsigned char *at, const struct lay
     }
     PyObject *items[DISPATCH_FIELDS] = {
         [D_TOPIC] = Py_NewRef(topic),
-        [D_QUEUE_ID] = PyLong_FromLongLong(read_be(at + REC_QUEUEID_POS, 4)),
+        [D_QUEUE_ID] = PyLong_FromLongLong(read_be(at + REC_QUEUEID_POS, REC_QUEUEID_WIDTH)),
         [D_PHY_OFFSET] = PyLong_FromLongLong(l->phy_offset),
         [D_SIZE] = PyLong_FromLongLong(total),
         [D_TAGS_CODE] = PyLong_FromLongLong(code),
         [D_STORE_TIMESTAMP] = PyLong_FromLongLong(store_ts),
-        [D_QUEUE_OFFSET] = PyLong_FromLongLong(read_be(at + REC_QUEUEOFFSET_POS, 8)),
+        [D_QUEUE_OFFSET] = PyLong_FromLongLong(read_be(at + REC_QUEUEOFFSET_POS, REC_QUEUEOFFSET_WIDTH)),
         [D_KEYS] = keys,
         [D_UNIQ_KEY] = Py_NewRef(uniq != NULL ? uniq : Py_None),
         [D_SYS_FLAG] = PyLong_FromLongLong(l->sys_flag),
@@ -361,9 +361,9 @@ add_queue_entry(PyObject *queues, PyObject *order, PyObject *req, long long phy,
     if (next == NULL) {
         return -1;
     }
-    write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
-    write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)size, 4);
-    write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)tags, 8);
+    write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+    write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)size, CQ_MESSAGE_SIZE_WIDTH);
+    write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)tags, CQ_TAGS_HASH_CODE_WIDTH);
     int64_t record_end = phy + size;
     memcpy(end, &record_end, 8);
     Py_SETREF(PyList_GET_ITEM(run, 3), Py_NewRef(req)); /* the newest of the run */
@@ -635,7 +635,7 @@ packed_queue_of(struct packed_queue **queues, Py_ssize_t *count, Py_ssize_t *cap
                 const unsigned char *at, const struct layout *l)
 {
     const unsigned char *topic = at + l->topic_start;
-    long long queue_id = read_be(at + REC_QUEUEID_POS, 4);
+    long long queue_id = read_be(at + REC_QUEUEID_POS, REC_QUEUEID_WIDTH);
     uint32_t spread = (uint32_t)queue_id * 2654435761u ^ (uint32_t)l->topic_len * 40503u;
     if (l->topic_len > 0) {
         spread ^= (uint32_t)topic[0] * 97u ^ (uint32_t)topic[l->topic_len - 1] * 7919u;
@@ -762,9 +762,9 @@ packed_runs(PyTypeObject *cls, const unsigned char *buf, Py_ssize_t len, const s
             unsigned char *end = (unsigned char *)PyByteArray_AS_STRING(ends);
             for (Py_ssize_t k = from; k < to; k++, unit += UNIT_SIZE, end += 8) {
                 const struct packed_entry *e = &entries[order[k]];
-                write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)e->phy, 8);
-                write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)e->size, 4);
-                write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)e->tags, 8);
+                write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)e->phy, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+                write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)e->size, CQ_MESSAGE_SIZE_WIDTH);
+                write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)e->tags, CQ_TAGS_HASH_CODE_WIDTH);
                 int64_t record_end = e->phy + e->size;
                 memcpy(end, &record_end, 8);
             }
@@ -884,8 +884,8 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
         }
         struct dispatch_values values;
         dispatch_values_of((const char *)at + l.props_start, (const char *)at + total, &values);
-        long long born_ip_len = l.sys_flag & BORN_V6 ? 16 : 4;
-        long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8);
+        long long born_ip_len = l.sys_flag & BORN_V6 ? IPV6_WIDTH : IPV4_WIDTH;
+        long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, REC_STORETIMESTAMP_WIDTH);
         long long phy = l.phy_offset;
         int type = 1 << ((l.sys_flag & TRANSACTION_MASK) >> TRANSACTION_SHIFT);
         if (phy >= queue_from && (QUEUED_TRANSACTION_TYPES & type)) {
@@ -903,7 +903,7 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
                 queues[q].rank = ranks++;
             }
             struct packed_entry *e = &entries[entry_count];
-            *e = (struct packed_entry){.queue = queues[q].rank, .queue_offset = read_be(at + REC_QUEUEOFFSET_POS, 8), .phy = phy,
+            *e = (struct packed_entry){.queue = queues[q].rank, .queue_offset = read_be(at + REC_QUEUEOFFSET_POS, REC_QUEUEOFFSET_WIDTH), .phy = phy,
                                        .size = total, .pos = pos};
             if (tags_code_of(&values, &e->tags) < 0) {
                 goto done;

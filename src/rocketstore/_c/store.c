@@ -81,6 +81,7 @@ speedups_fill_slots(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     return obj;
 }
 
+#define MSG_ID_PHY_DIGITS (2 * REC_PHYSICALOFFSET_WIDTH) /* a message id ends with the physical offset in hex */
 enum { CALL_FIELDS_MAX = 16 };
 
 /* What a call of the Message class needs, set once by install_message_call. */
@@ -526,7 +527,8 @@ born_host_of(PyObject *host, const struct prepare_call *call, struct prepare_par
     }
     if (!PyTuple_CheckExact(parsed) || PyTuple_GET_SIZE(parsed) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(parsed, 0))
         || !PyLong_CheckExact(PyTuple_GET_ITEM(parsed, 1))
-        || (PyBytes_GET_SIZE(PyTuple_GET_ITEM(parsed, 0)) != 4 && PyBytes_GET_SIZE(PyTuple_GET_ITEM(parsed, 0)) != 16)) {
+        || (PyBytes_GET_SIZE(PyTuple_GET_ITEM(parsed, 0)) != IPV4_WIDTH
+            && PyBytes_GET_SIZE(PyTuple_GET_ITEM(parsed, 0)) != IPV6_WIDTH)) {
         return 0;
     }
     m->born_ip = Py_NewRef(PyTuple_GET_ITEM(parsed, 0));
@@ -1062,10 +1064,10 @@ packed_of(PyObject *p, long long store_ts, Py_ssize_t store_ip_len, struct packe
     PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
     PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
     if (!ok || !PyBytes_Check(body) || !PyBytes_Check(tail) || !PyBytes_Check(born_ip)
-        || (PyBytes_GET_SIZE(born_ip) != 4 && PyBytes_GET_SIZE(born_ip) != 16) || PyBytes_GET_SIZE(body) > JAVA_INT_MAX) {
+        || (PyBytes_GET_SIZE(born_ip) != IPV4_WIDTH && PyBytes_GET_SIZE(born_ip) != IPV6_WIDTH) || PyBytes_GET_SIZE(body) > JAVA_INT_MAX) {
         return 0;
     }
-    long long header = 80 + PyBytes_GET_SIZE(born_ip) + store_ip_len;
+    long long header = REC_HEADER_V4_SIZE - 2 * IPV4_WIDTH + PyBytes_GET_SIZE(born_ip) + store_ip_len;
     return r->size == header + PyBytes_GET_SIZE(body) + PyBytes_GET_SIZE(tail);
 }
 
@@ -1078,27 +1080,27 @@ write_record(unsigned char *out, const struct packed *r, long long phy, long lon
     PyObject *p = r->p;
     PyObject *body = PyTuple_GET_ITEM(p, P_BODY), *tail = PyTuple_GET_ITEM(p, P_TAIL);
     PyObject *born_ip = PyTuple_GET_ITEM(p, P_BORN_IP);
-    write_be(out + REC_TOTALSIZE_POS, (uint64_t)r->size, 4);
-    write_be(out + REC_MAGICCODE_POS, MAGIC_V1, 4);
-    write_be(out + REC_BODYCRC_POS, (uint64_t)r->crc, 4);
-    write_be(out + REC_QUEUEID_POS, (uint64_t)r->queue_id, 4);
-    write_be(out + REC_FLAG_POS, (uint64_t)r->flag, 4);
-    write_be(out + REC_QUEUEOFFSET_POS, (uint64_t)queue_offset, 8);
-    write_be(out + REC_PHYSICALOFFSET_POS, (uint64_t)phy, 8);
-    write_be(out + REC_SYSFLAG_POS, (uint64_t)r->record_flag, 4);
-    write_be(out + REC_BORNTIMESTAMP_POS, (uint64_t)r->born_ts, 8);
+    write_be(out + REC_TOTALSIZE_POS, (uint64_t)r->size, REC_TOTALSIZE_WIDTH);
+    write_be(out + REC_MAGICCODE_POS, MAGIC_V1, REC_MAGICCODE_WIDTH);
+    write_be(out + REC_BODYCRC_POS, (uint64_t)r->crc, REC_BODYCRC_WIDTH);
+    write_be(out + REC_QUEUEID_POS, (uint64_t)r->queue_id, REC_QUEUEID_WIDTH);
+    write_be(out + REC_FLAG_POS, (uint64_t)r->flag, REC_FLAG_WIDTH);
+    write_be(out + REC_QUEUEOFFSET_POS, (uint64_t)queue_offset, REC_QUEUEOFFSET_WIDTH);
+    write_be(out + REC_PHYSICALOFFSET_POS, (uint64_t)phy, REC_PHYSICALOFFSET_WIDTH);
+    write_be(out + REC_SYSFLAG_POS, (uint64_t)r->record_flag, REC_SYSFLAG_WIDTH);
+    write_be(out + REC_BORNTIMESTAMP_POS, (uint64_t)r->born_ts, REC_BORNTIMESTAMP_WIDTH);
     unsigned char *at = out + FIXED_HEAD_SIZE;
     memcpy(at, PyBytes_AS_STRING(born_ip), (size_t)PyBytes_GET_SIZE(born_ip));
     at += PyBytes_GET_SIZE(born_ip);
-    write_be(at + REC_AFTER_BORN_IP_BORNHOST_PORT_POS, (uint64_t)r->born_port, 4);
-    write_be(at + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, (uint64_t)store_ts, 8);
+    write_be(at + REC_AFTER_BORN_IP_BORNHOST_PORT_POS, (uint64_t)r->born_port, REC_BORNHOST_PORT_WIDTH);
+    write_be(at + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, (uint64_t)store_ts, REC_STORETIMESTAMP_WIDTH);
     at += REC_AFTER_BORN_IP_SIZE;
     memcpy(at, PyBytes_AS_STRING(store_ip), (size_t)PyBytes_GET_SIZE(store_ip));
     at += PyBytes_GET_SIZE(store_ip);
-    write_be(at + REC_AFTER_STORE_IP_STOREHOST_PORT_POS, (uint64_t)store_port, 4);
-    write_be(at + REC_AFTER_STORE_IP_RECONSUMETIMES_POS, (uint64_t)r->reconsume, 4);
-    write_be(at + REC_AFTER_STORE_IP_PREPAREDTRANSACTIONOFFSET_POS, (uint64_t)r->prepared_offset, 8);
-    write_be(at + REC_AFTER_STORE_IP_BODYLENGTH_POS, (uint64_t)PyBytes_GET_SIZE(body), 4);
+    write_be(at + REC_AFTER_STORE_IP_STOREHOST_PORT_POS, (uint64_t)store_port, REC_STOREHOST_PORT_WIDTH);
+    write_be(at + REC_AFTER_STORE_IP_RECONSUMETIMES_POS, (uint64_t)r->reconsume, REC_RECONSUMETIMES_WIDTH);
+    write_be(at + REC_AFTER_STORE_IP_PREPAREDTRANSACTIONOFFSET_POS, (uint64_t)r->prepared_offset, REC_PREPAREDTRANSACTIONOFFSET_WIDTH);
+    write_be(at + REC_AFTER_STORE_IP_BODYLENGTH_POS, (uint64_t)PyBytes_GET_SIZE(body), REC_BODYLENGTH_WIDTH);
     at += REC_AFTER_STORE_IP_SIZE;
     memcpy(at, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
     at += PyBytes_GET_SIZE(body);
@@ -1308,7 +1310,7 @@ speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     }
     Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
     if (i < 0 || stop > PyList_GET_SIZE(prepared) || phy < 0 || phy > LLONG_MAX / 2
-        || (store_ip_len != 4 && store_ip_len != 16) || store_port < JAVA_INT_MIN || store_port > JAVA_INT_MAX) {
+        || (store_ip_len != IPV4_WIDTH && store_ip_len != IPV6_WIDTH) || store_port < JAVA_INT_MIN || store_port > JAVA_INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "pack_run: index, offset or store host out of range");
         return NULL;
     }
@@ -1429,9 +1431,9 @@ speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
                 Py_DECREF(phy_obj);
                 goto error;
             }
-            write_be(queue->out + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
-            write_be(queue->out + CQ_MESSAGE_SIZE_POS, (uint64_t)r->size, 4);
-            write_be(queue->out + CQ_TAGS_HASH_CODE_POS, (uint64_t)r->code, 8);
+            write_be(queue->out + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+            write_be(queue->out + CQ_MESSAGE_SIZE_POS, (uint64_t)r->size, CQ_MESSAGE_SIZE_WIDTH);
+            write_be(queue->out + CQ_TAGS_HASH_CODE_POS, (uint64_t)r->code, CQ_TAGS_HASH_CODE_WIDTH);
             queue->out += UNIT_SIZE;
         } else {
             qo_obj = PyLong_FromLong(0);
@@ -1536,13 +1538,13 @@ speedups_put_results(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssiz
         if (phy_value == (unsigned long long)-1 && PyErr_Occurred()) {
             goto fail;
         }
-        PyObject *msg_id = PyUnicode_New(prefix_length + 16, 127);
+        PyObject *msg_id = PyUnicode_New(prefix_length + MSG_ID_PHY_DIGITS, 127);
         if (msg_id == NULL) {
             goto fail;
         }
         char *id_chars = (char *)PyUnicode_DATA(msg_id);
         memcpy(id_chars, prefix_chars, (size_t)prefix_length);
-        for (int k = 15; k >= 0; k--) {
+        for (int k = MSG_ID_PHY_DIGITS - 1; k >= 0; k--) {
             id_chars[prefix_length + k] = hex[phy_value & 0xF];
             phy_value >>= 4;
         }
@@ -1704,7 +1706,7 @@ declined_or(int got, PyObject *answer)
 }
 
 /* The PutResult of the prepared message `p` written at `phy` (also as `phy_obj`), as put_results makes
- * one: the message id is `prefix` (ASCII) and `phy` in 16 hex digits. */
+ * one: the message id is `prefix` (ASCII) and `phy` in MSG_ID_PHY_DIGITS hex digits. */
 static PyObject *
 put_result_of(PyTypeObject *cls, PyObject *descriptors, PyObject *status, PyObject *prefix, PyObject *p,
               PyObject *phy_obj, PyObject *queue_offset, PyObject *store_ts)
@@ -1714,7 +1716,7 @@ put_result_of(PyTypeObject *cls, PyObject *descriptors, PyObject *status, PyObje
         return NULL;
     }
     Py_ssize_t prefix_length = PyUnicode_GET_LENGTH(prefix);
-    PyObject *msg_id = PyUnicode_New(prefix_length + 16, 127);
+    PyObject *msg_id = PyUnicode_New(prefix_length + MSG_ID_PHY_DIGITS, 127);
     PyObject *empty = PyTuple_New(0);
     PyObject *answer = NULL;
     if (msg_id != NULL && empty != NULL) {
@@ -1722,7 +1724,7 @@ put_result_of(PyTypeObject *cls, PyObject *descriptors, PyObject *status, PyObje
         char *id_chars = (char *)PyUnicode_DATA(msg_id);
         memcpy(id_chars, PyUnicode_DATA(prefix), (size_t)prefix_length);
         unsigned long long digits = (unsigned long long)phy;
-        for (int k = 15; k >= 0; k--) {
+        for (int k = MSG_ID_PHY_DIGITS - 1; k >= 0; k--) {
             id_chars[prefix_length + k] = hex[digits & 0xF];
             digits >>= 4;
         }
@@ -1771,7 +1773,7 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     long long tags_code = int_field(args[11], LLONG_MIN, LLONG_MAX, &ok);
     Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
     struct packed r;
-    if (!ok || (store_ip_len != 4 && store_ip_len != 16) || !PyUnicode_IS_ASCII(prefix)
+    if (!ok || (store_ip_len != IPV4_WIDTH && store_ip_len != IPV6_WIDTH) || !PyUnicode_IS_ASCII(prefix)
         || !packed_of(p, store_ts, store_ip_len, &r)) {
         Py_RETURN_NONE;
     }
@@ -1887,9 +1889,9 @@ speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     int failed = appended_to(&log, log.pos + r.size) < 0;
     if (!failed && queue != Py_None) {
         unsigned char *unit = (unsigned char *)entry.view.buf + entry.pos;
-        write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, 8);
-        write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)r.size, 4);
-        write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)tags_code, 8);
+        write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+        write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)r.size, CQ_MESSAGE_SIZE_WIDTH);
+        write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)tags_code, CQ_TAGS_HASH_CODE_WIDTH);
         failed = appended_to(&entry, entry.pos + UNIT_SIZE) < 0
                  || set_attribute_int(queue, A_MAX_PHYSIC, phy + r.size) < 0;
     }
@@ -2002,7 +2004,7 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     Py_ssize_t ip_len = PyBytes_GET_SIZE(store_ip);
-    if (PyTuple_GET_SIZE(slots) != 8 || PyTuple_GET_SIZE(prepare) != 8 || (ip_len != 4 && ip_len != 16)
+    if (PyTuple_GET_SIZE(slots) != 8 || PyTuple_GET_SIZE(prepare) != 8 || (ip_len != IPV4_WIDTH && ip_len != IPV6_WIDTH)
         || !PyUnicode_IS_ASCII(prefix) || store_port < JAVA_INT_MIN || store_port > JAVA_INT_MAX || record_limit < 0
         || record_limit > JAVA_INT_MAX || blank_size < 0 || blank_size > JAVA_INT_MAX) {
         PyErr_SetString(PyExc_ValueError, "Appender: PutResult's 8 slots, prepare_plain's 8 arguments, a 4 or 16 "

@@ -15,6 +15,7 @@ from rocketstore.broker.long_poll import PullWaiters
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.topics import TopicTable
 from rocketstore.broker.transactions import TransactionTable
+from rocketstore.format.layout import JAVA_INT_MAX, JAVA_LONG_MAX
 from rocketstore.protocol import RemotingCommand, ResponseCode
 from rocketstore.store.files import SubscriptionGroups
 
@@ -39,8 +40,6 @@ class RequestError(Exception):
         self.remark = remark
 
 
-JAVA_INT_MAX = 2**31 - 1
-JAVA_LONG_MAX = 2**63 - 1
 READ_ONLY_REMARK = "the broker[{}] sending message is forbidden: it serves a read-only store"
 
 

@@ -22,6 +22,7 @@ from rocketstore.broker.server import Connection, Handler
 from rocketstore.broker.stats import GROUP_GET_NUMS
 from rocketstore.broker.topics import PERM_READ, PERM_WRITE, valid_topic
 from rocketstore.errors import RemoteProtocolError, RocketStoreError
+from rocketstore.format.layout import JAVA_INT_MAX
 from rocketstore.format.topics import is_system_topic
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
 from rocketstore.protocol.bodies import MqKey, decode_json_body, encode_json_body, encode_mq_keyed_body
@@ -176,7 +177,7 @@ class AdminHandlers:
             "commitLogDiskRatio": disk, f"commitLogDiskRatio_{store.path / 'commitlog'}": disk,
             "consumeQueueDiskRatio": disk, "commitLogDirCapacity": capacity,
             "remainHowManyDataToFlush": _human_bytes(max(0, max_phy - store.commitlog.queue.flushed_offset)),
-            "remainTransientStoreBufferNumbs": str(2**31 - 1),
+            "remainTransientStoreBufferNumbs": str(JAVA_INT_MAX),
         }
         return cmd.response(ResponseCode.SUCCESS, body=encode_json_body({"table": table}))
 

@@ -19,6 +19,7 @@ from rocketstore.cli.admin_common import (
     target_brokers,
     topic_option,
 )
+from rocketstore.format.layout import JAVA_INT_MAX
 from rocketstore.format.times import parse_time_ms
 from rocketstore.protocol import ResponseCode
 from rocketstore.protocol.admin_client import RETRY_PREFIX, AdminClient, MqKey
@@ -31,7 +32,7 @@ MQADMIN_TIME = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's -s format, yyyy-MM-dd#HH:mm:s
 @group_option
 @broker_addr_option
 @cluster_option
-@click.option("-r", "--retry-max-times", type=click.IntRange(0, 2**31 - 1), default=16, show_default=True,
+@click.option("-r", "--retry-max-times", type=click.IntRange(0, JAVA_INT_MAX), default=16, show_default=True,
               help="Times a message is retried before it goes to the dead-letter queue.")
 @click.option("-q", "--retry-queues", type=click.IntRange(1, 65535), default=1, show_default=True,
               help="Queues of the group's retry topic.")
@@ -41,9 +42,9 @@ MQADMIN_TIME = "%Y-%m-%d#%H:%M:%S:%f"  # mqadmin's -s format, yyyy-MM-dd#HH:mm:s
               help="Broadcast consumption allowed.")
 @click.option("-m", "--from-min/--no-from-min", default=False, show_default=True,
               help="A new consumer starts from the queues' first message.")
-@click.option("-i", "--broker-id", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
+@click.option("-i", "--broker-id", type=click.IntRange(0, JAVA_INT_MAX), default=0, show_default=True,
               help="Broker id the group consumes from.")
-@click.option("-w", "--slow-broker-id", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True,
+@click.option("-w", "--slow-broker-id", type=click.IntRange(0, JAVA_INT_MAX), default=1, show_default=True,
               help="Broker id the group consumes from when it is slow.")
 @admin_command
 def update_sub_group(admin: AdminClient, group: str, broker: str | None, cluster: str | None,

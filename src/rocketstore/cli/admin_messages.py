@@ -12,6 +12,7 @@ from rocketstore.cli._errors import ProblemsFound, UsageProblem
 from rocketstore.cli._output import MESSAGE_COLUMNS, Column, message_record, show, show_fields
 from rocketstore.cli.admin_common import admin_command, need_namesrv, topic_option
 from rocketstore.errors import FormatError
+from rocketstore.format.layout import JAVA_INT_MAX
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.protocol.admin_client import AdminClient, TopicRoute
@@ -24,7 +25,7 @@ broker_name_option = click.option("-b", "--broker", "broker_name", metavar="NAME
 @click.command("query-msg-by-key")
 @topic_option
 @click.option("-k", "--key", required=True, help="Message key (a KEYS token or the client's unique key).")
-@click.option("--max", "max_num", type=click.IntRange(1, 2**31 - 1), default=64, show_default=True,
+@click.option("--max", "max_num", type=click.IntRange(1, JAVA_INT_MAX), default=64, show_default=True,
               help="At most this many messages from each broker.")
 @admin_command
 def query_msg_by_key(admin: AdminClient, topic: str, key: str, max_num: int) -> None:

@@ -1,23 +1,30 @@
 """StoreCheckpoint page: a 4096-byte file of big-endian int64 timestamps.
 
-    pos  len  field
-    0    8    physicMsgTimestamp   store time of the last flushed commitlog message
-    8    8    logicsMsgTimestamp   store time of the last flushed consume-queue entry
-    16   8    indexMsgTimestamp    endTimestamp of the last flushed full index file
-    24   8    masterFlushedOffset  (5.x)
-    32   8    confirmPhyOffset     (5.x)
+    pos  len  field                       meaning
+    0    8    physicMsgTimestamp          store time of the last flushed commitlog message
+    8    8    logicsMsgTimestamp          store time of the last flushed consume-queue entry
+    16   8    indexMsgTimestamp           endTimestamp of the last flushed full index file
+    24   8    masterFlushedOffset         5.x
+    32   8    confirmPhyOffset            5.x
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from rocketstore._types import Buffer
+from rocketstore.format.layout import Field, Layout
 
 PAGE_SIZE = 4096
-FIELDS_V4 = struct.Struct(">qqq")
-FIELDS_V5 = struct.Struct(">qqqqq")
+LAYOUT = Layout("checkpoint page", (
+    Field("physicMsgTimestamp", "q", "store time of the last flushed commitlog message"),
+    Field("logicsMsgTimestamp", "q", "store time of the last flushed consume-queue entry"),
+    Field("indexMsgTimestamp", "q", "endTimestamp of the last flushed full index file"),
+    Field("masterFlushedOffset", "q", "5.x"),
+    Field("confirmPhyOffset", "q", "5.x"),
+))
+FIELDS_V4 = LAYOUT.part("physicMsgTimestamp", "masterFlushedOffset").codec
+FIELDS_V5 = LAYOUT.codec
 RECOVERY_MARGIN_MS = 3000
 
 

@@ -1,9 +1,9 @@
 """ConsumeQueue unit: one fixed-size entry per message of a (topic, queue_id).
 
-    pos  len  field
+    pos  len  field                       meaning
     0    8    commitlog physical offset   int64
-    8    4    message size in bytes       int32
-    12   8    tags hash code              int64 (or delivery time for SCHEDULE_TOPIC_XXXX)
+    8    4    message size                int32, bytes
+    12   8    tags hash code              int64, or delivery time for SCHEDULE_TOPIC_XXXX
 
 An entry is valid when offset >= 0 and size > 0; an all-zero entry marks the end of written data.
 Filler entries (offset 0, size 0x7FFFFFFF, tags 0) pad a queue whose first file starts mid-file.

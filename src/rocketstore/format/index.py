@@ -2,13 +2,25 @@
 
     [ header 40 B ][ hash slots: slots x 4 B ][ entries: max_entries x 20 B ]
 
-    header  pos len field                    entry  pos len field
-            0   8   beginTimestamp                  0   4   keyHash (>= 0)
-            8   8   endTimestamp                    4   8   physical offset
-            16  8   beginPhyOffset                  12  4   timeDiff, seconds since beginTimestamp
-            24  8   endPhyOffset                    16  4   previous entry number in the slot chain
-            32  4   hashSlotCount
-            36  4   indexCount (next entry number; starts at 1)
+header
+    pos  len  field                       meaning
+    0    8    beginTimestamp              store time of the first entry, ms
+    8    8    endTimestamp                store time of the last entry, ms
+    16   8    beginPhyOffset              commitlog offset of the first entry's record
+    24   8    endPhyOffset                commitlog offset of the last entry's record
+    32   4    hashSlotCount               slots in use
+    36   4    indexCount                  next entry number; starts at 1
+
+entry
+    pos  len  field                       meaning
+    0    4    keyHash                     hash of topic#key, >= 0
+    4    8    physical offset             commitlog offset of the record
+    12   4    timeDiff (seconds)          seconds since beginTimestamp
+    16   4    previous entry number       the slot chain's link; 0 ends it
+
+slot
+    pos  len  field                       meaning
+    0    4    entry number                the slot's newest entry; 0 for none
 
     slot s       at 40 + s*4                  (s = keyHash % slots; value = newest entry number, 0 = empty)
     entry n      at 40 + slots*4 + n*20       (n >= 1; entry 0 is never written)
@@ -16,7 +28,6 @@
 
 from __future__ import annotations
 
-import struct
 from array import array
 from dataclasses import dataclass
 
@@ -33,7 +44,10 @@ HEADER_LAYOUT = Layout("index file header", (
 ))
 HEADER = HEADER_LAYOUT.codec
 HEADER_SIZE = HEADER.size  # 40
-SLOT = struct.Struct(">i")
+SLOT_LAYOUT = Layout("index hash slot", (
+    Field("entry number", "i", "the slot's newest entry; 0 for none"),
+))
+SLOT = SLOT_LAYOUT.codec
 SLOT_SIZE = SLOT.size  # 4
 ENTRY_LAYOUT = Layout("index entry", (
     Field("keyHash", "i", "hash of topic#key, >= 0"),

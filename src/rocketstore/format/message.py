@@ -1,26 +1,32 @@
 """CommitLog record: one message in the commitlog (big-endian, no padding).
 
-    pos       len   field
-    0         4     TOTALSIZE                   int32, the whole record including these 4 bytes
-    4         4     MAGICCODE                   0xDAA320A7 v1 / 0xDAA320AB v2 (5.x) / 0xCBD43194 blank
-    8         4     BODYCRC                     crc32(body) & 0x7FFFFFFF
-    12        4     QUEUEID                     int32
-    16        4     FLAG                        int32
-    20        8     QUEUEOFFSET                 int64
-    28        8     PHYSICALOFFSET              int64
-    36        4     SYSFLAG                     int32 (bits 0x10 / 0x20: IPv6 born / store host)
-    40        8     BORNTIMESTAMP               int64 ms
-    48        b     BORNHOST                    4-byte IPv4 or 16-byte IPv6 + int32 port
-    48+b      8     STORETIMESTAMP              int64 ms
-    56+b      s     STOREHOST                   as BORNHOST
-    56+b+s    4     RECONSUMETIMES              int32
-    60+b+s    8     PREPAREDTRANSACTIONOFFSET   int64
-    68+b+s    4     BODYLENGTH                  int32
-    72+b+s    L     BODY
-    ...       1|2   TOPICLENGTH                 int8 (v1) / int16 (v2)
-    ...       T     TOPIC                       UTF-8
-    ...       2     PROPERTIESLENGTH            int16
-    ...       P     PROPERTIES                  UTF-8 (rocketstore.format.properties)
+    pos     len               field                       meaning
+    0       4                 TOTALSIZE                   int32, the whole record including these 4 bytes
+    4       4                 MAGICCODE                   0xDAA320A7 v1 / 0xDAA320AB v2 (5.x) / 0xCBD43194 blank
+    8       4                 BODYCRC                     crc32(body) & 0x7FFFFFFF
+    12      4                 QUEUEID                     int32
+    16      4                 FLAG                        int32
+    20      8                 QUEUEOFFSET                 int64
+    28      8                 PHYSICALOFFSET              int64
+    36      4                 SYSFLAG                     int32 (bits 0x10 / 0x20: IPv6 born / store host)
+    40      8                 BORNTIMESTAMP               int64 ms
+    48      4 / 16            BORNHOST ip                 4 bytes IPv4 / 16 bytes IPv6
+    52+b    4                 BORNHOST port               int32
+    56+b    8                 STORETIMESTAMP              int64 ms
+    64+b    4 / 16            STOREHOST ip                as BORNHOST's
+    68+b+s  4                 STOREHOST port              int32
+    72+b+s  4                 RECONSUMETIMES              int32
+    76+b+s  8                 PREPAREDTRANSACTIONOFFSET   int64
+    84+b+s  4                 BODYLENGTH                  bytes of BODY
+    88+b+s  BODYLENGTH        BODY                        the body as sent (possibly compressed: SYSFLAG bit 0x1)
+    ...     1 / 2             TOPICLENGTH                 bytes of TOPIC (v1 / v2)
+    ...     TOPICLENGTH       TOPIC                       UTF-8, at most 127 bytes in a v1 record
+    ...     2                 PROPERTIESLENGTH            bytes of PROPERTIES
+    ...     PROPERTIESLENGTH  PROPERTIES                  UTF-8: name 0x01 value 0x02, per property
+
+b and s are 0 for an IPv4 host and 12 for an IPv6 one (SYSFLAG bits 0x10 / 0x20); v1 / v2 are the records
+with magic MAGIC_V1 / MAGIC_V2. The table is drawn from `fixed_layout` and `VARIABLE_FIELDS`
+(`format.layout_docs`).
 
 A blank (end-of-file) record is only TOTALSIZE (= bytes left in the file) and the blank magic.
 Decoding has three outcomes: a `StoredMessage`, a sentinel (`NEED_DATA`: the buffer ends inside the
@@ -38,7 +44,8 @@ from typing import TYPE_CHECKING, Any, Final
 from rocketstore._types import Buffer
 from rocketstore.errors import CorruptRecordError
 from rocketstore.format import properties as props_codec
-from rocketstore.format.hosts import IPV4_HOST_SIZE, IPV6_HOST_SIZE, format_host
+from rocketstore.format.hosts import IPV4_HOST_SIZE, IPV6_HOST_SIZE, PORT, format_host
+from rocketstore.format.layout import Field, Layout, Variable
 from rocketstore.format.msgid import encode_msg_id
 from rocketstore.format.sysflag import SysFlag
 from rocketstore.native import speedups
@@ -48,41 +55,75 @@ MAGIC_V2: Final = 0xDAA320AB  # Java: -626843477 (5.x, 2-byte topic length)
 BLANK_MAGIC: Final = 0xCBD43194  # Java: -875286124
 CRC_MASK: Final = 0x7FFFFFFF
 
-PREFIX = struct.Struct(
-    ">i"  # TOTALSIZE
-    "I"  # MAGICCODE
+_HEAD_FIELDS = (
+    Field("TOTALSIZE", "i", "int32, the whole record including these 4 bytes"),
+    Field("MAGICCODE", "I", "0xDAA320A7 v1 / 0xDAA320AB v2 (5.x) / 0xCBD43194 blank"),
+    Field("BODYCRC", "i", "crc32(body) & 0x7FFFFFFF"),
+    Field("QUEUEID", "i", "int32"),
+    Field("FLAG", "i", "int32"),
+    Field("QUEUEOFFSET", "q", "int64"),
+    Field("PHYSICALOFFSET", "q", "int64"),
+    Field("SYSFLAG", "i", "int32 (bits 0x10 / 0x20: IPv6 born / store host)"),
+    Field("BORNTIMESTAMP", "q", "int64 ms"),
 )
+FIXED_HEAD_LAYOUT = Layout("commitlog record, up to the born host", _HEAD_FIELDS)
+PREFIX_LAYOUT = FIXED_HEAD_LAYOUT.part("TOTALSIZE", "BODYCRC")
+PREFIX = PREFIX_LAYOUT.codec
 PREFIX_SIZE = PREFIX.size  # 8: also the smallest blank record (END_FILE_MIN_BLANK_LENGTH)
 BLANK = PREFIX
+FIXED_HEAD = FIXED_HEAD_LAYOUT.codec
+IP_WIDTHS: Final = (IPV4_HOST_SIZE - PORT.size, IPV6_HOST_SIZE - PORT.size)
+"""Bytes of a host's IP: IPv4, IPv6 (sys flag bit BORNHOST_V6 / STOREHOST_V6)."""
+_IPV4, _IPV6 = IP_WIDTHS
 
-_FIXED_HEAD_FORMAT = (
-    ">i"  # TOTALSIZE
-    "I"  # MAGICCODE
-    "i"  # BODYCRC
-    "i"  # QUEUEID
-    "i"  # FLAG
-    "q"  # QUEUEOFFSET
-    "q"  # PHYSICALOFFSET
-    "i"  # SYSFLAG
-    "q"  # BORNTIMESTAMP
-)
-FIXED_HEAD = struct.Struct(_FIXED_HEAD_FORMAT)
-QUEUE_ID_POS = struct.calcsize(">iIi")
-FLAG_POS = struct.calcsize(">iIii")
-QUEUE_OFFSET_POS = struct.calcsize(">iIiii")
-PHY_OFFSET_POS = struct.calcsize(">iIiiiq")
-SYS_FLAG_POS = struct.calcsize(">iIiiiqq")
+
+@lru_cache(maxsize=4)
+def fixed_layout(born_ip_len: int, store_ip_len: int) -> Layout:
+    """The record's fixed part, TOTALSIZE through PREPAREDTRANSACTIONOFFSET, for the given IP lengths
+    (`IP_WIDTHS`); `VARIABLE_FIELDS` follow it."""
+    hosts = "/".join("IPv4" if n == IP_WIDTHS[0] else "IPv6" for n in (born_ip_len, store_ip_len))
+    return Layout(f"commitlog record, {hosts} hosts", _HEAD_FIELDS + (
+        Field("BORNHOST ip", f"{born_ip_len}s", "4 bytes IPv4 / 16 bytes IPv6"),
+        Field("BORNHOST port", "i", "int32"),
+        Field("STORETIMESTAMP", "q", "int64 ms"),
+        Field("STOREHOST ip", f"{store_ip_len}s", "as BORNHOST's"),
+        Field("STOREHOST port", "i", "int32"),
+        Field("RECONSUMETIMES", "i", "int32"),
+        Field("PREPAREDTRANSACTIONOFFSET", "q", "int64"),
+    ))
+
+
+BODY = Variable("BODY", "i", "the body as sent (possibly compressed: SYSFLAG bit 0x1)")
+TOPIC_V1 = Variable("TOPIC", "b", "UTF-8, at most 127 bytes in a v1 record")
+TOPIC_V2 = Variable("TOPIC", "h", TOPIC_V1.doc)
+PROPERTIES = Variable("PROPERTIES", "h", "UTF-8: name 0x01 value 0x02, per property")
+VARIABLE_FIELDS: Final = {MAGIC_V1: (BODY, TOPIC_V1, PROPERTIES), MAGIC_V2: (BODY, TOPIC_V2, PROPERTIES)}
+"""What follows the fixed part, by magic: each piece its byte count then its bytes."""
+
+
+@lru_cache(maxsize=4)
+def header_layout(born_ip_len: int, store_ip_len: int) -> Layout:
+    """The record from TOTALSIZE through BODYLENGTH (the fixed part and BODY's count)."""
+    fixed = fixed_layout(born_ip_len, store_ip_len)
+    return Layout(fixed.title, fixed.fields + (BODY.length_field(),))
+
+
+QUEUE_ID_POS = FIXED_HEAD_LAYOUT.position("QUEUEID")
+FLAG_POS = FIXED_HEAD_LAYOUT.position("FLAG")
+QUEUE_OFFSET_POS = FIXED_HEAD_LAYOUT.position("QUEUEOFFSET")
+PHY_OFFSET_POS = FIXED_HEAD_LAYOUT.position("PHYSICALOFFSET")
+SYS_FLAG_POS = FIXED_HEAD_LAYOUT.position("SYSFLAG")
 BORN_HOST_POS = FIXED_HEAD.size
-TOPIC_LENGTH = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
-PROPERTIES_LENGTH = struct.Struct(">h")
+TOPIC_LENGTH = {MAGIC_V1: struct.Struct(">" + TOPIC_V1.length), MAGIC_V2: struct.Struct(">" + TOPIC_V2.length)}
+PROPERTIES_LENGTH = struct.Struct(">" + PROPERTIES.length)
 MAX_TOPIC_BYTES_V1 = 127
-SYS_FLAG = struct.Struct(">i")
-BODY_LENGTH = struct.Struct(">i")
-BODY_CRC = struct.Struct(">i")
-BODY_CRC_POS = struct.calcsize(">iI")
-PHY_OFFSET = struct.Struct(">q")
-STORE_TIMESTAMP = struct.Struct(">q")
-_PHY_OFFSET_SYS_FLAG = struct.Struct(">qi")  # adjacent: one unpack for both
+SYS_FLAG = FIXED_HEAD_LAYOUT.codec_of("SYSFLAG")
+BODY_LENGTH = struct.Struct(">" + BODY.length)
+BODY_CRC = FIXED_HEAD_LAYOUT.codec_of("BODYCRC")
+BODY_CRC_POS = FIXED_HEAD_LAYOUT.position("BODYCRC")
+PHY_OFFSET = FIXED_HEAD_LAYOUT.codec_of("PHYSICALOFFSET")
+STORE_TIMESTAMP = fixed_layout(*IP_WIDTHS[:1] * 2).codec_of("STORETIMESTAMP")
+_PHY_OFFSET_SYS_FLAG = FIXED_HEAD_LAYOUT.part("PHYSICALOFFSET", "BORNTIMESTAMP").codec  # one unpack for both
 _BORN_V6: Final = int(SysFlag.BORNHOST_V6)
 _STORE_V6: Final = int(SysFlag.STOREHOST_V6)
 _HOST_BITS: Final = _BORN_V6 | _STORE_V6
@@ -91,23 +132,42 @@ _HOST_BITS: Final = _BORN_V6 | _STORE_V6
 @lru_cache(maxsize=4)
 def header_struct(born_ip_len: int, store_ip_len: int) -> struct.Struct:
     """The record header from TOTALSIZE through BODYLENGTH for the given IP lengths (4 or 16)."""
-    return struct.Struct(
-        _FIXED_HEAD_FORMAT
-        + f"{born_ip_len}s"  # BORNHOST ip
-        "i"  # BORNHOST port
-        "q"  # STORETIMESTAMP
-        f"{store_ip_len}s"  # STOREHOST ip
-        "i"  # STOREHOST port
-        "i"  # RECONSUMETIMES
-        "q"  # PREPAREDTRANSACTIONOFFSET
-        "i"  # BODYLENGTH
-    )
+    return header_layout(born_ip_len, store_ip_len).codec
+
+
+def record_rows() -> list[tuple[str, str, str, str]]:
+    """(pos, len, field, meaning) of the whole record, for `layout.text_table` and `layout.markdown_table`:
+    positions past an IP as `+b` / `+s` (what an IPv6 born / store host adds), widths that depend on the
+    host or the version as `IPv4 / IPv6` or `v1 / v2`, the variable fields' lengths by the field that
+    counts them."""
+    v4, v6 = IP_WIDTHS
+    shapes = {(born, store): header_layout(born, store) for born in IP_WIDTHS for store in IP_WIDTHS}
+    plain = shapes[v4, v4]
+    rows = []
+    for f in plain.fields:
+        at = plain.position(f.name)
+        pos = str(at) + "+b" * (shapes[v6, v4].position(f.name) > at) + "+s" * (shapes[v4, v6].position(f.name) > at)
+        widths = dict.fromkeys(str(layout.width(f.name)) for layout in (plain, shapes[v6, v6]))
+        rows.append((pos, " / ".join(widths), f.name, f.doc))
+    rows.append((f"{plain.size}+b+s", BODY.length_field().name, BODY.name, BODY.doc))
+    v1, v2 = VARIABLE_FIELDS[MAGIC_V1][1:], VARIABLE_FIELDS[MAGIC_V2][1:]
+    for one, two in zip(v1, v2, strict=True):
+        count = one.length_field()
+        widths = dict.fromkeys((str(one.length_width), str(two.length_width)))
+        doc = count.doc + (" (v1 / v2)" if len(widths) > 1 else "")
+        rows += [("...", " / ".join(widths), count.name, doc), ("...", count.name, one.name, one.doc)]
+    return rows
+
+
+def record_legend() -> str:
+    """What `record_rows` abbreviates."""
+    v4, v6 = IP_WIDTHS
+    return (f"b, s: the bytes an IPv6 born / store host adds ({v6 - v4}; SYSFLAG bit {_BORN_V6:#x} / {_STORE_V6:#x}), "
+            f"0 for IPv4. v1 / v2: a record with magic {MAGIC_V1:#X} / {MAGIC_V2:#X}.").replace("0X", "0x")
 
 
 def _ip_lengths(sys_flag: int) -> tuple[int, int]:
-    born = IPV6_HOST_SIZE if sys_flag & _BORN_V6 else IPV4_HOST_SIZE
-    store = IPV6_HOST_SIZE if sys_flag & _STORE_V6 else IPV4_HOST_SIZE
-    return born - 4, store - 4
+    return _IPV6 if sys_flag & _BORN_V6 else _IPV4, _IPV6 if sys_flag & _STORE_V6 else _IPV4
 
 
 MIN_RECORD_SIZE = header_struct(4, 4).size + 1 + PROPERTIES_LENGTH.size  # 91
@@ -118,10 +178,10 @@ _HEADER_BY_HOST_BITS = {bits: header_struct(*_ip_lengths(bits)) for bits in (0, 
 def store_timestamp_pos(sys_flag: int) -> int:
     """Position of STORETIMESTAMP inside a record with this sys flag (56 or 68)."""
     born_ip_len, _ = _ip_lengths(sys_flag)
-    return BORN_HOST_POS + born_ip_len + 4
+    return BORN_HOST_POS + born_ip_len + PORT.size
 
 
-STORE_TIMESTAMP_HEAD = store_timestamp_pos(_BORN_V6) + 8
+STORE_TIMESTAMP_HEAD = store_timestamp_pos(_BORN_V6) + STORE_TIMESTAMP.size
 """Bytes of a record's start that hold its STORETIMESTAMP whatever its sys flag (`store_timestamp_in`)."""
 
 
@@ -135,8 +195,8 @@ def store_timestamp_in(head: Buffer) -> int:
 def encoded_size(topic_len: int, body_len: int, properties_len: int, *, born_v6: bool = False,
                  store_v6: bool = False, version: int = 1) -> int:
     """TOTALSIZE of a record with these byte lengths."""
-    head = header_struct(16 if born_v6 else 4, 16 if store_v6 else 4).size
-    topic_field = 1 if version == 1 else 2
+    head = header_struct(IP_WIDTHS[born_v6], IP_WIDTHS[store_v6]).size
+    topic_field = TOPIC_LENGTH[MAGIC_V1 if version == 1 else MAGIC_V2].size
     return head + body_len + topic_field + topic_len + PROPERTIES_LENGTH.size + properties_len
 
 
@@ -201,9 +261,9 @@ def record_sys_flag(sys_flag: int, born_ip: bytes, store_ip: bytes) -> int:
     Plain int arithmetic as Java's: every other bit (compression type in bits 8-10 too) is kept.
     """
     flag = int(sys_flag) & ~(_BORN_V6 | _STORE_V6)
-    if len(born_ip) == 16:
+    if len(born_ip) == IP_WIDTHS[1]:
         flag |= _BORN_V6
-    if len(store_ip) == 16:
+    if len(store_ip) == IP_WIDTHS[1]:
         flag |= _STORE_V6
     return flag
 
@@ -248,6 +308,9 @@ if speedups is not None:
     _properties_at: Callable[[bytes, int], dict[str, str]] = speedups.properties_at
 else:
     _properties_at = properties_at_py
+
+
+_AT = header_layout(*IP_WIDTHS[:1] * 2).index  # a field's index in the tuple header_struct(...).unpack gives
 
 
 def _header_field(index: int, doc: str) -> Any:
@@ -331,19 +394,19 @@ class StoredMessage(_MessageBase):
     sys_flag: int
     topic: str
 
-    # positions in the header tuple of header_struct(...).unpack
-    body_crc = _header_field(2, "BODYCRC as stored.")
-    queue_id = _header_field(3, "Queue id.")
-    flag = _header_field(4, "Producer flag.")
-    queue_offset = _header_field(5, "Offset in the consume queue.")
-    born_timestamp = _header_field(8, "Producer time, ms.")
-    store_timestamp = _header_field(11, "Store time, ms.")
-    reconsume_times = _header_field(14, "Redelivery count.")
-    prepared_transaction_offset = _header_field(15, "Half message offset of a COMMIT/ROLLBACK record.")
-    _born_ip = _header_field(9, "Born host IP bytes.")
-    _born_port = _header_field(10, "Born host port.")
-    _store_ip = _header_field(12, "Store host IP bytes.")
-    _store_port = _header_field(13, "Store host port.")
+    body_crc = _header_field(_AT("BODYCRC"), "BODYCRC as stored.")
+    queue_id = _header_field(_AT("QUEUEID"), "Queue id.")
+    flag = _header_field(_AT("FLAG"), "Producer flag.")
+    queue_offset = _header_field(_AT("QUEUEOFFSET"), "Offset in the consume queue.")
+    born_timestamp = _header_field(_AT("BORNTIMESTAMP"), "Producer time, ms.")
+    store_timestamp = _header_field(_AT("STORETIMESTAMP"), "Store time, ms.")
+    reconsume_times = _header_field(_AT("RECONSUMETIMES"), "Redelivery count.")
+    prepared_transaction_offset = _header_field(_AT("PREPAREDTRANSACTIONOFFSET"),
+                                                "Half message offset of a COMMIT/ROLLBACK record.")
+    _born_ip = _header_field(_AT("BORNHOST ip"), "Born host IP bytes.")
+    _born_port = _header_field(_AT("BORNHOST port"), "Born host port.")
+    _store_ip = _header_field(_AT("STOREHOST ip"), "Store host IP bytes.")
+    _store_port = _header_field(_AT("STOREHOST port"), "Store host port.")
 
     @property
     def properties_string(self) -> str:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+from rocketstore.format.layout import JAVA_LONG_MAX
+
 _EPOCH_MS = re.compile(r"[0-9]{1,19}")
-_MAX_MS = 2**63 - 1
+_MAX_MS = JAVA_LONG_MAX
 
 
 def parse_time_ms(text: str) -> int:

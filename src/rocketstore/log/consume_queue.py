@@ -19,13 +19,14 @@ from rocketstore.format.consume_queue import (
     scan_entries,
     unpack_unit,
 )
+from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR
 from rocketstore.storage import sparse
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
 
 RECOVER_LAST_FILES = 3
-MAX_QUEUE_OFFSET = (2**63 - 1) // UNIT_SIZE  # a queue's byte offset (x 20) is a Java long, as its file names
+MAX_QUEUE_OFFSET = JAVA_LONG_MAX // UNIT_SIZE  # a queue's byte offset (x 20) is a Java long, as its file names
 
 
 def _zero_from(mf: MappedFile, pos: int) -> bool:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Collection, Iterator
 from rocketstore._types import Buffer
 from rocketstore.errors import MessageNotFoundError
 from rocketstore.format.consume_queue import FILLER_SIZE, UNIT, UNIT_SIZE
+from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.message import (
     MAGIC_V1,
     MAGIC_V2,
@@ -173,7 +174,7 @@ class EntryReader:
             self.total_bytes += size
 
 
-_NO_LIMIT = 2**63 - 1
+_NO_LIMIT = JAVA_LONG_MAX
 
 
 MisplacedHandler = Callable[[str, int, list[int]], object]

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rocketstore.format.json_text import quote_integer_keys
+from rocketstore.format.layout import JAVA_INT_MAX as JAVA_INT_MAX  # re-exported
+from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.store_dirs import CONFIG_DIR  # noqa: F401 (re-exported)
 from rocketstore.storage import fs
 
 _T = TypeVar("_T")
-JAVA_LONG_MAX = 2**63 - 1
-JAVA_INT_MAX = 2**31 - 1
 
 
 

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from rocketstore.errors import RemoteProtocolError
+from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.properties import encode_properties
 from rocketstore.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -332,7 +333,7 @@ class AdminClient:
         """QUERY_MESSAGE (12): messages of `topic` with `key` among their keys; [] when none."""
         response = self.call(addr, RequestCode.QUERY_MESSAGE,
                              {"topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": 0,
-                              "endTimestamp": 2**63 - 1, "_UNIQUE_KEY_QUERY": "false"},
+                              "endTimestamp": JAVA_LONG_MAX, "_UNIQUE_KEY_QUERY": "false"},
                              allowed=(ResponseCode.QUERY_NOT_FOUND,))
         return [] if response.code == ResponseCode.QUERY_NOT_FOUND else decode_records(response.body)
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from types import TracebackType
 
 from rocketstore.errors import RemoteProtocolError
+from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.message import StoredMessage, decode_message
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.protocol import NEED_DATA, CommandReader, RemotingCommand, RequestCode, ResponseCode, encode_command
@@ -105,7 +106,7 @@ class RemotingClient:
         return response
 
     def query_message(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
-                      end_ms: int = 2**63 - 1) -> list[StoredMessage]:
+                      end_ms: int = JAVA_LONG_MAX) -> list[StoredMessage]:
         """Messages of `topic` whose KEYS (or UNIQ_KEY) contain `key`; [] when none.
 
         Raises:

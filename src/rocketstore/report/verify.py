@@ -54,6 +54,7 @@ from rocketstore.format import consume_queue as cq_format
 from rocketstore.format import index as index_format
 from rocketstore.format.filenames import name_to_offset, offset_to_name
 from rocketstore.format.javahash import index_key_hash
+from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.message import (
     BLANK_MAGIC,
     END_OF_FILE,
@@ -346,7 +347,7 @@ class _Verifier:
     @property
     def _end(self) -> int:
         """Entries pointing at or past this are judged after `settle` (the snapshot's end until then)."""
-        return self.result.snapshot_end if self._resume is not None else 1 << 63
+        return self.result.snapshot_end if self._resume is not None else JAVA_LONG_MAX + 1
 
     # -- commitlog -------------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketstore.format.javahash import tags_code
+from rocketstore.format.layout import JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketstore.scan.records import FIELDS
 
 __all__ = ["EVERYTHING", "Interval", "Predicate", "Prune", "mask", "predicates"]
@@ -34,7 +35,7 @@ __all__ = ["EVERYTHING", "Interval", "Predicate", "Prune", "mask", "predicates"]
 Predicate = tuple[str, str, Any]
 """`(column, op, value)`."""
 
-_LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
+_LONG_MIN, _LONG_MAX = JAVA_LONG_MIN, JAVA_LONG_MAX
 _INT_COLUMNS = frozenset(name for name, kind, _ in FIELDS if pa.types.is_integer(kind))
 _STRING_COLUMNS = frozenset(name for name, kind, _ in FIELDS if pa.types.is_string(kind)) | {"broker"}
 _NEVER_NULL = frozenset({"topic", "queueId", "queueOffset", "commitLogOffset", "storeTimestamp", "msgId"})

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from rocketstore.config import StoreConfig
+from rocketstore.format.layout import JAVA_INT_MAX
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.scan import direct
@@ -40,7 +41,7 @@ from rocketstore.scan.stores import LogReader, commitlog_extent, open_read_only,
 
 __all__ = ["CommitLogRange", "KeyLookup", "Partition", "QueueRange", "plan_partitions", "read_partition"]
 
-_UNLIMITED_RESULTS = 2**31 - 1
+_UNLIMITED_RESULTS = JAVA_INT_MAX
 _ENTRY = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # a consume-queue entry, 20 bytes
 
 

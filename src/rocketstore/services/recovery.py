@@ -22,6 +22,7 @@ from rocketstore.format.checkpoint import Checkpoint
 from rocketstore.format.consume_queue import UNIT_SIZE, CqUnit
 from rocketstore.format.index import FIRST_ENTRY, IndexHeader, index_key
 from rocketstore.format.javahash import index_key_hash, tags_code
+from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.message import (
     BLANK_MAGIC,
     END_OF_FILE,
@@ -50,7 +51,7 @@ from rocketstore.storage import fs, sparse
 from rocketstore.storage.mapped_file import MappedFile
 
 _PHY_OFFSET = struct.Struct(">q")
-LONG_MAX = 2**63 - 1
+LONG_MAX = JAVA_LONG_MAX
 NORMAL_RECOVERY_FILES = 3
 
 

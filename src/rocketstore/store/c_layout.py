@@ -1,6 +1,6 @@
 """The C header of the compiled helpers, derived from the Python declarations: `_layout.h`.
 
-The layouts (record, consume-queue unit, index file: the last two as tables, `format.layout`), Java's
+The layouts (record, consume-queue unit, index file: each a table, `format.layout`), Java's
 integer limits, the sys flag bits and the field order of
 `Prepared` and of the `Message` fields the compiled prepare reads are declared once, in Python
 (`format.message`, `format.consume_queue`, `format.index`, `format.sysflag`, `format.properties`,
@@ -14,64 +14,40 @@ is what the header says, and the built module reports what it was compiled with
 
 from __future__ import annotations
 
-import inspect
-import re
-import struct
 import sys
-from types import ModuleType
 
 from rocketstore.format import consume_queue, index, message, properties, sysflag
-from rocketstore.format.layout import JAVA_LIMITS
+from rocketstore.format.layout import JAVA_LIMITS, c_name
 from rocketstore.format.sysflag import SysFlag
 
-_FIELD_LINE = re.compile(r'^\s*(?:[A-Z_]+\s*=\s*(?:struct\.Struct\()?\(?)?\s*(?:\+\s*)?f?"([^"]+)"\s*#\s*(.+?)\s*$')
+
+def _only(defines: dict[str, int], *suffixes: str) -> dict[str, int]:
+    return {name: value for name, value in defines.items() if name.endswith(suffixes)}
 
 
-def struct_fields(module: ModuleType, start: str, sizes: dict[str, int] | None = None) -> list[tuple[str, str]]:
-    """(format piece, field name) of a layout declared as one commented piece per line, from the line
-    that starts with `start` in `module`'s source to the closing parenthesis (`{name}` pieces take
-    `sizes`)."""
-    lines = inspect.getsource(module).splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith(start))
-    fields = []
-    for line in lines[first:]:
-        found = _FIELD_LINE.match(line)
-        if found:
-            piece = found.group(1).format(**(sizes or {}))
-            fields.append((piece, _c_name(found.group(2))))
-        if line.strip().startswith(")"):
-            break
-    return fields
-
-
-def _c_name(comment: str) -> str:
-    return re.sub(r"[^A-Z0-9]+", "_", re.sub(r"\(.*?\)", "", comment).upper()).strip("_")
-
-
-def positions(prefix: str, fields: list[tuple[str, str]]) -> dict[str, int]:
-    """`prefix`_NAME_POS -> byte position of each field (big-endian, no padding)."""
-    out, fmt = {}, ">"
-    for piece, name in fields:
-        out[f"{prefix}_{name}_POS"] = struct.calcsize(fmt + piece.lstrip(">")) - struct.calcsize(piece.lstrip(">"))
-        fmt += piece.lstrip(">")
-    return out
-
-
-def _record_positions() -> dict[str, int]:
-    """Record header fields: from the record's start up to BORNHOST, then each part relative to the end
-    of the IP before it (the born and store IPs are 4 or 16 bytes)."""
-    head = struct_fields(message, "_FIXED_HEAD_FORMAT = (")
-    rest = struct_fields(message, "    return struct.Struct(", {"born_ip_len": 4, "store_ip_len": 4})
-    ip_at = [i for i, (piece, _) in enumerate(rest) if piece.endswith("s")]
-    after_born, after_store = rest[ip_at[0] + 1:ip_at[1]], rest[ip_at[1] + 1:]
-    out = positions("REC", head)
-    out.update(positions("REC_AFTER_BORN_IP", after_born))
-    out.update(positions("REC_AFTER_STORE_IP", after_store))
-    out["REC_AFTER_BORN_IP_SIZE"] = struct.calcsize(">" + "".join(p for p, _ in after_born))
-    out["REC_AFTER_STORE_IP_SIZE"] = struct.calcsize(">" + "".join(p for p, _ in after_store))
-    out["REC_HEADER_V4_SIZE"] = message.header_struct(4, 4).size
-    out["REC_V6_EXTRA"] = message.header_struct(16, 4).size - message.header_struct(4, 4).size
-    assert struct.calcsize(">" + "".join(p.lstrip(">") for p, _ in head)) == message.FIXED_HEAD.size
+def _record() -> dict[str, int]:
+    """The record (`format.message`): REC_NAME_POS/_WIDTH/_FIELD of its fields up to BORNHOST (their
+    positions do not depend on the hosts), the widths of the rest with IPv4 hosts, the positions after
+    each IP relative to that IP's end (REC_AFTER_BORN_IP_*, REC_AFTER_STORE_IP_*), the IP widths, the
+    header's size with IPv4 hosts and what an IPv6 host adds, and the width of the count before each variable
+    field (REC_PROPERTIESLENGTH_WIDTH; REC_V1_TOPICLENGTH_WIDTH and REC_V2_... where the versions differ)."""
+    v4, v6 = message.IP_WIDTHS
+    header = message.header_layout(v4, v4)
+    out = _only(message.FIXED_HEAD_LAYOUT.c_defines("REC"), "_POS", "_WIDTH", "_FIELD")
+    out |= _only(header.c_defines("REC"), "_WIDTH")
+    out |= _only(header.part("BORNHOST port", "STOREHOST ip").c_defines("REC_AFTER_BORN_IP"), "_POS", "_SIZE")
+    out |= _only(header.part("STOREHOST port").c_defines("REC_AFTER_STORE_IP"), "_POS", "_SIZE")
+    out["IPV4_WIDTH"], out["IPV6_WIDTH"] = v4, v6
+    out["REC_HEADER_V4_SIZE"] = header.size
+    out["REC_V6_EXTRA"] = message.header_layout(v6, v4).size - header.size
+    versions = {"V1": message.VARIABLE_FIELDS[message.MAGIC_V1], "V2": message.VARIABLE_FIELDS[message.MAGIC_V2]}
+    for pieces in zip(*versions.values(), strict=True):
+        count = c_name(pieces[0].length_field().name)
+        if len({piece.length_width for piece in pieces}) == 1:
+            out[f"REC_{count}_WIDTH"] = pieces[0].length_width
+        else:
+            out.update({f"REC_{version}_{count}_WIDTH": piece.length_width
+                        for version, piece in zip(versions, pieces, strict=True)})
     return out
 
 
@@ -102,7 +78,7 @@ def _layout() -> dict[str, int]:
         "INDEX_ENTRY_SIZE": index.ENTRY_SIZE,
         "MAX_PROPERTIES_LENGTH": properties.MAX_PROPERTIES_LENGTH,
         **_transaction_rules(),
-        **_record_positions(),
+        **_record(),
         **JAVA_LIMITS,
         **consume_queue.UNIT_LAYOUT.c_defines("CQ"),
         **index.HEADER_LAYOUT.c_defines("INDEX_HEADER"),

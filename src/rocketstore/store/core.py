@@ -18,6 +18,7 @@ from rocketstore.errors import (
     StoreReadOnlyError,
 )
 from rocketstore.format.hosts import parse_host
+from rocketstore.format.layout import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketstore.format.msgid import msg_id_prefix
 from rocketstore.format.store_dirs import (
     queue_dirs,
@@ -28,7 +29,6 @@ from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.consumer_offsets import ConsumerOffsets
 from rocketstore.log.index_service import IndexService
-from rocketstore.log.json_config import JAVA_INT_MAX, JAVA_LONG_MAX
 from rocketstore.log.topic_config import TopicConfigs
 from rocketstore.message import Message
 from rocketstore.results import PutResult
@@ -47,8 +47,8 @@ from rocketstore.store.pending_put import PutCombiner
 from rocketstore.store.prepare import Prepared, Preparer, topic_part
 
 DISK_FULL_REASON = "disk full"
-LONG_MAX = 2**63 - 1
-LONG_MIN = -(2**63)
+LONG_MAX = JAVA_LONG_MAX
+LONG_MIN = JAVA_LONG_MIN
 log = logging.getLogger("rocketstore.store")
 
 

@@ -23,6 +23,7 @@ from rocketstore.errors import InvalidArgumentError, InvalidMessageError
 from rocketstore.format import properties as props
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import tags_code
+from rocketstore.format.layout import JAVA_INT_MAX, JAVA_INT_MIN, JAVA_LONG_MAX, JAVA_LONG_MIN
 from rocketstore.format.message import (
     CRC_MASK,
     PREFIX_SIZE,
@@ -257,8 +258,8 @@ _TAGS_PREFIX = props.TAGS + props.NAME_VALUE_SEPARATOR
 _KEYS_PREFIX = props.KEYS + props.NAME_VALUE_SEPARATOR
 
 
-INT32 = (-(2**31), 2**31 - 1)
-INT64 = (-(2**63), 2**63 - 1)
+INT32 = (JAVA_INT_MIN, JAVA_INT_MAX)
+INT64 = (JAVA_LONG_MIN, JAVA_LONG_MAX)
 
 
 def check_header_fields(message: Message) -> None:
@@ -373,7 +374,7 @@ class Preparer:
         if len(body) > self._max_message_size:
             raise illegal(f"body of {len(body)} bytes exceeds max_message_size {self._max_message_size}")
         queue_id = message.queue_id
-        if not isinstance(queue_id, int) or not 0 <= queue_id <= 0x7FFFFFFF:
+        if not isinstance(queue_id, int) or not 0 <= queue_id <= JAVA_INT_MAX:
             raise illegal(f"queue id {queue_id!r} is not an int in [0, 2**31 - 1]")
         check_header_fields(message)
         delay_level = 0

@@ -38,6 +38,7 @@ from rocketstore.broker.grpc.convert import (
 )
 from rocketstore.broker.grpc.logs import short
 from rocketstore.broker.grpc.protos import pb
+from rocketstore.format.layout import JAVA_INT_MAX, JAVA_LONG_MAX
 from rocketstore.format.message import StoredMessage
 from rocketstore.format.properties import DELAY, REAL_QID, REAL_TOPIC
 from rocketstore.format.topics import DLQ_PREFIX
@@ -46,8 +47,6 @@ log = logging.getLogger("rocketstore.broker.grpc")
 
 HANDLE_PREFIX = "rs1"
 TOKEN_BYTES = 8  # a delivery's token: 16 lowercase hex digits
-JAVA_INT_MAX = 2**31 - 1
-JAVA_LONG_MAX = 2**63 - 1
 # rs1.<queue id>.<queue offset>.<token>: ASCII digits only (str.isdigit also takes "²" and other digits
 # int() refuses), at most as many as Java's int and long hold.
 _HANDLE = re.compile(r"rs1\.(0|[1-9][0-9]{0,9})\.(0|[1-9][0-9]{0,18})\.([0-9a-f]{16})", re.ASCII)
