@@ -468,6 +468,168 @@ speedups_index_damage(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
 
 /* enum run_state (RUN_END, RUN_FULL, RUN_ELSEWHERE) comes from _layout.h */
 
+/* The arguments of one decode_run call, checked (borrowed references); i and total_bytes move as it runs. */
+struct decode_call {
+    PyTypeObject *cls;
+    PyObject *entries, *wanted, *messages, *topic;
+    long long queue_id, first_offset, log_start, log_size, total_bytes, max_bytes;
+    Py_ssize_t i, max_count;
+};
+
+/* decode_run's arguments (all but the log's buffer, args[3]) into `c`: 0, or -1 with TypeError /
+ * ValueError / OverflowError (or the int's error). */
+static int
+decode_call_of(PyObject *const *args, Py_ssize_t nargs, struct decode_call *c)
+{
+    if (nargs != 11 && nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "decode_run takes eleven or fourteen arguments");
+        return -1;
+    }
+    c->topic = nargs == 14 ? args[11] : Py_None;
+    c->queue_id = 0, c->first_offset = 0;
+    if (c->topic != Py_None) {
+        if (!PyUnicode_Check(c->topic)) {
+            PyErr_SetString(PyExc_TypeError, "decode_run: topic must be a str or None");
+            return -1;
+        }
+        c->queue_id = PyLong_AsLongLong(args[12]);
+        c->first_offset = PyLong_AsLongLong(args[13]);
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    if (rs_check_message_class(args[0]) < 0) {
+        return -1;
+    }
+    c->cls = (PyTypeObject *)args[0];
+    c->entries = args[1], c->wanted = args[6], c->messages = args[7];
+    if (!PyBytes_Check(c->entries) || !PyList_Check(c->messages) || (c->wanted != Py_None && !PyAnySet_Check(c->wanted))) {
+        PyErr_SetString(PyExc_TypeError, "decode_run: entries must be bytes, wanted a set or None, messages a list");
+        return -1;
+    }
+    c->i = PyLong_AsSsize_t(args[2]);
+    c->log_start = PyLong_AsLongLong(args[4]);
+    c->log_size = PyLong_AsLongLong(args[5]);
+    c->max_count = PyLong_AsSsize_t(args[8]);
+    c->total_bytes = PyLong_AsLongLong(args[9]);
+    c->max_bytes = PyLong_AsLongLong(args[10]);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (c->i < 0 || c->log_start < 0 || c->total_bytes < 0 || c->max_bytes < 0) {
+        PyErr_SetString(PyExc_ValueError, "decode_run: negative index, offset or byte count");
+        return -1;
+    }
+    if (c->total_bytes > LLONG_MAX / 2) { /* room for the sizes added below */
+        PyErr_SetString(PyExc_OverflowError, "decode_run: total_bytes out of range");
+        return -1;
+    }
+    if (c->log_size < -1) {
+        c->log_size = -1; /* the same answers: no record fits, and log_size - size cannot overflow */
+    }
+    return 0;
+}
+
+/* 1 when the tags code `code` is in `wanted`, 0 when not, -1 after an error. */
+static inline int
+wanted_code(PyObject *wanted, long long code)
+{
+    PyObject *key = PyLong_FromLongLong(code);
+    int found = key == NULL ? -1 : PySet_Contains(wanted, key);
+    Py_XDECREF(key);
+    return found;
+}
+
+/* The record of `size` bytes at `at` (phy offset `phy_offset`), which entry i names, as a c->cls (a new
+ * reference) when it is that record (with c->topic: of that topic, queue id and queue offset); NULL with
+ * no error when it is not (the run stops: elsewhere), NULL with one after an error. `*matched` is the
+ * last record topic found equal to c->topic (records of a run repeat it). */
+static inline PyObject *
+entry_record(const struct decode_call *c, const unsigned char *at, long long size, long long phy_offset,
+             Py_ssize_t i, struct topic_cache *cache, PyObject **matched)
+{
+    PyObject *msg = size < 8 ? NULL : rs_record_in(c->cls, at, size, phy_offset, cache); /* 8: the prefix */
+    if (msg == NULL || c->topic == Py_None) {
+        return msg; /* no error set: not the record the entry names, or not a whole one */
+    }
+    /* a record of another queue or queue offset: the caller looks at it */
+    PyObject *record_topic = rs_message_topic(msg);
+    int same = read_be(at + REC_QUEUEID_POS, REC_QUEUEID_WIDTH) == c->queue_id
+               && read_be(at + REC_QUEUEOFFSET_POS, REC_QUEUEOFFSET_WIDTH) == c->first_offset + i;
+    if (same && record_topic != *matched) {
+        same = PyUnicode_Compare(record_topic, c->topic) == 0;
+        if (same) {
+            *matched = record_topic;
+        } else if (PyErr_Occurred()) {
+            Py_DECREF(msg);
+            return NULL;
+        }
+    }
+    if (!same) {
+        Py_DECREF(msg);
+        return NULL;
+    }
+    return msg;
+}
+
+/* The read loop of decode_run over the entries from c->i, the records in `log` (c->log_size bytes):
+ * c->i and c->total_bytes moved past what it took; the run's state, or -1 after an error. */
+static int
+decode_entries(struct decode_call *c, const unsigned char *log)
+{
+    const unsigned char *units = (const unsigned char *)PyBytes_AS_STRING(c->entries);
+    Py_ssize_t end = PyBytes_GET_SIZE(c->entries) / UNIT_SIZE;
+    struct topic_cache cache = {.len = -1, .text = NULL};
+    PyObject *matched = NULL; /* the last decoded topic found equal to `topic` (records of a run repeat it) */
+    int state = RUN_END;
+    for (; c->i < end; c->i++) {
+        const unsigned char *unit = units + c->i * UNIT_SIZE;
+        long long phy_offset = read_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+        long long size = read_be(unit + CQ_MESSAGE_SIZE_POS, CQ_MESSAGE_SIZE_WIDTH);
+        long long code = read_be(unit + CQ_TAGS_HASH_CODE_POS, CQ_TAGS_HASH_CODE_WIDTH);
+        /* total_bytes + size > max_bytes without overflow (size is an int32) */
+        int too_big = size >= 0 ? c->total_bytes > c->max_bytes - size : c->total_bytes + size > c->max_bytes;
+        Py_ssize_t had = PyList_GET_SIZE(c->messages);
+        if (had > 0 && (had >= c->max_count || too_big)) {
+            state = RUN_FULL;
+            break;
+        }
+        if (phy_offset < 0 || size <= 0 || (phy_offset == 0 && size == FILLER_SIZE && code == 0)) {
+            continue;
+        }
+        if (c->wanted != Py_None) {
+            int found = wanted_code(c->wanted, code);
+            if (found < 0) {
+                state = -1;
+                break;
+            }
+            if (!found) {
+                continue;
+            }
+        }
+        long long pos = phy_offset - c->log_start;
+        if (pos < 0 || pos > c->log_size - size) {
+            state = RUN_ELSEWHERE;
+            break;
+        }
+        PyObject *msg = entry_record(c, log + pos, size, phy_offset, c->i, &cache, &matched);
+        if (msg == NULL) {
+            /* an error, or not the record the entry names (another one, not a whole one) */
+            state = PyErr_Occurred() ? -1 : RUN_ELSEWHERE;
+            break;
+        }
+        int appended = PyList_Append(c->messages, msg);
+        Py_DECREF(msg);
+        if (appended < 0) {
+            state = -1;
+            break;
+        }
+        c->total_bytes += size;
+    }
+    Py_XDECREF(cache.text);
+    return state;
+}
+
 /* decode_run(cls, entries, i, log, log_start, log_size, wanted, messages, max_count, total_bytes,
  * max_bytes[, topic, queue_id, first_offset]) -> (i, total_bytes, state): the read loop of
  * MessageStore.get over the consume-queue entries in `entries` from entry i, decoding in place the
@@ -477,142 +639,23 @@ speedups_index_damage(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
 PyObject *
 speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 11 && nargs != 14) {
-        PyErr_SetString(PyExc_TypeError, "decode_run takes eleven or fourteen arguments");
+    struct decode_call c;
+    if (decode_call_of(args, nargs, &c) < 0) {
         return NULL;
-    }
-    PyObject *topic = nargs == 14 ? args[11] : Py_None;
-    long long queue_id = 0, first_offset = 0;
-    if (topic != Py_None) {
-        if (!PyUnicode_Check(topic)) {
-            PyErr_SetString(PyExc_TypeError, "decode_run: topic must be a str or None");
-            return NULL;
-        }
-        queue_id = PyLong_AsLongLong(args[12]);
-        first_offset = PyLong_AsLongLong(args[13]);
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
-    }
-    if (rs_check_message_class(args[0]) < 0) {
-        return NULL;
-    }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *entries = args[1];
-    PyObject *wanted = args[6];
-    PyObject *messages = args[7];
-    if (!PyBytes_Check(entries) || !PyList_Check(messages) || (wanted != Py_None && !PyAnySet_Check(wanted))) {
-        PyErr_SetString(PyExc_TypeError, "decode_run: entries must be bytes, wanted a set or None, messages a list");
-        return NULL;
-    }
-    Py_ssize_t i = PyLong_AsSsize_t(args[2]);
-    long long log_start = PyLong_AsLongLong(args[4]);
-    long long log_size = PyLong_AsLongLong(args[5]);
-    Py_ssize_t max_count = PyLong_AsSsize_t(args[8]);
-    long long total_bytes = PyLong_AsLongLong(args[9]);
-    long long max_bytes = PyLong_AsLongLong(args[10]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    if (i < 0 || log_start < 0 || total_bytes < 0 || max_bytes < 0) {
-        PyErr_SetString(PyExc_ValueError, "decode_run: negative index, offset or byte count");
-        return NULL;
-    }
-    if (total_bytes > LLONG_MAX / 2) { /* room for the sizes added below */
-        PyErr_SetString(PyExc_OverflowError, "decode_run: total_bytes out of range");
-        return NULL;
-    }
-    if (log_size < -1) {
-        log_size = -1; /* the same answers: no record fits, and log_size - size cannot overflow */
     }
     Py_buffer view;
     if (PyObject_GetBuffer(args[3], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
-    if (log_size > (long long)view.len) {
-        log_size = view.len; /* never read past the mapping, whatever the caller says */
+    if (c.log_size > (long long)view.len) {
+        c.log_size = view.len; /* never read past the mapping, whatever the caller says */
     }
-    const unsigned char *log = (const unsigned char *)view.buf;
-    const unsigned char *units = (const unsigned char *)PyBytes_AS_STRING(entries);
-    Py_ssize_t end = PyBytes_GET_SIZE(entries) / UNIT_SIZE;
-    struct topic_cache cache = {.len = -1, .text = NULL};
-    PyObject *matched = NULL; /* the last decoded topic found equal to `topic` (records of a run repeat it) */
-    enum run_state state = RUN_END;
-    int failed = 0;
-    for (; i < end; i++) {
-        const unsigned char *unit = units + i * UNIT_SIZE;
-        long long phy_offset = read_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
-        long long size = read_be(unit + CQ_MESSAGE_SIZE_POS, CQ_MESSAGE_SIZE_WIDTH);
-        long long code = read_be(unit + CQ_TAGS_HASH_CODE_POS, CQ_TAGS_HASH_CODE_WIDTH);
-        /* total_bytes + size > max_bytes without overflow (size is an int32) */
-        int too_big = size >= 0 ? total_bytes > max_bytes - size : total_bytes + size > max_bytes;
-        if (PyList_GET_SIZE(messages) > 0 && (PyList_GET_SIZE(messages) >= max_count || too_big)) {
-            state = RUN_FULL;
-            break;
-        }
-        if (phy_offset < 0 || size <= 0 || (phy_offset == 0 && size == FILLER_SIZE && code == 0)) {
-            continue;
-        }
-        if (wanted != Py_None) {
-            PyObject *key = PyLong_FromLongLong(code);
-            int found = key == NULL ? -1 : PySet_Contains(wanted, key);
-            Py_XDECREF(key);
-            if (found < 0) {
-                failed = 1;
-                break;
-            }
-            if (!found) {
-                continue;
-            }
-        }
-        long long pos = phy_offset - log_start;
-        if (pos < 0 || pos > log_size - size) {
-            state = RUN_ELSEWHERE;
-            break;
-        }
-        PyObject *msg = size < 8 ? NULL : rs_record_in(cls, log + pos, size, phy_offset, &cache); /* 8: the prefix */
-        if (msg == NULL) {
-            if (PyErr_Occurred()) {
-                failed = 1;
-            } else {
-                state = RUN_ELSEWHERE; /* not the record the entry names, or not a whole one */
-            }
-            break;
-        }
-        if (topic != Py_None) { /* a record of another queue or queue offset: the caller looks at it */
-            PyObject *record_topic = rs_message_topic(msg);
-            int same = read_be(log + pos + REC_QUEUEID_POS, REC_QUEUEID_WIDTH) == queue_id
-                       && read_be(log + pos + REC_QUEUEOFFSET_POS, REC_QUEUEOFFSET_WIDTH) == first_offset + i;
-            if (same && record_topic != matched) {
-                same = PyUnicode_Compare(record_topic, topic) == 0;
-                if (same) {
-                    matched = record_topic;
-                } else if (PyErr_Occurred()) {
-                    Py_DECREF(msg);
-                    failed = 1;
-                    break;
-                }
-            }
-            if (!same) {
-                Py_DECREF(msg);
-                state = RUN_ELSEWHERE;
-                break;
-            }
-        }
-        int appended = PyList_Append(messages, msg);
-        Py_DECREF(msg);
-        if (appended < 0) {
-            failed = 1;
-            break;
-        }
-        total_bytes += size;
-    }
-    Py_XDECREF(cache.text);
+    int state = decode_entries(&c, (const unsigned char *)view.buf);
     PyBuffer_Release(&view);
-    if (failed) {
+    if (state < 0) {
         return NULL;
     }
-    return Py_BuildValue("(nLi)", i, total_bytes, (int)state);
+    return Py_BuildValue("(nLi)", c.i, c.total_bytes, state);
 }
 
 int
@@ -802,6 +845,108 @@ newest_ascending(PyObject *found, Py_ssize_t max_count)
     return out;
 }
 
+/* The arguments of one query_records call (borrowed references) and its bounds. */
+struct query_call {
+    PyTypeObject *cls;
+    PyObject *index_files, *log_files, *topic, *key;
+    long long file_size, max_count, begin, end;
+    int any_time;
+};
+
+/* query_records' arguments into `q`: 1 when it takes them, 0 when query_py answers (a bound of another
+ * type or beyond int64, a text not ready), -1 with TypeError (or the error of reading one). */
+static int
+query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
+{
+    if (nargs != 10 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
+        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "query_records(cls, index_files, log_files, log_file_size, topic, key, "
+                                         "max_count, begin, end, any_time): a class, two lists, an int and two str");
+        return -1;
+    }
+    if (rs_check_message_class(args[0]) < 0) {
+        return -1;
+    }
+    q->cls = (PyTypeObject *)args[0];
+    q->index_files = args[1], q->log_files = args[2], q->topic = args[4], q->key = args[5];
+    if (!PyLong_Check(args[3]) || !PyLong_Check(args[6]) || !PyLong_Check(args[7]) || !PyLong_Check(args[8])) {
+        return 0; /* a bound of another type: query_py compares it as Python does */
+    }
+    int overflow = 0;
+    q->file_size = PyLong_AsLongLong(args[3]);
+    q->max_count = PyLong_AsLongLongAndOverflow(args[6], &overflow);
+    int begin_over = 0, end_over = 0;
+    q->begin = PyLong_AsLongLongAndOverflow(args[7], &begin_over);
+    q->end = PyLong_AsLongLongAndOverflow(args[8], &end_over);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow || begin_over || end_over || q->file_size <= 0 || q->max_count < 1
+        || q->max_count > PY_SSIZE_T_MAX / 8 || ready(q->topic) < 0 || ready(q->key) < 0) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    q->any_time = PyObject_IsTrue(args[9]);
+    return q->any_time < 0 ? -1 : 1;
+}
+
+/* Whether the record `message` answers the query: its topic, store time (unless any time), then the key
+ * (the index holds hashes). 1 keep, 0 not, -1 after an error, -2 when it is not a record's bytes (query_py
+ * answers). */
+static int
+query_keeps(const struct query_call *q, PyObject *message)
+{
+    PyObject *its_topic = PyObject_GetAttr(message, rs_put_attribute_names[A_TOPIC]);
+    int keep = its_topic == NULL ? -1 : PyUnicode_Check(its_topic) && PyUnicode_Compare(its_topic, q->topic) == 0;
+    Py_XDECREF(its_topic);
+    if (keep == 1 && !q->any_time) {
+        PyObject *raw = PyObject_GetAttr(message, rs_put_attribute_names[A_RAW]);
+        keep = raw == NULL ? -1 : 0;
+        if (raw != NULL && PyBytes_Check(raw) && PyBytes_GET_SIZE(raw) >= MIN_RECORD_SIZE) {
+            const unsigned char *at = (const unsigned char *)PyBytes_AS_STRING(raw);
+            long long stored_at = FIXED_HEAD_SIZE + REC_AFTER_BORN_IP_STORETIMESTAMP_POS
+                                  + ((read_be(at + REC_SYSFLAG_POS, REC_SYSFLAG_WIDTH) & BORN_V6) ? IPV6_WIDTH : IPV4_WIDTH);
+            if (stored_at + REC_STORETIMESTAMP_WIDTH <= PyBytes_GET_SIZE(raw)) { /* rs_record_in checked the layout */
+                long long stored = read_be(at + stored_at, REC_STORETIMESTAMP_WIDTH);
+                keep = q->begin <= stored && stored <= q->end;
+            } else {
+                keep = -2;
+            }
+        } else if (raw != NULL) {
+            keep = -2; /* not a record's bytes: the Python way */
+        }
+        Py_XDECREF(raw);
+    }
+    if (keep == 1) {
+        PyObject *carries = rs_message_carries_key(message, q->key);
+        keep = carries == NULL ? -1 : carries == Py_True;
+        Py_XDECREF(carries);
+    }
+    return keep;
+}
+
+/* The records at `offsets` that answer the query, put into `found` ({phy: message}, owned by the caller):
+ * 0, -1 after an error, -2 when query_py answers (a record it does not read). */
+static int
+query_found_of(const struct query_call *q, const struct offsets *offsets, PyObject *found)
+{
+    for (Py_ssize_t i = 0; i < offsets->count; i++) {
+        PyObject *phy = PyLong_FromLongLong(offsets->items[i]);
+        int seen = phy == NULL ? -1 : PyDict_Contains(found, phy);
+        PyObject *message = seen == 0 ? log_record(q->cls, q->log_files, q->file_size, offsets->items[i]) : NULL;
+        int keep = message != NULL ? query_keeps(q, message) : 0;
+        if (keep == 1 && PyDict_SetItem(found, phy, message) < 0) {
+            keep = -1;
+        }
+        int failed = seen < 0 || keep == -1 || (message == NULL && PyErr_Occurred()) ? -1 : keep == -2 ? -2 : 0;
+        Py_XDECREF(phy);
+        Py_XDECREF(message);
+        if (failed < 0) {
+            return failed;
+        }
+    }
+    return 0;
+}
+
 /* query_records(cls, index_files, log_files, log_file_size, topic, key, max_count, begin, end, any_time) ->
  * [message] or None: the loop of MessageStore.query_py over the index files (IndexService.files)
  * and the commitlog files (MappedFileQueue.files, each `log_file_size` bytes): the offsets the index
@@ -814,112 +959,41 @@ newest_ascending(PyObject *found, Py_ssize_t max_count)
 PyObject *
 speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
-        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError, "query_records(cls, index_files, log_files, log_file_size, topic, key, "
-                                         "max_count, begin, end, any_time): a class, two lists, an int and two str");
-        return NULL;
-    }
-    if (rs_check_message_class(args[0]) < 0) {
-        return NULL;
-    }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *index_files = args[1], *log_files = args[2], *topic = args[4], *key = args[5];
-    if (!PyLong_Check(args[3]) || !PyLong_Check(args[6]) || !PyLong_Check(args[7]) || !PyLong_Check(args[8])) {
-        Py_RETURN_NONE; /* a bound of another type: query_py compares it as Python does */
-    }
-    int overflow = 0;
-    long long file_size = PyLong_AsLongLong(args[3]);
-    long long max_count = PyLong_AsLongLongAndOverflow(args[6], &overflow);
-    int begin_over = 0, end_over = 0;
-    long long begin = PyLong_AsLongLongAndOverflow(args[7], &begin_over);
-    long long end = PyLong_AsLongLongAndOverflow(args[8], &end_over);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    if (overflow || begin_over || end_over || file_size <= 0 || max_count < 1 || max_count > PY_SSIZE_T_MAX / 8
-        || ready(topic) < 0 || ready(key) < 0) {
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    int any_time = PyObject_IsTrue(args[9]);
-    if (any_time < 0) {
-        return NULL;
+    struct query_call q;
+    int got = query_call_of(args, nargs, &q);
+    if (got <= 0) {
+        return got < 0 ? NULL : Py_NewRef(Py_None);
     }
     /* index times: whole seconds after the file's begin; any time: none filtered (a record whose store time
      * was damaged, which no CRC covers, misplaces the times of its whole index file) */
-    long long widened = any_time ? LLONG_MIN : begin <= 1000 ? 0 : begin - 1000;
-    long long key_hash = index_hash_of(hash_units(31u * hash_units(0, topic) + '#', key));
+    long long widened = q.any_time ? LLONG_MIN : q.begin <= 1000 ? 0 : q.begin - 1000;
+    long long key_hash = index_hash_of(hash_units(31u * hash_units(0, q.topic) + '#', q.key));
     struct offsets offsets;
     offsets_init(&offsets);
     PyObject *found = NULL;
-    Py_ssize_t limit = (Py_ssize_t)max_count;
+    Py_ssize_t limit = (Py_ssize_t)q.max_count;
     for (;;) {
         offsets.count = 0;
-        int walked = query_index(index_files, key_hash, widened, end, limit, &offsets);
+        int walked = query_index(q.index_files, key_hash, widened, q.end, limit, &offsets);
         if (walked != 1) {
             offsets_release(&offsets);
-            if (walked < 0) {
-                return NULL;
-            }
-            Py_RETURN_NONE;
+            Py_XDECREF(found);
+            return walked < 0 ? NULL : Py_NewRef(Py_None);
         }
         Py_XSETREF(found, PyDict_New());
         if (found == NULL) {
             break;
         }
-        for (Py_ssize_t i = 0; found != NULL && i < offsets.count; i++) {
-            PyObject *phy = PyLong_FromLongLong(offsets.items[i]);
-            int seen = phy == NULL ? -1 : PyDict_Contains(found, phy);
-            PyObject *message = seen == 0 ? log_record(cls, log_files, file_size, offsets.items[i]) : NULL;
-            int keep = message != NULL;
-            if (keep) { /* its topic and store time, then the key (the index holds hashes) */
-                PyObject *its_topic = PyObject_GetAttr(message, rs_put_attribute_names[A_TOPIC]);
-                keep = its_topic == NULL ? -1 : PyUnicode_Check(its_topic) && PyUnicode_Compare(its_topic, topic) == 0;
-                Py_XDECREF(its_topic);
-            }
-            if (keep == 1 && !any_time) {
-                PyObject *raw = PyObject_GetAttr(message, rs_put_attribute_names[A_RAW]);
-                keep = raw == NULL ? -1 : 0;
-                if (raw != NULL && PyBytes_Check(raw) && PyBytes_GET_SIZE(raw) >= MIN_RECORD_SIZE) {
-                    const unsigned char *at = (const unsigned char *)PyBytes_AS_STRING(raw);
-                    long long stored_at = FIXED_HEAD_SIZE + REC_AFTER_BORN_IP_STORETIMESTAMP_POS
-                                          + ((read_be(at + REC_SYSFLAG_POS, REC_SYSFLAG_WIDTH) & BORN_V6) ? IPV6_WIDTH : IPV4_WIDTH);
-                    if (stored_at + REC_STORETIMESTAMP_WIDTH <= PyBytes_GET_SIZE(raw)) { /* rs_record_in checked the layout */
-                        long long stored = read_be(at + stored_at, REC_STORETIMESTAMP_WIDTH);
-                        keep = begin <= stored && stored <= end;
-                    } else {
-                        keep = -2;
-                    }
-                } else if (raw != NULL) {
-                    keep = -2; /* not a record's bytes: the Python way */
-                }
-                Py_XDECREF(raw);
-            }
-            if (keep == 1) {
-                PyObject *carries = rs_message_carries_key(message, key);
-                keep = carries == NULL ? -1 : carries == Py_True;
-                Py_XDECREF(carries);
-            }
-            if (keep == 1 && PyDict_SetItem(found, phy, message) < 0) {
-                keep = -1;
-            }
-            if (seen < 0 || keep == -1 || (message == NULL && PyErr_Occurred())) {
-                Py_CLEAR(found);
-            } else if (keep == -2) {
-                Py_CLEAR(found);
+        int kept = query_found_of(&q, &offsets, found);
+        if (kept < 0) {
+            Py_CLEAR(found);
+            if (kept == -2) {
                 offsets_release(&offsets);
-                Py_XDECREF(phy);
-                Py_XDECREF(message);
                 Py_RETURN_NONE;
             }
-            Py_XDECREF(phy);
-            Py_XDECREF(message);
+            break;
         }
-        if (found == NULL || PyDict_GET_SIZE(found) >= max_count || offsets.count < limit
-            || limit > PY_SSIZE_T_MAX / 8) {
+        if (PyDict_GET_SIZE(found) >= q.max_count || offsets.count < limit || limit > PY_SSIZE_T_MAX / 8) {
             break;
         }
         limit *= 4;
@@ -928,7 +1002,7 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     if (found == NULL) {
         return NULL;
     }
-    PyObject *ordered = newest_ascending(found, (Py_ssize_t)max_count);
+    PyObject *ordered = newest_ascending(found, (Py_ssize_t)q.max_count);
     Py_DECREF(found);
     return ordered;
 }

@@ -394,96 +394,93 @@ close_group(struct index_group *g, PyObject *groups)
     return failed ? -1 : 0;
 }
 
-/* pack_requests(reqs, queue_from, index_from, inclusive) -> (runs, groups): what Dispatcher.write_packed
- * writes for the DispatchRequests `reqs` (log order): each queue's runs of entries with consecutive queue
- * offsets (key, first offset, units, ends, newest request), queues in the order they first appear, and
- * the index keys of each store millisecond (store timestamp, keys, ends keyless, with keys); which
- * records get which is format.sysflag's rule, generated into _layout.h.
- * services.dispatch.pack_requests_py is its twin. */
-PyObject *
-speedups_pack_requests(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+/* What pack_requests builds as it goes: the queues' runs (queues, in `order`), the closed index groups
+ * and the open one (g), all owned by it; the last topic's hash (borrowed topic). */
+struct request_pack {
+    long long queue_from, index_from;
+    int inclusive;
+    PyObject *queues, *order, *groups;
+    struct index_group g;
+    PyObject *last_topic;
+    uint32_t topic_hash;
+};
+
+/* The index keys of the request `req` (phy offset `phy`, store time `store_ts`) into the open group of its
+ * store millisecond (the previous group closed when the millisecond changes): 0, or -1 after an error
+ * (TypeError for keys of another shape). */
+static int
+pack_request_keys(struct request_pack *s, PyObject *req, long long phy, long long store_ts)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "pack_requests(reqs, queue_from, index_from, inclusive) takes four arguments");
-        return NULL;
+    struct index_group *g = &s->g;
+    if (g->keys != NULL && g->store_ts != store_ts && close_group(g, s->groups) < 0) {
+        return -1;
     }
-    PyObject *reqs = args[0];
-    long long queue_from = PyLong_AsLongLong(args[1]);
-    long long index_from = PyLong_AsLongLong(args[2]);
-    int inclusive = PyObject_IsTrue(args[3]);
-    if (PyErr_Occurred() || inclusive < 0) {
-        return NULL;
-    }
-    if (!PyList_Check(reqs)) {
-        PyErr_SetString(PyExc_TypeError, "pack_requests: reqs must be a list");
-        return NULL;
-    }
-    PyObject *queues = PyDict_New(), *order = PyList_New(0), *groups = PyList_New(0), *result = NULL;
-    struct index_group g = {.keys = NULL};
-    PyObject *last_topic = NULL; /* borrowed: the records of one topic share its hash */
-    uint32_t topic_hash = 0;
-    if (queues == NULL || order == NULL || groups == NULL) {
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(reqs); i++) {
-        PyObject *req = PyList_GET_ITEM(reqs, i);
-        if (!PyTuple_Check(req) || PyTuple_GET_SIZE(req) != DISPATCH_FIELDS
-            || !PyUnicode_Check(PyTuple_GET_ITEM(req, D_TOPIC))) {
-            PyErr_SetString(PyExc_TypeError, "pack_requests: DispatchRequests expected");
-            goto done;
-        }
-        long long phy = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_PHY_OFFSET));
-        long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_SIZE));
-        long long tags = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_TAGS_CODE));
-        long long store_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_STORE_TIMESTAMP));
-        long long queue_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_QUEUE_OFFSET));
-        long long sys_flag = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_SYS_FLAG));
-        if (PyErr_Occurred()) {
-            goto done;
-        }
-        int type = 1 << ((sys_flag & TRANSACTION_MASK) >> TRANSACTION_SHIFT);
-        if (phy >= queue_from && (QUEUED_TRANSACTION_TYPES & type)
-            && add_queue_entry(queues, order, req, phy, size, tags, queue_offset) < 0) {
-            goto done;
-        }
-        if (!(inclusive ? phy >= index_from : phy > index_from) || !(INDEXED_TRANSACTION_TYPES & type)) {
-            continue;
-        }
-        if (g.keys != NULL && g.store_ts != store_ts && close_group(&g, groups) < 0) {
-            goto done;
-        }
-        if (g.keys == NULL) {
-            g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
-            if (g.keys == NULL) {
-                goto done;
-            }
-        }
-        PyObject *topic = PyTuple_GET_ITEM(req, D_TOPIC), *keys = PyTuple_GET_ITEM(req, D_KEYS);
-        PyObject *uniq = PyTuple_GET_ITEM(req, D_UNIQ_KEY);
-        Py_ssize_t count = rs_index_key_count(topic, keys, uniq);
-        if (count < 0) {
-            if (count == -1) {
-                PyErr_SetString(PyExc_TypeError, "pack_requests: keys must be a tuple of str, uniq_key a str or None");
-            }
-            goto done;
-        }
-        g.last_keyless = count == 0;
-        if (count > 0) {
-            g.with_keys++;
-            if (topic != last_topic) {
-                topic_hash = 31u * hash_units(0, topic) + '#';
-                last_topic = topic;
-            }
-            unsigned char *out = grow(g.keys, count * INDEX_KEY_SIZE);
-            if (out == NULL) {
-                goto done;
-            }
-            rs_pack_index_keys(out, topic_hash, phy, keys, uniq);
+    if (g->keys == NULL) {
+        *g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
+        if (g->keys == NULL) {
+            return -1;
         }
     }
-    if (close_group(&g, groups) < 0) {
-        goto done;
+    PyObject *topic = PyTuple_GET_ITEM(req, D_TOPIC), *keys = PyTuple_GET_ITEM(req, D_KEYS);
+    PyObject *uniq = PyTuple_GET_ITEM(req, D_UNIQ_KEY);
+    Py_ssize_t count = rs_index_key_count(topic, keys, uniq);
+    if (count < 0) {
+        if (count == -1) {
+            PyErr_SetString(PyExc_TypeError, "pack_requests: keys must be a tuple of str, uniq_key a str or None");
+        }
+        return -1;
     }
+    g->last_keyless = count == 0;
+    if (count > 0) {
+        g->with_keys++;
+        if (topic != s->last_topic) {
+            s->topic_hash = 31u * hash_units(0, topic) + '#';
+            s->last_topic = topic;
+        }
+        unsigned char *out = grow(g->keys, count * INDEX_KEY_SIZE);
+        if (out == NULL) {
+            return -1;
+        }
+        rs_pack_index_keys(out, s->topic_hash, phy, keys, uniq);
+    }
+    return 0;
+}
+
+/* One DispatchRequest `req` into `s`: its queue entry and its index keys, as far as the record takes
+ * them. 0, or -1 after an error (TypeError for a value that is not a DispatchRequest). */
+static int
+pack_request(struct request_pack *s, PyObject *req)
+{
+    if (!PyTuple_Check(req) || PyTuple_GET_SIZE(req) != DISPATCH_FIELDS
+        || !PyUnicode_Check(PyTuple_GET_ITEM(req, D_TOPIC))) {
+        PyErr_SetString(PyExc_TypeError, "pack_requests: DispatchRequests expected");
+        return -1;
+    }
+    long long phy = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_PHY_OFFSET));
+    long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_SIZE));
+    long long tags = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_TAGS_CODE));
+    long long store_ts = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_STORE_TIMESTAMP));
+    long long queue_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_QUEUE_OFFSET));
+    long long sys_flag = PyLong_AsLongLong(PyTuple_GET_ITEM(req, D_SYS_FLAG));
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    int type = 1 << ((sys_flag & TRANSACTION_MASK) >> TRANSACTION_SHIFT);
+    if (phy >= s->queue_from && (QUEUED_TRANSACTION_TYPES & type)
+        && add_queue_entry(s->queues, s->order, req, phy, size, tags, queue_offset) < 0) {
+        return -1;
+    }
+    if (!(s->inclusive ? phy >= s->index_from : phy > s->index_from) || !(INDEXED_TRANSACTION_TYPES & type)) {
+        return 0;
+    }
+    return pack_request_keys(s, req, phy, store_ts);
+}
+
+/* The runs of the queues in `order` (their runs in `queues`), as (key, first offset, units, ends, newest
+ * request) in a new list; NULL after an error. */
+static PyObject *
+runs_in_order(PyObject *queues, PyObject *order)
+{
     PyObject *runs = PyList_New(0);
     for (Py_ssize_t q = 0; runs != NULL && q < PyList_GET_SIZE(order); q++) {
         PyObject *key = PyList_GET_ITEM(order, q);
@@ -498,14 +495,56 @@ speedups_pack_requests(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
             Py_XDECREF(item);
         }
     }
+    return runs;
+}
+
+/* pack_requests(reqs, queue_from, index_from, inclusive) -> (runs, groups): what Dispatcher.write_packed
+ * writes for the DispatchRequests `reqs` (log order): each queue's runs of entries with consecutive queue
+ * offsets (key, first offset, units, ends, newest request), queues in the order they first appear, and
+ * the index keys of each store millisecond (store timestamp, keys, ends keyless, with keys); which
+ * records get which is format.sysflag's rule, generated into _layout.h.
+ * services.dispatch.pack_requests_py is its twin. */
+PyObject *
+speedups_pack_requests(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "pack_requests(reqs, queue_from, index_from, inclusive) takes four arguments");
+        return NULL;
+    }
+    PyObject *reqs = args[0];
+    struct request_pack s = {.g = {.keys = NULL}, .last_topic = NULL, .topic_hash = 0};
+    s.queue_from = PyLong_AsLongLong(args[1]);
+    s.index_from = PyLong_AsLongLong(args[2]);
+    s.inclusive = PyObject_IsTrue(args[3]);
+    if (PyErr_Occurred() || s.inclusive < 0) {
+        return NULL;
+    }
+    if (!PyList_Check(reqs)) {
+        PyErr_SetString(PyExc_TypeError, "pack_requests: reqs must be a list");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    s.queues = PyDict_New(), s.order = PyList_New(0), s.groups = PyList_New(0);
+    if (s.queues == NULL || s.order == NULL || s.groups == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(reqs); i++) {
+        if (pack_request(&s, PyList_GET_ITEM(reqs, i)) < 0) {
+            goto done;
+        }
+    }
+    if (close_group(&s.g, s.groups) < 0) {
+        goto done;
+    }
+    PyObject *runs = runs_in_order(s.queues, s.order);
     if (runs != NULL) {
-        result = Py_BuildValue("(NO)", runs, groups);
+        result = Py_BuildValue("(NO)", runs, s.groups);
     }
 done:
-    Py_XDECREF(g.keys);
-    Py_XDECREF(queues);
-    Py_XDECREF(order);
-    Py_XDECREF(groups);
+    Py_XDECREF(s.g.keys);
+    Py_XDECREF(s.queues);
+    Py_XDECREF(s.order);
+    Py_XDECREF(s.groups);
     return result;
 }
 
@@ -797,6 +836,173 @@ tags_code_of(const struct dispatch_values *v, long long *code)
     return 0;
 }
 
+/* What dispatch_packed reads its records with (the held topic, the bounds of the queue entries and the
+ * index keys; borrowed) and builds as it goes (the queues met, the queue entries, the closed index
+ * groups and the open one: owned, freed by packed_scan_release). */
+struct packed_scan {
+    PyObject *held_topic;
+    const char *held;
+    Py_ssize_t held_len;
+    int held_by_bytes, inclusive;
+    long long queue_from, index_from;
+    struct packed_queue *queues;
+    struct packed_entry *entries;
+    Py_ssize_t queue_count, queue_cap, entry_count, entry_cap, ranks, slots[QUEUE_SLOTS];
+    PyObject *groups;
+    struct index_group g;
+};
+
+/* dispatch_packed's arguments but the buffer into `s` (nothing owned yet) and pos, limit, max_count: 0,
+ * or -1 with TypeError (or the error of reading one). */
+static int
+packed_scan_of(PyObject *const *args, Py_ssize_t nargs, struct packed_scan *s, long long *pos, long long *limit,
+               long long *max_count)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_packed takes nine arguments");
+        return -1;
+    }
+    PyObject *cls = args[0], *held_topic = args[5];
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) || !PyUnicode_Check(held_topic)) {
+        PyErr_SetString(PyExc_TypeError, "dispatch_packed: a tuple class and a str expected");
+        return -1;
+    }
+    *pos = PyLong_AsLongLong(args[2]);
+    *limit = PyLong_AsLongLong(args[3]);
+    *max_count = PyLong_AsLongLong(args[4]);
+    s->queue_from = PyLong_AsLongLong(args[6]);
+    s->index_from = PyLong_AsLongLong(args[7]);
+    s->inclusive = PyObject_IsTrue(args[8]);
+    if (PyErr_Occurred() || s->inclusive < 0) {
+        return -1;
+    }
+    s->held_topic = held_topic;
+    s->held = PyUnicode_AsUTF8AndSize(held_topic, &s->held_len);
+    if (s->held == NULL) {
+        return -1;
+    }
+    s->held_by_bytes = PyUnicode_FindChar(held_topic, 0xFFFD, 0, PyUnicode_GET_LENGTH(held_topic), 1) == -1;
+    return 0;
+}
+
+/* What packed_scan_of did not set: nothing met yet, every queue slot empty, no group. */
+static void
+packed_scan_init(struct packed_scan *s)
+{
+    s->queues = NULL, s->entries = NULL, s->groups = NULL;
+    s->queue_count = 0, s->queue_cap = 0, s->entry_count = 0, s->entry_cap = 0, s->ranks = 0;
+    for (int k = 0; k < QUEUE_SLOTS; k++) {
+        s->slots[k] = -1;
+    }
+    s->g = (struct index_group){.keys = NULL};
+}
+
+static void
+packed_scan_release(struct packed_scan *s)
+{
+    Py_XDECREF(s->g.keys);
+    Py_XDECREF(s->groups);
+    for (Py_ssize_t q = 0; q < s->queue_count; q++) {
+        Py_DECREF(s->queues[q].key);
+    }
+    PyMem_Free(s->queues);
+    PyMem_Free(s->entries);
+}
+
+/* The queue entry of the record at `at` (its layout `l`, `total` bytes at `pos`, tags in `values`) in
+ * the queue q: 0, or -1 after an error. */
+static inline int
+scan_entry(struct packed_scan *s, Py_ssize_t q, const unsigned char *at, const struct layout *l, long long total,
+           long long pos, const struct dispatch_values *values)
+{
+    if (s->entry_count == s->entry_cap) {
+        Py_ssize_t grown = s->entry_cap * 2 + 64;
+        struct packed_entry *more = PyMem_Realloc(s->entries, (size_t)grown * sizeof(*s->entries));
+        if (more == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->entries = more;
+        s->entry_cap = grown;
+    }
+    if (s->queues[q].rank < 0) {
+        s->queues[q].rank = s->ranks++;
+    }
+    struct packed_entry *e = &s->entries[s->entry_count];
+    *e = (struct packed_entry){.queue = s->queues[q].rank,
+                               .queue_offset = read_be(at + REC_QUEUEOFFSET_POS, REC_QUEUEOFFSET_WIDTH),
+                               .phy = l->phy_offset, .size = total, .pos = pos};
+    if (tags_code_of(values, &e->tags) < 0) {
+        return -1;
+    }
+    s->entry_count++;
+    return 0;
+}
+
+/* The index keys of a record of queue q (at `phy`, stored at `store_ts`, keys in `values`) into the open
+ * group of its store millisecond (the previous one closed when it changes): 0, or -1 after an error. */
+static inline int
+scan_keys(struct packed_scan *s, Py_ssize_t q, long long phy, long long store_ts, const struct dispatch_values *values)
+{
+    struct index_group *g = &s->g;
+    if (g->keys != NULL && g->store_ts != store_ts && close_group(g, s->groups) < 0) {
+        return -1;
+    }
+    if (g->keys == NULL) {
+        *g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
+        if (g->keys == NULL) {
+            return -1;
+        }
+    }
+    Py_ssize_t written = put_index_keys(g->keys, s->queues[q].topic_hash, phy, values);
+    if (written < 0) {
+        return -1;
+    }
+    g->last_keyless = written == 0;
+    g->with_keys += written > 0;
+    return 0;
+}
+
+/* The whole record at `at` (layout `l`, `total` bytes at `pos`) into `s`: its queue, its queue entry and
+ * index keys as far as the record takes them. 1 with *store_ts its store timestamp, 0 when it is of the
+ * held topic (the run stops before it), -1 after an error. */
+static inline int
+scan_record(struct packed_scan *s, const unsigned char *at, const struct layout *l, long long total, long long pos,
+            long long *store_ts)
+{
+    if (s->held_by_bytes ? l->topic_len == s->held_len && memcmp(at + l->topic_start, s->held, (size_t)s->held_len) == 0
+                         : 0) {
+        return 0;
+    }
+    Py_ssize_t q = packed_queue_of(&s->queues, &s->queue_count, &s->queue_cap, s->slots, at, l);
+    if (q < 0) {
+        return -1;
+    }
+    if (!s->held_by_bytes) {
+        int same = PyUnicode_Compare(PyTuple_GET_ITEM(s->queues[q].key, 0), s->held_topic);
+        if (same == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (same == 0) {
+            return 0;
+        }
+    }
+    struct dispatch_values values;
+    dispatch_values_of((const char *)at + l->props_start, (const char *)at + total, &values);
+    long long born_ip_len = l->sys_flag & BORN_V6 ? IPV6_WIDTH : IPV4_WIDTH;
+    *store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, REC_STORETIMESTAMP_WIDTH);
+    long long phy = l->phy_offset;
+    int type = 1 << ((l->sys_flag & TRANSACTION_MASK) >> TRANSACTION_SHIFT);
+    if (phy >= s->queue_from && (QUEUED_TRANSACTION_TYPES & type) && scan_entry(s, q, at, l, total, pos, &values) < 0) {
+        return -1;
+    }
+    if ((s->inclusive ? phy >= s->index_from : phy > s->index_from) && (INDEXED_TRANSACTION_TYPES & type)
+        && scan_keys(s, q, phy, *store_ts, &values) < 0) {
+        return -1;
+    }
+    return 1;
+}
+
 /* dispatch_packed(cls, buffer, pos, limit, max_count, held_topic, queue_from, index_from, inclusive)
  *   -> (pos, stop, runs, groups, count, last store timestamp or None):
  * what dispatch_requests and then pack_requests make of the same records, in one pass over the bytes
@@ -807,52 +1013,28 @@ tags_code_of(const struct dispatch_values *v, long long *code)
 PyObject *
 speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "dispatch_packed takes nine arguments");
+    struct packed_scan s;
+    long long pos, limit, max_count;
+    if (packed_scan_of(args, nargs, &s, &pos, &limit, &max_count) < 0) {
         return NULL;
     }
-    PyObject *cls = args[0], *held_topic = args[5];
-    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type) || !PyUnicode_Check(held_topic)) {
-        PyErr_SetString(PyExc_TypeError, "dispatch_packed: a tuple class and a str expected");
-        return NULL;
-    }
-    long long pos = PyLong_AsLongLong(args[2]);
-    long long limit = PyLong_AsLongLong(args[3]);
-    long long max_count = PyLong_AsLongLong(args[4]);
-    long long queue_from = PyLong_AsLongLong(args[6]);
-    long long index_from = PyLong_AsLongLong(args[7]);
-    int inclusive = PyObject_IsTrue(args[8]);
-    if (PyErr_Occurred() || inclusive < 0) {
-        return NULL;
-    }
-    Py_ssize_t held_len;
-    const char *held = PyUnicode_AsUTF8AndSize(held_topic, &held_len);
-    if (held == NULL) {
-        return NULL;
-    }
-    int held_by_bytes = PyUnicode_FindChar(held_topic, 0xFFFD, 0, PyUnicode_GET_LENGTH(held_topic), 1) == -1;
     Py_buffer view;
     if (run_view(args[1], pos, limit, "dispatch_packed", &view) < 0) {
         return NULL;
     }
     const unsigned char *buf = (const unsigned char *)view.buf;
-    struct packed_queue *queues = NULL;
-    struct packed_entry *entries = NULL;
-    Py_ssize_t queue_count = 0, queue_cap = 0, entry_count = 0, entry_cap = 0, ranks = 0, slots[QUEUE_SLOTS];
-    for (int s = 0; s < QUEUE_SLOTS; s++) {
-        slots[s] = -1;
-    }
-    PyObject *groups = PyList_New(0), *runs = NULL, *result = NULL;
+    packed_scan_init(&s);
+    s.groups = PyList_New(0);
+    PyObject *runs = NULL, *result = NULL;
     long long last_ts = -1; /* a record's store timestamp is any int64: `count` says whether there is one */
-    struct index_group g = {.keys = NULL};
     int stop = REQUESTS_MORE;
     long long count = 0;
-    if (groups == NULL) {
+    if (s.groups == NULL) {
         goto done;
     }
     for (; pos < limit && count < max_count; count++) {
         const unsigned char *at = buf + pos;
-        long long total;
+        long long total, store_ts;
         struct layout l;
         enum record_here here = record_here(at, (long long)view.len - pos, limit - pos, &total, &l);
         if (here != RECORD_WHOLE) {
@@ -863,90 +1045,29 @@ speedups_dispatch_packed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_
             __builtin_prefetch(at + total);
             __builtin_prefetch(at + 2 * total - 64);
         }
-        if (held_by_bytes ? l.topic_len == held_len && memcmp(at + l.topic_start, held, (size_t)held_len) == 0
-                          : 0) {
-            stop = REQUESTS_CHECK;
-            break;
-        }
-        Py_ssize_t q = packed_queue_of(&queues, &queue_count, &queue_cap, slots, at, &l);
-        if (q < 0) {
+        int took = scan_record(&s, at, &l, total, pos, &store_ts);
+        if (took < 0) {
             goto done;
         }
-        if (!held_by_bytes) {
-            int same = PyUnicode_Compare(PyTuple_GET_ITEM(queues[q].key, 0), held_topic);
-            if (same == -1 && PyErr_Occurred()) {
-                goto done;
-            }
-            if (same == 0) {
-                stop = REQUESTS_CHECK;
-                break;
-            }
-        }
-        struct dispatch_values values;
-        dispatch_values_of((const char *)at + l.props_start, (const char *)at + total, &values);
-        long long born_ip_len = l.sys_flag & BORN_V6 ? IPV6_WIDTH : IPV4_WIDTH;
-        long long store_ts = read_be(at + FIXED_HEAD_SIZE + born_ip_len + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, REC_STORETIMESTAMP_WIDTH);
-        long long phy = l.phy_offset;
-        int type = 1 << ((l.sys_flag & TRANSACTION_MASK) >> TRANSACTION_SHIFT);
-        if (phy >= queue_from && (QUEUED_TRANSACTION_TYPES & type)) {
-            if (entry_count == entry_cap) {
-                Py_ssize_t grown = entry_cap * 2 + 64;
-                struct packed_entry *more = PyMem_Realloc(entries, (size_t)grown * sizeof(*entries));
-                if (more == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                entries = more;
-                entry_cap = grown;
-            }
-            if (queues[q].rank < 0) {
-                queues[q].rank = ranks++;
-            }
-            struct packed_entry *e = &entries[entry_count];
-            *e = (struct packed_entry){.queue = queues[q].rank, .queue_offset = read_be(at + REC_QUEUEOFFSET_POS, REC_QUEUEOFFSET_WIDTH), .phy = phy,
-                                       .size = total, .pos = pos};
-            if (tags_code_of(&values, &e->tags) < 0) {
-                goto done;
-            }
-            entry_count++;
-        }
-        if ((inclusive ? phy >= index_from : phy > index_from) && (INDEXED_TRANSACTION_TYPES & type)) {
-            if (g.keys != NULL && g.store_ts != store_ts && close_group(&g, groups) < 0) {
-                goto done;
-            }
-            if (g.keys == NULL) {
-                g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
-                if (g.keys == NULL) {
-                    goto done;
-                }
-            }
-            Py_ssize_t written = put_index_keys(g.keys, queues[q].topic_hash, phy, &values);
-            if (written < 0) {
-                goto done;
-            }
-            g.last_keyless = written == 0;
-            g.with_keys += written > 0;
+        if (took == 0) {
+            stop = REQUESTS_CHECK;
+            break;
         }
         last_ts = store_ts;
         pos += total;
     }
-    if (close_group(&g, groups) < 0) {
+    if (close_group(&s.g, s.groups) < 0) {
         goto done;
     }
-    runs = packed_runs((PyTypeObject *)cls, buf, (Py_ssize_t)view.len, queues, queue_count, entries, entry_count);
+    runs = packed_runs((PyTypeObject *)args[0], buf, (Py_ssize_t)view.len, s.queues, s.queue_count, s.entries,
+                       s.entry_count);
     PyObject *last = runs == NULL ? NULL : count > 0 ? PyLong_FromLongLong(last_ts) : Py_NewRef(Py_None);
     if (last != NULL) {
-        result = Py_BuildValue("(LiOOLN)", pos, stop, runs, groups, count, last);
+        result = Py_BuildValue("(LiOOLN)", pos, stop, runs, s.groups, count, last);
     }
     Py_XDECREF(runs);
 done:
-    Py_XDECREF(g.keys);
-    Py_XDECREF(groups);
-    for (Py_ssize_t q = 0; q < queue_count; q++) {
-        Py_DECREF(queues[q].key);
-    }
-    PyMem_Free(queues);
-    PyMem_Free(entries);
+    packed_scan_release(&s);
     PyBuffer_Release(&view);
     return result;
 }

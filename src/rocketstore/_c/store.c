@@ -1279,6 +1279,249 @@ release_runs(struct packed *runs, struct packed *few)
     }
 }
 
+/* The arguments of one pack_run call, checked (borrowed references). */
+struct pack_call {
+    PyObject *prepared, *queue_table, *store_ip, *per_queue, *index_keys, *placed;
+    Py_ssize_t i, stop, store_ip_len;
+    long long phy, room, store_ts, store_port;
+};
+
+/* pack_run's twelve arguments into `c`: 0, or -1 with TypeError / ValueError (or the int's error). */
+static int
+pack_call_of(PyObject *const *args, Py_ssize_t nargs, struct pack_call *c)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "pack_run takes twelve arguments");
+        return -1;
+    }
+    c->prepared = args[0], c->queue_table = args[6], c->store_ip = args[7], c->per_queue = args[9];
+    c->index_keys = args[10], c->placed = args[11];
+    if (!PyList_Check(c->prepared) || !PyDict_Check(c->queue_table) || !PyBytes_Check(c->store_ip)
+        || !PyDict_Check(c->per_queue) || !PyByteArray_Check(c->index_keys) || !PyList_Check(c->placed)) {
+        PyErr_SetString(PyExc_TypeError, "pack_run: lists, dicts, bytes and a bytearray expected");
+        return -1;
+    }
+    c->i = PyLong_AsSsize_t(args[1]);
+    c->stop = PyLong_AsSsize_t(args[2]);
+    c->phy = PyLong_AsLongLong(args[3]);
+    c->room = PyLong_AsLongLong(args[4]);
+    c->store_ts = PyLong_AsLongLong(args[5]);
+    c->store_port = PyLong_AsLongLong(args[8]);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    c->store_ip_len = PyBytes_GET_SIZE(c->store_ip);
+    if (c->i < 0 || c->stop > PyList_GET_SIZE(c->prepared) || c->phy < 0 || c->phy > LLONG_MAX / 2
+        || (c->store_ip_len != IPV4_WIDTH && c->store_ip_len != IPV6_WIDTH) || c->store_port < JAVA_INT_MIN
+        || c->store_port > JAVA_INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "pack_run: index, offset or store host out of range");
+        return -1;
+    }
+    return 0;
+}
+
+/* What pass 1 of pack_run takes: the messages (runs[:taken]), their bytes and index keys, their queues.
+ * `runs` is `few` or a PyMem block: the caller frees it with release_runs, on every path. */
+struct pack_plan {
+    struct packed few[8]; /* a single put, a small batch: no allocation */
+    struct packed *runs;
+    Py_ssize_t taken, total_keys;
+    long long total;
+    struct run_queue queues[RUN_QUEUES];
+    int queue_count;
+};
+
+/* The run's slot of the queue `key` (a new one, at the queue_table's next offset or 0, for a queue met
+ * first): its index; -1 when the run stops before this message (no slot left, an offset at the edge);
+ * -2 after an error. */
+static int
+plan_queue_of(struct pack_plan *plan, PyObject *queue_table, PyObject *key)
+{
+    int q = run_queue_of(plan->queues, plan->queue_count, key);
+    if (q != -1) {
+        return q;
+    }
+    if (plan->queue_count == RUN_QUEUES) {
+        return -1;
+    }
+    PyObject *known = PyDict_GetItemWithError(queue_table, key);
+    if (known == NULL && PyErr_Occurred()) {
+        return -2;
+    }
+    int fits = 1;
+    long long next = 0;
+    if (known != NULL) {
+        /* a queue offset must stay an int64 after this run's messages: leave the edge to the twin */
+        next = int_field(known, 0, LLONG_MAX / 2, &fits);
+    }
+    if (!fits) {
+        return -1;
+    }
+    q = plan->queue_count++;
+    plan->queues[q].key = key;
+    plan->queues[q].next = next;
+    plan->queues[q].count = 0;
+    plan->queues[q].out = NULL;
+    return q;
+}
+
+/* Pass 1 of pack_run into `plan`: how many messages fit and are within their fields; nothing is changed
+ * yet. 0, or -1 after an error (MemoryError, a truth value's or a key's error). */
+static int
+pack_plan_of(const struct pack_call *c, struct pack_plan *plan)
+{
+    Py_ssize_t count = c->stop > c->i ? c->stop - c->i : 0;
+    plan->runs = count <= 8 ? plan->few : PyMem_Malloc(sizeof(struct packed) * (size_t)count);
+    plan->taken = 0, plan->total_keys = 0, plan->total = 0, plan->queue_count = 0;
+    if (plan->runs == NULL) {
+        plan->runs = plan->few;
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t j = c->i; j < c->stop; j++) {
+        PyObject *p = PyList_GET_ITEM(c->prepared, j);
+        struct packed *r = &plan->runs[plan->taken];
+        int ok = packed_of(p, c->store_ts, c->store_ip_len, r);
+        if (ok) {
+            (void)int_field(PyTuple_GET_ITEM(p, P_DELAY_LEVEL), 0, 0, &ok); /* delayed: the twin */
+        }
+        if (!ok || plan->total + r->size > c->room) {
+            break;
+        }
+        int in_queue = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_IN_QUEUE));
+        int indexed = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_INDEXED));
+        if (in_queue < 0 || indexed < 0) {
+            return -1;
+        }
+        r->keys = 0;
+        if (indexed) {
+            r->keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
+                                         PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+            if (r->keys == -2) {
+                return -1;
+            }
+            if (r->keys < 0) {
+                break;
+            }
+        }
+        if (in_queue) {
+            int q = plan_queue_of(plan, c->queue_table, PyTuple_GET_ITEM(p, P_QUEUE_KEY));
+            if (q == -2) {
+                return -1;
+            }
+            if (q == -1) {
+                break;
+            }
+            plan->queues[q].count++;
+            r->queue = q;
+        }
+        r->in_queue = in_queue;
+        r->indexed = indexed;
+        plan->total += r->size;
+        plan->total_keys += r->keys;
+        plan->taken++;
+    }
+    return 0;
+}
+
+/* The outputs of pass 2 grown once for the plan: each queue's units in per_queue (plan->queues[q].out)
+ * and the index keys' bytearray; where the keys go, or NULL after an error. */
+static unsigned char *
+pack_outputs_of(const struct pack_call *c, struct pack_plan *plan)
+{
+    for (int q = 0; q < plan->queue_count; q++) {
+        struct run_queue *queue = &plan->queues[q];
+        queue->out = grow_queue_units(c->per_queue, queue->key, queue->next, queue->count);
+        if (queue->out == NULL) {
+            return NULL;
+        }
+    }
+    Py_ssize_t keys_had = PyByteArray_GET_SIZE(c->index_keys);
+    if (PyByteArray_Resize(c->index_keys, keys_had + plan->total_keys * INDEX_KEY_SIZE) < 0) {
+        return NULL;
+    }
+    return (unsigned char *)PyByteArray_AS_STRING(c->index_keys) + keys_had;
+}
+
+/* The placement (phy, queue offset, store timestamp `stamp`) of a message at `phy`, a new tuple, with its
+ * queue unit written when `queue` is not NULL (its next offset then taken); NULL after an error.
+ * `*queue_offset` is the message's queue offset (0 without a queue). */
+static inline PyObject *
+placement_of(struct run_queue *queue, const struct packed *r, long long phy, PyObject *stamp,
+             long long *queue_offset)
+{
+    PyObject *phy_obj = PyLong_FromLongLong(phy);
+    PyObject *qo_obj = NULL;
+    *queue_offset = 0;
+    if (phy_obj == NULL) {
+        return NULL;
+    }
+    if (queue != NULL) {
+        *queue_offset = queue->next++;
+        qo_obj = PyLong_FromLongLong(*queue_offset);
+        if (qo_obj == NULL) {
+            Py_DECREF(phy_obj);
+            return NULL;
+        }
+        write_be(queue->out + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+        write_be(queue->out + CQ_MESSAGE_SIZE_POS, (uint64_t)r->size, CQ_MESSAGE_SIZE_WIDTH);
+        write_be(queue->out + CQ_TAGS_HASH_CODE_POS, (uint64_t)r->code, CQ_TAGS_HASH_CODE_WIDTH);
+        queue->out += UNIT_SIZE;
+    } else {
+        qo_obj = PyLong_FromLong(0);
+    }
+    PyObject *place = qo_obj == NULL ? NULL : PyTuple_Pack(3, phy_obj, qo_obj, stamp);
+    if (place != NULL) {
+        untrack_if_atomic(place);
+    }
+    Py_DECREF(phy_obj);
+    Py_XDECREF(qo_obj);
+    return place;
+}
+
+/* Pass 2 of pack_run: queue offsets, queue units, index keys, placements and the bytes (into `records`,
+ * plan->total bytes) of the plan's messages, then the queue_table's next offsets: 0, or -1 after an
+ * error. Owns nothing. */
+static int
+pack_write(const struct pack_call *c, struct pack_plan *plan, PyObject *records, PyObject *stamp)
+{
+    unsigned char *key_out = pack_outputs_of(c, plan);
+    if (key_out == NULL) {
+        return -1;
+    }
+    PyObject *last_topic = NULL; /* borrowed: messages of one topic reuse its hash */
+    uint32_t topic_hash = 0;
+    long long phy = c->phy;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
+    for (Py_ssize_t k = 0; k < plan->taken; k++) {
+        const struct packed *r = &plan->runs[k];
+        PyObject *p = r->p;
+        long long queue_offset;
+        PyObject *place = placement_of(r->in_queue ? &plan->queues[r->queue] : NULL, r, phy, stamp, &queue_offset);
+        if (place == NULL) {
+            return -1;
+        }
+        if (r->keys > 0) {
+            PyObject *topic = PyTuple_GET_ITEM(p, P_TOPIC);
+            if (topic != last_topic) {
+                topic_hash = 31u * hash_units(0, topic) + '#';
+                last_topic = topic;
+            }
+            key_out = rs_pack_index_keys(key_out, topic_hash, phy, PyTuple_GET_ITEM(p, P_KEYS),
+                                         PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+        }
+        int failed = PyList_Append(c->placed, place) < 0;
+        Py_DECREF(place);
+        if (failed) {
+            return -1;
+        }
+        write_record(out, r, phy, queue_offset, c->store_ts, c->store_ip, c->store_port);
+        out += r->size;
+        phy += r->size;
+    }
+    return write_back_queues(c->queue_table, plan->queues, plan->queue_count);
+}
+
 /* pack_run(prepared, i, stop, phy, room, store_ts, queue_table, store_ip, store_port, per_queue,
  * index_keys, placed) -> (next, records): the write loop of MessageStore._append for the
  * messages prepared[i:stop] that fit in `room` bytes of one commitlog file starting at `phy`, all with
@@ -1288,195 +1531,113 @@ release_runs(struct packed *runs, struct packed *few)
 PyObject *
 speedups_pack_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "pack_run takes twelve arguments");
+    struct pack_call c;
+    if (pack_call_of(args, nargs, &c) < 0) {
         return NULL;
     }
-    PyObject *prepared = args[0], *queue_table = args[6], *store_ip = args[7], *per_queue = args[9];
-    PyObject *index_keys = args[10], *placed = args[11];
-    if (!PyList_Check(prepared) || !PyDict_Check(queue_table) || !PyBytes_Check(store_ip) || !PyDict_Check(per_queue)
-        || !PyByteArray_Check(index_keys) || !PyList_Check(placed)) {
-        PyErr_SetString(PyExc_TypeError, "pack_run: lists, dicts, bytes and a bytearray expected");
+    struct pack_plan plan;
+    if (pack_plan_of(&c, &plan) < 0) {
+        release_runs(plan.runs, plan.few);
         return NULL;
     }
-    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t stop = PyLong_AsSsize_t(args[2]);
-    long long phy = PyLong_AsLongLong(args[3]);
-    long long room = PyLong_AsLongLong(args[4]);
-    long long store_ts = PyLong_AsLongLong(args[5]);
-    long long store_port = PyLong_AsLongLong(args[8]);
-    if (PyErr_Occurred()) {
+    PyObject *records = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)plan.total);
+    PyObject *stamp = PyLong_FromLongLong(c.store_ts);
+    if (records == NULL || stamp == NULL || pack_write(&c, &plan, records, stamp) < 0) {
+        release_runs(plan.runs, plan.few);
+        Py_XDECREF(records);
+        Py_XDECREF(stamp);
         return NULL;
     }
-    Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
-    if (i < 0 || stop > PyList_GET_SIZE(prepared) || phy < 0 || phy > LLONG_MAX / 2
-        || (store_ip_len != IPV4_WIDTH && store_ip_len != IPV6_WIDTH) || store_port < JAVA_INT_MIN || store_port > JAVA_INT_MAX) {
-        PyErr_SetString(PyExc_ValueError, "pack_run: index, offset or store host out of range");
-        return NULL;
-    }
-    /* pass 1: how many messages fit and are within their fields; nothing is changed yet */
-    Py_ssize_t count = stop > i ? stop - i : 0;
-    struct packed few[8]; /* a single put, a small batch: no allocation */
-    struct packed *runs = count <= 8 ? few : PyMem_Malloc(sizeof(struct packed) * (size_t)count);
-    if (runs == NULL) {
-        return PyErr_NoMemory();
-    }
-    Py_ssize_t taken = 0, total_keys = 0;
-    long long total = 0;
-    struct run_queue queues[RUN_QUEUES];
-    int queue_count = 0;
-    for (Py_ssize_t j = i; j < stop; j++) {
-        PyObject *p = PyList_GET_ITEM(prepared, j);
-        struct packed *r = &runs[taken];
-        int ok = packed_of(p, store_ts, store_ip_len, r);
-        if (ok) {
-            (void)int_field(PyTuple_GET_ITEM(p, P_DELAY_LEVEL), 0, 0, &ok); /* delayed: the twin */
-        }
-        if (!ok || total + r->size > room) {
-            break;
-        }
-        int in_queue = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_IN_QUEUE));
-        int indexed = PyObject_IsTrue(PyTuple_GET_ITEM(p, P_INDEXED));
-        if (in_queue < 0 || indexed < 0) {
-            release_runs(runs, few);
-            return NULL;
-        }
-        r->keys = 0;
-        if (indexed) {
-            r->keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
-                                      PyTuple_GET_ITEM(p, P_UNIQ_KEY));
-            if (r->keys == -2) {
-                release_runs(runs, few);
-                return NULL;
-            }
-            if (r->keys < 0) {
-                break;
-            }
-        }
-        if (in_queue) {
-            PyObject *key = PyTuple_GET_ITEM(p, P_QUEUE_KEY);
-            int q = run_queue_of(queues, queue_count, key);
-            if (q == -2) {
-                release_runs(runs, few);
-                return NULL;
-            }
-            if (q == -1) {
-                if (queue_count == RUN_QUEUES) {
-                    break;
-                }
-                PyObject *known = PyDict_GetItemWithError(queue_table, key);
-                if (known == NULL && PyErr_Occurred()) {
-                    release_runs(runs, few);
-                    return NULL;
-                }
-                int fits = 1;
-                long long next = 0;
-                if (known != NULL) {
-                    /* a queue offset must stay an int64 after this run's messages: leave the edge to the twin */
-                    next = int_field(known, 0, LLONG_MAX / 2, &fits);
-                }
-                if (!fits) {
-                    break;
-                }
-                q = queue_count++;
-                queues[q].key = key;
-                queues[q].next = next;
-                queues[q].count = 0;
-                queues[q].out = NULL;
-            }
-            queues[q].count++;
-            r->queue = q;
-        }
-        r->in_queue = in_queue;
-        r->indexed = indexed;
-        total += r->size;
-        total_keys += r->keys;
-        taken++;
-    }
-    PyObject *records = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    PyObject *stamp = PyLong_FromLongLong(store_ts);
-    if (records == NULL || stamp == NULL) {
-        goto error;
-    }
-    /* each queue's units grow once by its entries of this call */
-    for (int q = 0; q < queue_count; q++) {
-        queues[q].out = grow_queue_units(per_queue, queues[q].key, queues[q].next, queues[q].count);
-        if (queues[q].out == NULL) {
-            goto error;
-        }
-    }
-    Py_ssize_t keys_had = PyByteArray_GET_SIZE(index_keys);
-    if (PyByteArray_Resize(index_keys, keys_had + total_keys * INDEX_KEY_SIZE) < 0) {
-        goto error;
-    }
-    unsigned char *key_out = (unsigned char *)PyByteArray_AS_STRING(index_keys) + keys_had;
-    PyObject *last_topic = NULL; /* borrowed: messages of one topic reuse its hash */
-    uint32_t topic_hash = 0;
-    /* pass 2: queue offsets, queue units, index keys, placements and the bytes */
-    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(records);
-    for (Py_ssize_t k = 0; k < taken; k++) {
-        struct packed *r = &runs[k];
-        PyObject *p = r->p;
-        long long queue_offset = 0;
-        PyObject *phy_obj = PyLong_FromLongLong(phy);
-        PyObject *qo_obj = NULL;
-        if (phy_obj == NULL) {
-            goto error;
-        }
-        if (r->in_queue) {
-            struct run_queue *queue = &queues[r->queue];
-            queue_offset = queue->next++;
-            qo_obj = PyLong_FromLongLong(queue_offset);
-            if (qo_obj == NULL) {
-                Py_DECREF(phy_obj);
-                goto error;
-            }
-            write_be(queue->out + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
-            write_be(queue->out + CQ_MESSAGE_SIZE_POS, (uint64_t)r->size, CQ_MESSAGE_SIZE_WIDTH);
-            write_be(queue->out + CQ_TAGS_HASH_CODE_POS, (uint64_t)r->code, CQ_TAGS_HASH_CODE_WIDTH);
-            queue->out += UNIT_SIZE;
-        } else {
-            qo_obj = PyLong_FromLong(0);
-        }
-        if (r->keys > 0) {
-            PyObject *topic = PyTuple_GET_ITEM(p, P_TOPIC);
-            if (topic != last_topic) {
-                topic_hash = 31u * hash_units(0, topic) + '#';
-                last_topic = topic;
-            }
-            key_out = rs_pack_index_keys(key_out, topic_hash, phy, PyTuple_GET_ITEM(p, P_KEYS),
-                                      PyTuple_GET_ITEM(p, P_UNIQ_KEY));
-        }
-        PyObject *place = qo_obj == NULL ? NULL : PyTuple_Pack(3, phy_obj, qo_obj, stamp);
-        if (place != NULL) {
-            untrack_if_atomic(place);
-        }
-        int failed = place == NULL || PyList_Append(placed, place) < 0;
-        Py_XDECREF(place);
-        Py_DECREF(phy_obj);
-        Py_XDECREF(qo_obj);
-        if (failed) {
-            goto error;
-        }
-        write_record(out, r, phy, queue_offset, store_ts, store_ip, store_port);
-        out += r->size;
-        phy += r->size;
-    }
-    if (write_back_queues(queue_table, queues, queue_count) < 0) {
-        goto error;
-    }
-    release_runs(runs, few);
+    release_runs(plan.runs, plan.few);
     Py_DECREF(stamp);
-    PyObject *next = PyLong_FromSsize_t(i + taken);
+    PyObject *next = PyLong_FromSsize_t(c.i + plan.taken);
     PyObject *answer = next == NULL ? NULL : PyTuple_Pack(2, next, records);
     Py_XDECREF(next);
     Py_DECREF(records);
     return answer;
-error:
-    release_runs(runs, few);
-    Py_XDECREF(records);
-    Py_XDECREF(stamp);
-    return NULL;
+}
+
+/* put_results' arguments checked (a class with the eight slots, an ASCII prefix, lists of one length):
+ * 0, or -1 with TypeError / ValueError. */
+static int
+put_results_check(PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || !PyUnicode_Check(args[3])
+        || !PyList_Check(args[4]) || !PyList_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "put_results(cls, descriptors, status, prefix, prepared, placed): a class, a tuple, "
+                        "a status, a str and two lists");
+        return -1;
+    }
+    if (PyTuple_GET_SIZE(args[1]) != 8) {
+        PyErr_SetString(PyExc_TypeError, "put_results: eight descriptors expected");
+        return -1;
+    }
+    if (check_slots((PyTypeObject *)args[0], args[1], "put_results") < 0) {
+        return -1;
+    }
+    if (ready(args[3]) < 0) {
+        return -1;
+    }
+    if (!PyUnicode_IS_ASCII(args[3])) {
+        PyErr_SetString(PyExc_ValueError, "put_results: the message id prefix must be ASCII");
+        return -1;
+    }
+    if (PyList_GET_SIZE(args[5]) != PyList_GET_SIZE(args[4])) {
+        PyErr_SetString(PyExc_ValueError, "put_results: prepared and placed differ in length");
+        return -1;
+    }
+    return 0;
+}
+
+/* The PutResult (a new reference) of the prepared message `p` placed at `where` (phy, queue offset,
+ * store time), made with `empty` as put_results documents; NULL after an error (TypeError for a value
+ * of another shape). */
+static PyObject *
+put_results_row(PyTypeObject *cls, PyObject *descriptors, PyObject *status, PyObject *prefix, PyObject *p,
+                PyObject *where, PyObject *empty)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) < PREPARED_FIELDS || !PyTuple_Check(where)
+        || PyTuple_GET_SIZE(where) != 3) {
+        PyErr_SetString(PyExc_TypeError, "put_results: a Prepared and a (phy, queue offset, store time) "
+                                         "tuple expected");
+        return NULL;
+    }
+    PyObject *phy = PyTuple_GET_ITEM(where, 0);
+    unsigned long long phy_value = PyLong_AsUnsignedLongLong(phy);
+    if (phy_value == (unsigned long long)-1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t prefix_length = PyUnicode_GET_LENGTH(prefix);
+    PyObject *msg_id = PyUnicode_New(prefix_length + MSG_ID_PHY_DIGITS, 127);
+    if (msg_id == NULL) {
+        return NULL;
+    }
+    char *id_chars = (char *)PyUnicode_DATA(msg_id);
+    memcpy(id_chars, PyUnicode_DATA(prefix), (size_t)prefix_length);
+    for (int k = MSG_ID_PHY_DIGITS - 1; k >= 0; k--) {
+        id_chars[prefix_length + k] = hex[phy_value & 0xF];
+        phy_value >>= 4;
+    }
+    PyObject *values[8] = {
+        status, phy, PyTuple_GET_ITEM(where, 1), PyTuple_GET_ITEM(p, P_SIZE), msg_id,
+        PyTuple_GET_ITEM(where, 2), PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_QUEUE_ID),
+    };
+    PyObject *result = new_with_slots(cls, descriptors, values, empty);
+    Py_DECREF(msg_id);
+    if (result == NULL) {
+        return NULL;
+    }
+    /* Its fields are the status, one of PutStatus's members (module constants that refer to no
+     * result), ints and strings: unless the topic or queue id is of a type the collector tracks,
+     * it is part of no cycle (see untrack_if_atomic). */
+    if (!PyType_IS_GC(Py_TYPE(values[6])) && !PyType_IS_GC(Py_TYPE(values[7]))
+        && !PyType_IS_GC(Py_TYPE(values[1])) && !PyType_IS_GC(Py_TYPE(values[2]))
+        && !PyType_IS_GC(Py_TYPE(values[3])) && !PyType_IS_GC(Py_TYPE(values[5]))) {
+        PyObject_GC_UnTrack(result);
+    }
+    return result;
 }
 
 /* put_results(cls, descriptors, status, prefix, prepared, placed): the PutResult of each prepared
@@ -1486,38 +1647,13 @@ error:
 PyObject *
 speedups_put_results(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || !PyUnicode_Check(args[3])
-        || !PyList_Check(args[4]) || !PyList_Check(args[5])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "put_results(cls, descriptors, status, prefix, prepared, placed): a class, a tuple, "
-                        "a status, a str and two lists");
+    if (put_results_check(args, nargs) < 0) {
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)args[0];
     PyObject *descriptors = args[1], *status = args[2], *prefix = args[3], *prepared = args[4];
     PyObject *placed = args[5];
-    if (PyTuple_GET_SIZE(descriptors) != 8) {
-        PyErr_SetString(PyExc_TypeError, "put_results: eight descriptors expected");
-        return NULL;
-    }
-    if (check_slots(cls, descriptors, "put_results") < 0) {
-        return NULL;
-    }
-    if (ready(prefix) < 0) {
-        return NULL;
-    }
-    if (!PyUnicode_IS_ASCII(prefix)) {
-        PyErr_SetString(PyExc_ValueError, "put_results: the message id prefix must be ASCII");
-        return NULL;
-    }
     Py_ssize_t n = PyList_GET_SIZE(prepared);
-    if (PyList_GET_SIZE(placed) != n) {
-        PyErr_SetString(PyExc_ValueError, "put_results: prepared and placed differ in length");
-        return NULL;
-    }
-    Py_ssize_t prefix_length = PyUnicode_GET_LENGTH(prefix);
-    const char *prefix_chars = (const char *)PyUnicode_DATA(prefix);
-    static const char hex[] = "0123456789ABCDEF";
     PyObject *results = PyList_New(n);
     PyObject *empty = PyTuple_New(0);
     if (results == NULL || empty == NULL) {
@@ -1526,53 +1662,17 @@ speedups_put_results(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssiz
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *p = PyList_GET_ITEM(prepared, i), *where = PyList_GET_ITEM(placed, i);
-        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) < PREPARED_FIELDS || !PyTuple_Check(where)
-            || PyTuple_GET_SIZE(where) != 3) {
-            PyErr_SetString(PyExc_TypeError, "put_results: a Prepared and a (phy, queue offset, store time) "
-                                             "tuple expected");
-            goto fail;
-        }
-        PyObject *phy = PyTuple_GET_ITEM(where, 0);
-        unsigned long long phy_value = PyLong_AsUnsignedLongLong(phy);
-        if (phy_value == (unsigned long long)-1 && PyErr_Occurred()) {
-            goto fail;
-        }
-        PyObject *msg_id = PyUnicode_New(prefix_length + MSG_ID_PHY_DIGITS, 127);
-        if (msg_id == NULL) {
-            goto fail;
-        }
-        char *id_chars = (char *)PyUnicode_DATA(msg_id);
-        memcpy(id_chars, prefix_chars, (size_t)prefix_length);
-        for (int k = MSG_ID_PHY_DIGITS - 1; k >= 0; k--) {
-            id_chars[prefix_length + k] = hex[phy_value & 0xF];
-            phy_value >>= 4;
-        }
-        PyObject *values[8] = {
-            status, phy, PyTuple_GET_ITEM(where, 1), PyTuple_GET_ITEM(p, P_SIZE), msg_id,
-            PyTuple_GET_ITEM(where, 2), PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_QUEUE_ID),
-        };
-        PyObject *result = new_with_slots(cls, descriptors, values, empty);
-        Py_DECREF(msg_id);
+        PyObject *result = put_results_row(cls, descriptors, status, prefix, PyList_GET_ITEM(prepared, i),
+                                           PyList_GET_ITEM(placed, i), empty);
         if (result == NULL) {
-            goto fail;
-        }
-        /* Its fields are the status, one of PutStatus's members (module constants that refer to no
-         * result), ints and strings: unless the topic or queue id is of a type the collector tracks,
-         * it is part of no cycle (see untrack_if_atomic). */
-        if (!PyType_IS_GC(Py_TYPE(values[6])) && !PyType_IS_GC(Py_TYPE(values[7]))
-            && !PyType_IS_GC(Py_TYPE(values[1])) && !PyType_IS_GC(Py_TYPE(values[2]))
-            && !PyType_IS_GC(Py_TYPE(values[3])) && !PyType_IS_GC(Py_TYPE(values[5]))) {
-            PyObject_GC_UnTrack(result);
+            Py_DECREF(empty);
+            Py_DECREF(results);
+            return NULL;
         }
         PyList_SET_ITEM(results, i, result);
     }
     Py_DECREF(empty);
     return results;
-fail:
-    Py_DECREF(empty);
-    Py_DECREF(results);
-    return NULL;
 }
 
 /* prepare_many(messages, topic_parts, hosts, max_body, max_record, store_ip, shape, prepared_cls, slots) ->
@@ -1739,6 +1839,212 @@ put_result_of(PyTypeObject *cls, PyObject *descriptors, PyObject *status, PyObje
     return answer;
 }
 
+/* The arguments of one put_one call (borrowed references) and the plain ints among them. */
+struct put_one_call {
+    PyTypeObject *cls;
+    PyObject *descriptors, *status, *header_descriptors, *store_ip, *prefix, *p, *log_file, *queue, *index_file;
+    PyObject *store_ts_obj, *queue_offset_obj;
+    long long store_port, store_ts, queue_offset, tags_code;
+    struct packed r; /* the record of p, r.code its tags_code */
+};
+
+/* put_one's fourteen arguments into `c`: 1 when they are the plain case, 0 when put_one declines, -1
+ * with TypeError (or check_slots' / ready's error). */
+static int
+put_one_call_of(PyObject *const *args, Py_ssize_t nargs, struct put_one_call *c)
+{
+    if (nargs != 14 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 8
+        || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 6 || !PyBytes_Check(args[4])
+        || !PyUnicode_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "put_one(cls, descriptors, status, header_descriptors, store_ip, store_port, "
+                                         "prefix, p, log_file, store_ts, queue_offset, tags_code, queue, index_file)");
+        return -1;
+    }
+    c->cls = (PyTypeObject *)args[0];
+    c->descriptors = args[1], c->status = args[2], c->header_descriptors = args[3], c->store_ip = args[4];
+    c->prefix = args[6], c->p = args[7], c->log_file = args[8], c->queue = args[12], c->index_file = args[13];
+    c->store_ts_obj = args[9], c->queue_offset_obj = args[10];
+    if (check_slots(c->cls, c->descriptors, "put_one") < 0 || ready(c->prefix) < 0) {
+        return -1;
+    }
+    int ok = 1;
+    c->store_port = int_field(args[5], JAVA_INT_MIN, JAVA_INT_MAX, &ok);
+    c->store_ts = int_field(args[9], LLONG_MIN, LLONG_MAX, &ok);
+    c->queue_offset = int_field(args[10], 0, LLONG_MAX / 32, &ok);
+    c->tags_code = int_field(args[11], LLONG_MIN, LLONG_MAX, &ok);
+    Py_ssize_t store_ip_len = PyBytes_GET_SIZE(c->store_ip);
+    if (!ok || (store_ip_len != IPV4_WIDTH && store_ip_len != IPV6_WIDTH) || !PyUnicode_IS_ASCII(c->prefix)
+        || !packed_of(c->p, c->store_ts, store_ip_len, &c->r)) {
+        return 0;
+    }
+    c->r.code = c->tags_code;
+    return 1;
+}
+
+/* Where put_one writes: the commitlog file (log), the queue's last file (entry), the index file's mapping
+ * and header with the message's index keys. Zeroed first; put_one_targets_release frees what it holds. */
+struct put_one_targets {
+    struct appended log, entry;
+    Py_buffer index_view;
+    int index_mapped;
+    PyObject *header; /* the index file's IndexHeader, owned */
+    long long phy, fields[INDEX_HEADER_FIELDS], slots;
+    Py_ssize_t keys;
+    unsigned char pairs[INDEX_KEY_SIZE * PUT_ONE_KEYS];
+};
+
+static void
+put_one_targets_release(struct put_one_targets *t)
+{
+    release_appended(&t->log);
+    release_appended(&t->entry);
+    if (t->index_mapped) {
+        PyBuffer_Release(&t->index_view);
+    }
+    Py_XDECREF(t->header);
+}
+
+/* The queue entry's place (t->entry): 1 when it goes at the end of the queue's last file, which keeps
+ * room after it; 0 when put_one declines (the Python way's rules); -1 after an error. */
+static int
+put_one_queue_of(const struct put_one_call *c, struct put_one_targets *t)
+{
+    long long max_physic = 0;
+    PyObject *files = NULL;
+    PyObject *files_of = PyObject_GetAttr(c->queue, rs_put_attribute_names[A_QUEUE]);
+    if (files_of != NULL) {
+        files = PyObject_GetAttr(files_of, rs_put_attribute_names[A_FILES]);
+        Py_DECREF(files_of);
+    }
+    if (files == NULL) {
+        return -1;
+    }
+    PyObject *last = PyList_Check(files) && PyList_GET_SIZE(files) > 0
+                         ? PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1) : NULL;
+    Py_XINCREF(last);
+    Py_DECREF(files);
+    if (last == NULL) {
+        return 0; /* the queue's first file: the Python way creates it */
+    }
+    PyObject *max_physic_of = PyObject_GetAttr(c->queue, rs_put_attribute_names[A_MAX_PHYSIC]);
+    int got = max_physic_of == NULL ? -1 : 1;
+    if (max_physic_of != NULL) {
+        int fits = 1;
+        max_physic = PyLong_Check(max_physic_of) ? int_field(max_physic_of, -1, LLONG_MAX / 4, &fits) : 0;
+        got = PyLong_Check(max_physic_of) && fits;
+        Py_DECREF(max_physic_of);
+    }
+    if (got == 1) {
+        got = appended_of(last, &t->entry);
+    }
+    Py_DECREF(last); /* the queue's list keeps it */
+    if (got != 1) {
+        return got;
+    }
+    if (t->phy + c->r.size <= max_physic || t->entry.pos + UNIT_SIZE >= t->entry.size
+        || t->entry.from + t->entry.pos != c->queue_offset * UNIT_SIZE) {
+        return 0; /* already there, a gap, or the file's last entry: the Python way's rules */
+    }
+    return 1;
+}
+
+/* The index file's header fields (t->header, t->fields), hash slots and the message's keys (t->pairs,
+ * t->keys), its mapping held when there are keys: 1 when they fit, 0 when put_one declines, -1 after an
+ * error. */
+static int
+put_one_index_of(const struct put_one_call *c, struct put_one_targets *t)
+{
+    PyObject *p = c->p, *header_descriptors = c->header_descriptors;
+    t->keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
+                                 PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+    if (t->keys == -2) {
+        return -1;
+    }
+    long long max_entries = 0;
+    t->header = PyObject_GetAttr(c->index_file, rs_put_attribute_names[A_HEADER]);
+    int got = t->header == NULL || check_slots(Py_TYPE(t->header), header_descriptors, "put_one") < 0 ? -1 : 1;
+    for (int i = 0; got == 1 && i < INDEX_HEADER_FIELDS; i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
+        PyObject *value = Py_TYPE(descriptor)->tp_descr_get(descriptor, t->header, (PyObject *)Py_TYPE(t->header));
+        if (value == NULL) {
+            got = -1;
+            break;
+        }
+        int fits = 1;
+        t->fields[i] = int_field(value, i == INDEX_HEADER_HASHSLOTCOUNT_FIELD ? JAVA_INT_MIN : 0, LLONG_MAX / 4, &fits);
+        Py_DECREF(value);
+        got = fits;
+    }
+    if (got == 1) {
+        got = rs_attribute_int(c->index_file, A_MAX_ENTRIES, &max_entries);
+    }
+    if (got == 1) {
+        got = rs_attribute_int(c->index_file, A_SLOTS, &t->slots);
+    }
+    if (got != 1) {
+        return got;
+    }
+    if (t->keys < 0 || t->keys > PUT_ONE_KEYS || t->fields[5] + t->keys > max_entries
+        || t->fields[5] >= max_entries || t->phy < t->fields[3]) {
+        return 0; /* a full file rolls, keys the message had already: the Python way */
+    }
+    rs_pack_index_keys(t->pairs, 31u * hash_units(0, PyTuple_GET_ITEM(p, P_TOPIC)) + '#', t->phy,
+                       PyTuple_GET_ITEM(p, P_KEYS), PyTuple_GET_ITEM(p, P_UNIQ_KEY));
+    if (t->keys > 0) {
+        PyObject *mm = PyObject_GetAttr(c->index_file, rs_put_attribute_names[A_MM]);
+        if (mm == NULL || PyObject_GetBuffer(mm, &t->index_view, PyBUF_WRITABLE) < 0) {
+            Py_XDECREF(mm);
+            return -1;
+        }
+        Py_DECREF(mm);
+        t->index_mapped = 1;
+        if (!rs_index_fits(t->index_view.len, t->slots, t->fields, t->pairs, t->keys)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* put_one's writes, in the Python way's order: the record, the queue entry, the index keys; then the
+ * PutResult (a new reference), or NULL after an error. */
+static PyObject *
+put_one_write(const struct put_one_call *c, struct put_one_targets *t)
+{
+    long long phy = t->phy;
+    PyObject *phy_obj = PyLong_FromLongLong(phy);
+    if (phy_obj == NULL) {
+        return NULL;
+    }
+    write_record((unsigned char *)t->log.view.buf + t->log.pos, &c->r, phy, c->queue_offset, c->store_ts,
+                 c->store_ip, c->store_port);
+    int failed = appended_to(&t->log, t->log.pos + c->r.size) < 0;
+    if (!failed && c->queue != Py_None) {
+        unsigned char *unit = (unsigned char *)t->entry.view.buf + t->entry.pos;
+        write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+        write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)c->r.size, CQ_MESSAGE_SIZE_WIDTH);
+        write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)c->tags_code, CQ_TAGS_HASH_CODE_WIDTH);
+        failed = appended_to(&t->entry, t->entry.pos + UNIT_SIZE) < 0
+                 || set_attribute_int(c->queue, A_MAX_PHYSIC, phy + c->r.size) < 0;
+    }
+    if (!failed && t->keys > 0) {
+        rs_index_put((unsigned char *)t->index_view.buf, t->index_view.len, t->slots, t->fields, t->pairs, t->keys,
+                     c->store_ts);
+        for (int i = 0; !failed && i < INDEX_HEADER_FIELDS; i++) {
+            PyObject *descriptor = PyTuple_GET_ITEM(c->header_descriptors, i);
+            PyObject *value = PyLong_FromLongLong(t->fields[i]);
+            failed = value == NULL || Py_TYPE(descriptor)->tp_descr_set(descriptor, t->header, value) < 0;
+            Py_XDECREF(value);
+        }
+    }
+    PyObject *answer = NULL;
+    if (!failed) {
+        answer = put_result_of(c->cls, c->descriptors, c->status, c->prefix, c->p, phy_obj, c->queue_offset_obj,
+                               c->store_ts_obj);
+    }
+    Py_DECREF(phy_obj);
+    return answer;
+}
+
 /* put_one(cls, descriptors, status, header_descriptors, store_ip, store_port, prefix, p, log_file,
  * store_ts, queue_offset, tags_code, queue, index_file) -> PutResult or None: the writes of
  * StoreWritePath._append_one_py for the prepared message `p` in one call, when they are the plain case:
@@ -1753,169 +2059,32 @@ put_result_of(PyTypeObject *cls, PyObject *descriptors, PyObject *status, PyObje
 PyObject *
 speedups_put_one(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 14 || !PyType_Check(args[0]) || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 8
-        || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 6 || !PyBytes_Check(args[4])
-        || !PyUnicode_Check(args[6])) {
-        PyErr_SetString(PyExc_TypeError, "put_one(cls, descriptors, status, header_descriptors, store_ip, store_port, "
-                                         "prefix, p, log_file, store_ts, queue_offset, tags_code, queue, index_file)");
-        return NULL;
+    struct put_one_call c;
+    int got = put_one_call_of(args, nargs, &c);
+    if (got <= 0) {
+        return got < 0 ? NULL : Py_NewRef(Py_None);
     }
-    PyTypeObject *cls = (PyTypeObject *)args[0];
-    PyObject *descriptors = args[1], *status = args[2], *header_descriptors = args[3], *store_ip = args[4];
-    PyObject *prefix = args[6], *p = args[7], *queue = args[12], *index_file = args[13];
-    if (check_slots(cls, descriptors, "put_one") < 0 || ready(prefix) < 0) {
-        return NULL;
-    }
-    int ok = 1;
-    long long store_port = int_field(args[5], JAVA_INT_MIN, JAVA_INT_MAX, &ok);
-    long long store_ts = int_field(args[9], LLONG_MIN, LLONG_MAX, &ok);
-    long long queue_offset = int_field(args[10], 0, LLONG_MAX / 32, &ok);
-    long long tags_code = int_field(args[11], LLONG_MIN, LLONG_MAX, &ok);
-    Py_ssize_t store_ip_len = PyBytes_GET_SIZE(store_ip);
-    struct packed r;
-    if (!ok || (store_ip_len != IPV4_WIDTH && store_ip_len != IPV6_WIDTH) || !PyUnicode_IS_ASCII(prefix)
-        || !packed_of(p, store_ts, store_ip_len, &r)) {
-        Py_RETURN_NONE;
-    }
-    r.code = tags_code;
-    struct appended log = {0}, entry = {0};
-    Py_buffer index_view = {0};
-    int index_mapped = 0;
-    PyObject *header = NULL, *answer = NULL;
+    struct put_one_targets t = {0};
+    PyObject *answer = NULL;
     /* what would be written, all checked before anything is */
-    int got = appended_of(args[8], &log);
-    if (got != 1) {
-        goto decline;
-    }
-    long long phy = log.from + log.pos;
-    if (log.pos + r.size >= log.size || phy > LLONG_MAX / 4) {
-        goto decline;
-    }
-    if (queue != Py_None) {
-        long long max_physic = 0;
-        PyObject *files = NULL;
-        PyObject *files_of = PyObject_GetAttr(queue, rs_put_attribute_names[A_QUEUE]);
-        if (files_of != NULL) {
-            files = PyObject_GetAttr(files_of, rs_put_attribute_names[A_FILES]);
-            Py_DECREF(files_of);
-        }
-        if (files == NULL) {
-            got = -1;
-            goto decline;
-        }
-        PyObject *last = PyList_Check(files) && PyList_GET_SIZE(files) > 0
-                             ? PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1) : NULL;
-        Py_XINCREF(last);
-        Py_DECREF(files);
-        if (last == NULL) {
-            goto decline; /* the queue's first file: the Python way creates it */
-        }
-        PyObject *max_physic_of = PyObject_GetAttr(queue, rs_put_attribute_names[A_MAX_PHYSIC]);
-        got = max_physic_of == NULL ? -1 : 1;
-        if (max_physic_of != NULL) {
-            int fits = 1;
-            max_physic = PyLong_Check(max_physic_of) ? int_field(max_physic_of, -1, LLONG_MAX / 4, &fits) : 0;
-            got = PyLong_Check(max_physic_of) && fits;
-            Py_DECREF(max_physic_of);
-        }
-        if (got == 1) {
-            got = appended_of(last, &entry);
-        }
-        Py_DECREF(last); /* the queue's list keeps it */
-        if (got != 1 || phy + r.size <= max_physic || entry.pos + UNIT_SIZE >= entry.size
-            || entry.from + entry.pos != queue_offset * UNIT_SIZE) {
-            goto decline; /* already there, a gap, or the file's last entry: the Python way's rules */
+    got = appended_of(c.log_file, &t.log);
+    if (got == 1) {
+        t.phy = t.log.from + t.log.pos;
+        if (t.log.pos + c.r.size >= t.log.size || t.phy > LLONG_MAX / 4) {
+            got = 0;
         }
     }
-    unsigned char pairs[INDEX_KEY_SIZE * PUT_ONE_KEYS];
-    long long fields[INDEX_HEADER_FIELDS] = {0}, slots = 0;
-    Py_ssize_t keys = 0;
-    if (index_file != Py_None) {
-        keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
-                                  PyTuple_GET_ITEM(p, P_UNIQ_KEY));
-        if (keys == -2) {
-            got = -1;
-            goto decline;
-        }
-        long long max_entries = 0;
-        header = PyObject_GetAttr(index_file, rs_put_attribute_names[A_HEADER]);
-        got = header == NULL || check_slots(Py_TYPE(header), header_descriptors, "put_one") < 0 ? -1 : 1;
-        for (int i = 0; got == 1 && i < INDEX_HEADER_FIELDS; i++) {
-            PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
-            PyObject *value = Py_TYPE(descriptor)->tp_descr_get(descriptor, header, (PyObject *)Py_TYPE(header));
-            if (value == NULL) {
-                got = -1;
-                break;
-            }
-            int fits = 1;
-            fields[i] = int_field(value, i == INDEX_HEADER_HASHSLOTCOUNT_FIELD ? JAVA_INT_MIN : 0, LLONG_MAX / 4, &fits);
-            Py_DECREF(value);
-            got = fits;
-        }
-        if (got == 1) {
-            got = rs_attribute_int(index_file, A_MAX_ENTRIES, &max_entries);
-        }
-        if (got == 1) {
-            got = rs_attribute_int(index_file, A_SLOTS, &slots);
-        }
-        if (got != 1 || keys < 0 || keys > PUT_ONE_KEYS || fields[5] + keys > max_entries
-            || fields[5] >= max_entries || phy < fields[3]) {
-            goto decline; /* a full file rolls, keys the message had already: the Python way */
-        }
-        PyObject *topic = PyTuple_GET_ITEM(p, P_TOPIC);
-        rs_pack_index_keys(pairs, 31u * hash_units(0, topic) + '#', phy, PyTuple_GET_ITEM(p, P_KEYS),
-                           PyTuple_GET_ITEM(p, P_UNIQ_KEY));
-        if (keys > 0) {
-            PyObject *mm = PyObject_GetAttr(index_file, rs_put_attribute_names[A_MM]);
-            if (mm == NULL || PyObject_GetBuffer(mm, &index_view, PyBUF_WRITABLE) < 0) {
-                Py_XDECREF(mm);
-                got = -1;
-                goto decline;
-            }
-            Py_DECREF(mm);
-            index_mapped = 1;
-            if (!rs_index_fits(index_view.len, slots, fields, pairs, keys)) {
-                goto decline;
-            }
-        }
+    if (got == 1 && c.queue != Py_None) {
+        got = put_one_queue_of(&c, &t);
     }
-    /* the writes, in the Python way's order: the record, the queue entry, the index keys */
-    PyObject *phy_obj = PyLong_FromLongLong(phy);
-    if (phy_obj == NULL) {
-        got = -1;
-        goto decline;
+    if (got == 1 && c.index_file != Py_None) {
+        got = put_one_index_of(&c, &t);
     }
-    write_record((unsigned char *)log.view.buf + log.pos, &r, phy, queue_offset, store_ts, store_ip, store_port);
-    int failed = appended_to(&log, log.pos + r.size) < 0;
-    if (!failed && queue != Py_None) {
-        unsigned char *unit = (unsigned char *)entry.view.buf + entry.pos;
-        write_be(unit + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, (uint64_t)phy, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
-        write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)r.size, CQ_MESSAGE_SIZE_WIDTH);
-        write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)tags_code, CQ_TAGS_HASH_CODE_WIDTH);
-        failed = appended_to(&entry, entry.pos + UNIT_SIZE) < 0
-                 || set_attribute_int(queue, A_MAX_PHYSIC, phy + r.size) < 0;
+    if (got == 1) {
+        answer = put_one_write(&c, &t);
+        got = answer == NULL ? -1 : 1;
     }
-    if (!failed && keys > 0) {
-        rs_index_put((unsigned char *)index_view.buf, index_view.len, slots, fields, pairs, keys, store_ts);
-        for (int i = 0; !failed && i < INDEX_HEADER_FIELDS; i++) {
-            PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
-            PyObject *value = PyLong_FromLongLong(fields[i]);
-            failed = value == NULL || Py_TYPE(descriptor)->tp_descr_set(descriptor, header, value) < 0;
-            Py_XDECREF(value);
-        }
-    }
-    if (!failed) {
-        answer = put_result_of(cls, descriptors, status, prefix, p, phy_obj, args[10], args[9]);
-    }
-    Py_DECREF(phy_obj);
-    got = answer == NULL ? -1 : 1;
-decline:
-    release_appended(&log);
-    release_appended(&entry);
-    if (index_mapped) {
-        PyBuffer_Release(&index_view);
-    }
-    Py_XDECREF(header);
+    put_one_targets_release(&t);
     return declined_or(got, answer);
 }
 
