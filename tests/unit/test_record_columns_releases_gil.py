@@ -13,12 +13,12 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from rocketstore.format.message import encode_message
 from rocketstore.native import speedups
 
-np = pytest.importorskip("numpy")
 pytestmark = pytest.mark.skipif(speedups is None, reason="the compiled module is not built (or "
                                                          "ROCKETSTORE_PURE_PYTHON is set)")
 
@@ -33,6 +33,7 @@ def _record() -> bytes:
 
 def _long_call_args() -> tuple[bytes, np.ndarray, np.ndarray]:
     """One record and as many ranges over it as make a call of at least MIN_CALL_SECONDS."""
+    assert speedups is not None
     raw = _record()
     rows = 100_000
     while True:
@@ -48,6 +49,7 @@ def _long_call_args() -> tuple[bytes, np.ndarray, np.ndarray]:
 
 
 def test_another_thread_runs_during_one_long_record_columns_call():
+    assert speedups is not None
     raw, starts, ends = _long_call_args()
     notes: list[float] = []
     stop = threading.Event()
