@@ -155,7 +155,7 @@ def test_a_reused_dataframe_answers_each_of_its_filtered_queries(spark, stores):
 def test_pruning_shows_in_the_partitions_spark_plans(spark, stores):
     root, geometry = stores["golden"]
     facts = _facts(root, geometry)
-    options = {**geometry, "messagesPerPartition": "10"}
+    options = {**geometry, "messagesPerPartition": "10", "scan": "queues"}
 
     def partitions(condition: str, pushdown: bool) -> int:
         with pushdown_conf(spark, pushdown):
