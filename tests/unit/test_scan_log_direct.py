@@ -16,7 +16,8 @@ from rocketstore.format.sysflag import SysFlag
 from rocketstore.scan import direct
 from rocketstore.scan.options import ReadOptions
 from rocketstore.scan.plan import plan_partitions, read_partition
-from rocketstore.scan.stores import LogReader, commitlog_extent
+from rocketstore.scan.records import ARROW_SCHEMA
+from rocketstore.scan.stores import LogReader, commitlog_extent, cut_points, record_starts
 
 pytestmark = pytest.mark.skipif(not direct.AVAILABLE, reason="needs the compiled record_columns")
 
@@ -41,7 +42,7 @@ def _table(root: Path, monkeypatch: pytest.MonkeyPatch, direct_path: bool, **opt
     monkeypatch.setattr(direct, "AVAILABLE", direct_path)
     opts = ReadOptions.parse({**GEOMETRY, "path": str(root), **options})
     batches = [b for part in plan_partitions(opts) for b in read_partition(opts, part)]
-    return pa.Table.from_batches(batches, schema=batches[0].schema)
+    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA)
 
 
 def _same(root: Path, monkeypatch: pytest.MonkeyPatch, **options: str) -> int:
@@ -57,7 +58,7 @@ def test_the_direct_walk_reads_what_the_message_path_reads(store: Path, monkeypa
     assert _same(store, monkeypatch, scan="commitlog", topics="TopicB") == 150
     times = sorted(_table(store, monkeypatch, False, scan="commitlog").column("storeTimestamp").to_pylist())
     assert 0 < _same(store, monkeypatch, scan="commitlog", startingTimestamp=str(times[50]),
-                     endingTimestamp=str(times[200])) <= 306
+                     endingTimestamp=str(times[200] + 1)) <= 306
 
 
 def test_the_direct_walk_takes_no_message_object_on_a_whole_log(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -83,3 +84,11 @@ def test_a_damaged_log_reads_the_same_either_way(store: Path, monkeypatch: pytes
         fh.write(damage)
     rows = _same(store, monkeypatch, scan="commitlog")
     assert rows < 306
+
+
+@pytest.mark.parametrize("step", [1, 700, 4096, 6000, 20000, 40000])
+def test_cut_points_found_by_search_are_the_walks_record_starts(store: Path, step: int) -> None:
+    lo, hi = commitlog_extent(str(store), CONFIG)
+    walked = record_starts(str(store), CONFIG.commitlog_file_size, lo, hi, step)
+    assert cut_points(str(store), CONFIG.commitlog_file_size, lo, hi, step) == walked
+    assert len(walked) > 1

@@ -44,7 +44,14 @@ from rocketstore.scan import direct
 from rocketstore.scan.columnar import batches, run_batches
 from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, mask
 from rocketstore.scan.options import EARLIEST, LATEST, ReadOptions
-from rocketstore.scan.stores import LogReader, commitlog_extent, open_read_only, record_starts, store_config
+from rocketstore.scan.stores import (
+    LogReader,
+    commitlog_extent,
+    cut_points,
+    open_read_only,
+    record_starts,
+    store_config,
+)
 
 __all__ = ["CommitLogRange", "KeyLookup", "Partition", "QueueRange", "plan_partitions", "read_partition"]
 
@@ -163,12 +170,13 @@ def _plan_queues(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
     return parts
 
 
-def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
+def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str, *, found_cuts: bool = False) -> list[Partition]:
     config = store_config(root, opts.geometry)
     lo, hi = commitlog_extent(root, config)
     if hi <= lo or prune.nothing or not prune.phy_offset.overlaps(lo, hi):
         return []
-    starts = record_starts(root, config.commitlog_file_size, lo, hi, opts.bytes_per_partition)
+    cuts = cut_points if found_cuts else record_starts
+    starts = cuts(root, config.commitlog_file_size, lo, hi, opts.bytes_per_partition)
     ends = [*starts[1:], hi]
     return [CommitLogRange(root, a, b, config) for a, b in zip(starts, ends, strict=True)
             if prune.phy_offset.overlaps(a, b)]
@@ -182,7 +190,7 @@ def _plan_log_order(opts: ReadOptions, prune: Prune, root: str) -> list[Partitio
     queues = tuple(q for q in queues if q[2] < q[3])
     if not queues:
         return []
-    return [replace(part, queues=queues) for part in _plan_commitlog(opts, prune, root)
+    return [replace(part, queues=queues) for part in _plan_commitlog(opts, prune, root, found_cuts=True)
             if isinstance(part, CommitLogRange)]
 
 
