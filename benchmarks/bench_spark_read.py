@@ -2,9 +2,11 @@
 
 Measured in the same run, on the same files:
 
-* `spark scan=queues`   - `spark.read.format("rocketstore")` (through the consume queues), every column
-                          materialised by Spark's `noop` sink;
-* `spark scan=commitlog`- the same over the commitlog in log order;
+* `spark default`      - `spark.read.format("rocketstore")` with no option (the code under test picks
+                          the scan mode), every column materialised by Spark's `noop` sink;
+* `spark readAhead=2`  - the same with option `readAhead=2`;
+* `spark scan=queues`   - the same through the consume queues, queue by queue (option `scan=queues`);
+* `spark scan=commitlog`- the same over the commitlog in log order, every record (option `scan=commitlog`);
 * `one process`         - the same work without Spark: one Python process opens the store read-only and
                           turns `scan()` into the same Arrow record batches;
 * `binaryFile ceiling`  - `spark.read.format("binaryFile")` over the commitlog files (raw I/O through
@@ -19,7 +21,7 @@ With `--queries`, each round also times, on the same store: one topic of the fou
 time beside the full scan's, as a ratio to its share of the messages), a store-time window of 1 % of the
 store's time span (`startingTimestamp` / `endingTimestamp`), a msgId lookup (`where msgId = ...` with
 `filterPushdown`; its planning, done on its own by `rocketstore.scan.plan.plan_partitions`, and the
-Arrow reader's lookup after its planning), the full scan with `readAhead=2`, and the same count by
+Arrow reader's lookup after its planning), and the same count by
 topic through `rocketstore sql` and through a Spark job, each a new process (start-up included).
 
 Throughput is commitlog bytes (max - min physical offset) and messages per second. For each Spark case
@@ -353,8 +355,6 @@ def query_cases(spark: Any, root: Path, master: str) -> tuple[dict[str, Callable
     rocketstore_cli = [sys.executable, "-m", "rocketstore.cli", "sql", str(root), COUNT_BY_TOPIC]
     spark_job = [sys.executable, "-c", _SPARK_COUNT, str(root), master, COUNT_BY_TOPIC]
     cases: dict[str, Callable[[], Any]] = {
-        "spark readAhead=2": lambda: spark.read.format("rocketstore").option("readAhead", "2").load(str(root))
-        .write.save(**noop),
         "spark one topic of four": lambda: spark.read.format("rocketstore").option("topics", TOPICS[0])
         .load(str(root)).write.save(**noop),
         "spark 1% time window": lambda: spark.read.format("rocketstore").option("startingTimestamp", str(w_lo))
@@ -373,14 +373,17 @@ def query_cases(spark: Any, root: Path, master: str) -> tuple[dict[str, Callable
     return cases, notes, share
 
 
+FULL_SCANS = ("spark default", "spark readAhead=2", "spark scan=queues", "spark scan=commitlog")
+
+
 def ratios(results: dict[str, list[float]], share: float) -> list[str]:
     """The goals' ratios from the medians."""
     med = {name: statistics.median(values) for name, values in results.items() if values}
-    full = med["spark scan=queues"]
-    ahead = med.get("spark readAhead=2", full)
-    lines = [f"spark scan=queues / Arrow intake ceiling: {med['Arrow intake ceiling'] / full:.2f}x of the ceiling's "
-             f"rate (goal >= 0.9); readAhead=2: {med['Arrow intake ceiling'] / ahead:.2f}x",
-             f"spark scan=queues / binaryFile ceiling: {med['binaryFile ceiling'] / full:.2f}x of binaryFile's rate"]
+    full = med["spark default"]
+    ceiling = med["Arrow intake ceiling"]
+    lines = ["full scans as a share of the Arrow intake ceiling's rate (goal >= 0.9): "
+             + ", ".join(f"{name} {ceiling / med[name]:.2f}x" for name in FULL_SCANS),
+             f"spark default / binaryFile ceiling: {med['binaryFile ceiling'] / full:.2f}x of binaryFile's rate"]
     if "spark one topic of four" in med:
         lines += [
             f"one topic of four: {med['spark one topic of four'] / full:.3f} of the full scan's time for "
@@ -398,7 +401,8 @@ def ratios(results: dict[str, list[float]], share: float) -> list[str]:
 
 def main() -> None:
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--queries", action="store_true", help="also the topic, window, msgId, readAhead and sql cases")
+    p.add_argument("--queries", action="store_true", help="also the topic, window, msgId and sql cases")
+    p.add_argument("--label", default="", help="a line naming the code measured, first in the report")
     args = p.parse_args()
 
     def run(root: Path, notes: list[str]) -> None:
@@ -415,7 +419,11 @@ def main() -> None:
                          f"of record bytes in batches, time scaled by {replay_scale:.3f}"]
         noop = {"format": "noop", "mode": "overwrite"}
         cases: dict[str, Callable[[], Any]] = {
-            "spark scan=queues": lambda: spark.read.format("rocketstore").load(str(root)).write.save(**noop),
+            "spark default": lambda: spark.read.format("rocketstore").load(str(root)).write.save(**noop),
+            "spark readAhead=2": lambda: spark.read.format("rocketstore").option("readAhead", "2").load(str(root))
+            .write.save(**noop),
+            "spark scan=queues": lambda: spark.read.format("rocketstore").option("scan", "queues")
+            .load(str(root)).write.save(**noop),
             "spark scan=commitlog": lambda: spark.read.format("rocketstore").option("scan", "commitlog")
             .load(str(root)).write.save(**noop),
             "one process (no Spark)": lambda: one_process_read(root),
@@ -433,7 +441,7 @@ def main() -> None:
         peaks: dict[str, tuple[float, float]] = {}
         for _ in range(args.repeat):
             for name, work in cases.items():
-                if name.startswith("spark scan="):
+                if name in FULL_SCANS:
                     seconds, python_mib, jvm_mib = driver_memory(spark, work)
                     old = peaks.get(name, (0.0, 0.0))
                     peaks[name] = (max(old[0], python_mib), max(old[1], jvm_mib))
@@ -447,7 +455,8 @@ def main() -> None:
         partitions = f"{args.master}, default options (bytesPerPartition 64 MiB, messagesPerPartition 200000)"
         memory = [f"driver during {name}: Python peak RSS {py:.0f} MiB, JVM heap kept after GC {jvm:.0f} MiB"
                   for name, (py, jvm) in peaks.items()]
-        text = report("bench_spark_read", list(results.items()), nbytes, messages, [*notes, partitions, *memory])
+        title = f"bench_spark_read {args.label}".strip()
+        text = report(title, list(results.items()), nbytes, messages, [*notes, partitions, *memory])
         text += "\n" + "\n".join(ratios(results, share))
         print(text)
         if args.save:

@@ -172,7 +172,8 @@ def test_spark_sql_over_a_registered_view(spark, golden_store, golden_options):
 
 
 def test_queue_ranges_split_by_messages_per_partition(spark, golden_store, golden_options):
-    df = spark.read.format("rocketstore").options(**golden_options, messagesPerPartition="50").load(str(golden_store))
+    df = (spark.read.format("rocketstore").options(**golden_options, scan="queues", messagesPerPartition="50")
+          .load(str(golden_store)))
     # TopicA/0 holds 160 messages -> 4 partitions; the 11 other queues hold < 50 each.
     assert df.rdd.getNumPartitions() == 4 + 11
     assert df.count() == 520

@@ -22,7 +22,7 @@ from tests.spark.spark_helpers import geometry_options, small_config
 pytestmark = pytest.mark.skipif(not direct.AVAILABLE, reason="needs the compiled record_columns")
 
 GOLDEN = {"commitlogFileSize": "65536", "consumeQueueFileEntries": "100", "indexHashSlots": "100",
-          "indexMaxEntries": "400"}
+          "indexMaxEntries": "400", "scan": "queues"}
 
 
 def _read(options: dict[str, str], monkeypatch: pytest.MonkeyPatch, direct_path: bool) -> pa.Table:
@@ -51,7 +51,7 @@ def test_the_golden_store_reads_the_same_either_way(tmp_path, monkeypatch, extra
 
 def test_a_written_store_with_time_bounds_reads_the_same_either_way(tmp_path, monkeypatch):
     root = _written(tmp_path / "store")
-    options = {**geometry_options(small_config()), "path": str(root)}
+    options = {**geometry_options(small_config()), "path": str(root), "scan": "queues"}
     times = sorted(_read(options, monkeypatch, False).column("storeTimestamp").to_pylist())
     options.update(startingTimestamp=str(times[100]), endingTimestamp=str(times[300]))
     want = _read(options, monkeypatch, False)

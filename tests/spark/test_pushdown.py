@@ -155,7 +155,7 @@ def test_a_reused_dataframe_answers_each_of_its_filtered_queries(spark, stores):
 def test_pruning_shows_in_the_partitions_spark_plans(spark, stores):
     root, geometry = stores["golden"]
     facts = _facts(root, geometry)
-    options = {**geometry, "messagesPerPartition": "10"}
+    options = {**geometry, "messagesPerPartition": "10", "scan": "queues"}
 
     def partitions(condition: str, pushdown: bool) -> int:
         with pushdown_conf(spark, pushdown):
@@ -299,7 +299,8 @@ def test_push_filters_takes_only_the_filters_of_its_call_and_hands_back_each_one
     from rocketstore.spark.batch import RocketStorePushdownReader
 
     root, geometry = stores["written"]
-    reader = RocketStorePushdownReader(ReadOptions.parse({**geometry, "path": str(root), "filterPushdown": "true"}))
+    reader = RocketStorePushdownReader(ReadOptions.parse({**geometry, "path": str(root), "filterPushdown": "true",
+                                                          "scan": "queues"}))
     first = [EqualTo(("topic",), "TopicA"), StringEndsWith(("tags",), "A")]
     returned = list(reader.pushFilters(first))
     assert [id(f) for f in returned] == [id(f) for f in first]  # Spark matches them by reference

@@ -128,7 +128,7 @@ def test_arrow_reader_keeps_exactly_the_rows_the_predicates_hold_true_for(reques
 
 def test_the_plan_leaves_out_what_the_predicates_exclude(golden):
     opts = ReadOptions.parse({**{k: str(v) for k, v in OPTIONS.items()}, "path": str(golden),
-                              "messagesPerPartition": "10"})
+                              "messagesPerPartition": "10", "scan": "queues"})
     full = rocketstore.arrow.read(str(golden), OPTIONS).read_all().to_pylist()
     everything = plan_partitions(opts)
 

@@ -10,13 +10,22 @@
  * offsets and bytes as Arrow lays them out. Rows it does not cover make it decline the whole batch, as
  * the Python path does: an IPv6 host, a topic or properties text that is not valid UTF-8 (the row path
  * replaces bad bytes), a property name given twice in one record.
+ *
+ * The walk over the records runs without the GIL (a thread decoding ahead, option readAhead, overlaps
+ * the consumer of the batch before): the buffers are taken and the fixed columns' bytes objects made
+ * while it is held, the walk touches only C memory (grown with PyMem_Raw*) and records what went wrong
+ * in `error`, and the exception and the result's bytes are made once the GIL is back.
  */
 #include "common.h"
 
-/* A growing byte buffer. */
+/* What stopped a walk; the Python exception is set from it once the GIL is held again. */
+enum walk_error { WALK_OK, WALK_NO_MEMORY, WALK_PAST_INT32, WALK_RANGE };
+
+/* A growing byte buffer (PyMem_Raw*: grown without the GIL); `error` says why a grow failed. */
 struct grow {
     char *bytes;
     Py_ssize_t len, cap;
+    enum walk_error error;
 };
 
 static int
@@ -30,9 +39,9 @@ grow_add(struct grow *g, const void *bytes, Py_ssize_t len)
         while (cap < g->len + len) {
             cap *= 2;
         }
-        char *more = PyMem_Realloc(g->bytes, (size_t)cap);
+        char *more = PyMem_RawRealloc(g->bytes, (size_t)cap);
         if (more == NULL) {
-            PyErr_NoMemory();
+            g->error = WALK_NO_MEMORY;
             return -1;
         }
         g->bytes = more;
@@ -48,7 +57,7 @@ static int
 grow_offset(struct grow *g, Py_ssize_t offset)
 {
     if (offset > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "record_columns: a column past 2 GiB in one batch");
+        g->error = WALK_PAST_INT32;
         return -1;
     }
     int32_t value = (int32_t)offset;
@@ -159,6 +168,52 @@ enum grown_buffer {
 
 #define MAX_ROW_PROPERTIES 64 /* more in one record: the Python path */
 
+/* format.c's rs_layout_of without its exception (this runs without the GIL): 0 with `out` filled, -1
+ * when the lengths do not add up (the record is then one the row path takes). */
+static int
+layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out)
+{
+    if (total < REC_SYSFLAG_POS + 4) {
+        return -1;
+    }
+    out->phy_offset = read_be(raw + REC_PHYSICALOFFSET_POS, 8);
+    out->sys_flag = read_be(raw + REC_SYSFLAG_POS, 4);
+    long long body_start = REC_HEADER_V4_SIZE;
+    if (out->sys_flag & BORN_V6) {
+        body_start += REC_V6_EXTRA;
+    }
+    if (out->sys_flag & STORE_V6) {
+        body_start += REC_V6_EXTRA;
+    }
+    if (total < body_start) {
+        return -1;
+    }
+    long long body_len = read_be(raw + body_start - 4, 4);
+    long long body_end = body_start + body_len;
+    int topic_field = magic == MAGIC_V1 ? 1 : 2;
+    if (body_len < 0 || body_end + topic_field > total) {
+        return -1;
+    }
+    long long topic_len = topic_field == 1 ? (long long)(signed char)raw[body_end]
+                                           : (long long)(int16_t)(uint16_t)((raw[body_end] << 8) | raw[body_end + 1]);
+    long long topic_start = body_end + topic_field;
+    long long props_len_pos = topic_start + topic_len;
+    if (topic_len < 0 || props_len_pos + 2 > total) {
+        return -1;
+    }
+    long long props_len = (int16_t)(uint16_t)((raw[props_len_pos] << 8) | raw[props_len_pos + 1]);
+    long long props_start = props_len_pos + 2;
+    if (props_start + (props_len > 0 ? props_len : 0) != total) {
+        return -1;
+    }
+    out->body_start = body_start;
+    out->body_end = body_end;
+    out->topic_start = topic_start;
+    out->topic_len = topic_len;
+    out->props_start = props_start;
+    return 0;
+}
+
 /* One record's row into the columns: 1 when written, 0 when the record is one the row path takes
  * (nothing of it written that the caller keeps), -1 after an error. */
 static int
@@ -176,8 +231,7 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
         || (sys_flag & (BORN_V6 | STORE_V6)) != 0) {
         return 0;
     }
-    if (rs_layout_of(raw, total, magic, &lay) < 0) {
-        PyErr_Clear();
+    if (layout_of(raw, total, magic, &lay) < 0) {
         return 0;
     }
     const unsigned char *props = raw + lay.props_start, *end = raw + total;
@@ -293,6 +347,53 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
     return grow_offset(&g[G_MAP_ENTRIES], (g[G_NAMES_OFFSETS].len - 4) / 4) < 0 ? -1 : 1;
 }
 
+/* The error of the first grown buffer that failed (WALK_NO_MEMORY or WALK_PAST_INT32). */
+static enum walk_error
+grow_error(const struct grow *g)
+{
+    for (int k = 0; k < GROWN_BUFFERS; k++) {
+        if (g[k].error != WALK_OK) {
+            return g[k].error;
+        }
+    }
+    return WALK_NO_MEMORY;
+}
+
+/* The rows of the `n` records into `fixed` and `g`, run without the GIL (touches no Python object):
+ * WALK_OK with `*declined` set when a record is one the row path takes, else the error. */
+static enum walk_error
+walk(const Py_buffer *data, const Py_buffer *starts, const Py_buffer *ends, Py_ssize_t n, char *fixed[FIXED_COLUMNS],
+     struct grow *g, int *declined)
+{
+    static const enum grown_buffer offsets[] = {G_TOPIC_OFFSETS, G_UNIQ_OFFSETS, G_TAGS_OFFSETS, G_KEYS_LISTS,
+                                                G_KEYS_OFFSETS, G_MAP_ENTRIES, G_NAMES_OFFSETS, G_VALUES_OFFSETS,
+                                                G_BODY_OFFSETS, G_BORN_OFFSETS, G_STORE_OFFSETS};
+    for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
+        if (grow_offset(&g[offsets[k]], 0) < 0) {
+            return grow_error(g);
+        }
+    }
+    const unsigned char *buf = (const unsigned char *)data->buf;
+    struct host_memo hosts[2] = {{{0}, {0}, 0}, {{0}, {0}, 0}};
+    for (Py_ssize_t row = 0; row < n; row++) {
+        int64_t start, stop;
+        memcpy(&start, (const char *)starts->buf + 8 * row, 8);
+        memcpy(&stop, (const char *)ends->buf + 8 * row, 8);
+        if (start < 0 || stop < start || stop > data->len) {
+            return WALK_RANGE;
+        }
+        int added = add_row(buf + start, stop - start, row, fixed, g, hosts);
+        if (added < 0) {
+            return grow_error(g);
+        }
+        if (added == 0) {
+            *declined = 1;
+            return WALK_OK;
+        }
+    }
+    return WALK_OK;
+}
+
 /* record_columns(data, starts, ends) -> tuple of bytes, or None: the columns of the records at
  * [starts[i], ends[i]) of the buffer `data` (starts and ends: buffers of native int64), as
  * rocketstore.spark.columnar lays them out: first the fixed-width columns (queueId, queueOffset,
@@ -340,32 +441,25 @@ speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
         }
         fixed[c] = PyBytes_AS_STRING(fixed_bytes[c]);
     }
-    enum grown_buffer offsets[] = {G_TOPIC_OFFSETS, G_UNIQ_OFFSETS, G_TAGS_OFFSETS, G_KEYS_LISTS, G_KEYS_OFFSETS,
-                                   G_MAP_ENTRIES, G_NAMES_OFFSETS, G_VALUES_OFFSETS, G_BODY_OFFSETS, G_BORN_OFFSETS,
-                                   G_STORE_OFFSETS};
-    for (size_t k = 0; k < sizeof offsets / sizeof offsets[0]; k++) {
-        if (grow_offset(&g[offsets[k]], 0) < 0) {
-            goto done;
-        }
-    }
-    const unsigned char *buf = (const unsigned char *)data.buf;
-    struct host_memo hosts[2] = {{{0}, {0}, 0}, {{0}, {0}, 0}};
-    for (Py_ssize_t row = 0; row < n; row++) {
-        int64_t start, stop;
-        memcpy(&start, (const char *)starts.buf + 8 * row, 8);
-        memcpy(&stop, (const char *)ends.buf + 8 * row, 8);
-        if (start < 0 || stop < start || stop > data.len) {
+    /* without the GIL from here to the walk's end: C memory only, errors kept in `error` */
+    enum walk_error error = WALK_OK;
+    int declined = 0;
+    Py_BEGIN_ALLOW_THREADS
+    error = walk(&data, &starts, &ends, n, fixed, g, &declined);
+    Py_END_ALLOW_THREADS
+    if (error != WALK_OK) {
+        if (error == WALK_NO_MEMORY) {
+            PyErr_NoMemory();
+        } else if (error == WALK_PAST_INT32) {
+            PyErr_SetString(PyExc_OverflowError, "record_columns: a column past 2 GiB in one batch");
+        } else {
             PyErr_SetString(PyExc_ValueError, "record_columns: a record range outside the data");
-            goto done;
         }
-        int added = add_row(buf + start, stop - start, row, fixed, g, hosts);
-        if (added < 0) {
-            goto done;
-        }
-        if (added == 0) {
-            result = Py_NewRef(Py_None);
-            goto done;
-        }
+        goto done;
+    }
+    if (declined) {
+        result = Py_NewRef(Py_None);
+        goto done;
     }
     result = PyTuple_New(FIXED_COLUMNS + GROWN_BUFFERS);
     for (int c = 0; result != NULL && c < FIXED_COLUMNS; c++) {
@@ -385,7 +479,7 @@ done:
         Py_XDECREF(fixed_bytes[c]);
     }
     for (int k = 0; k < GROWN_BUFFERS; k++) {
-        PyMem_Free(g[k].bytes);
+        PyMem_RawFree(g[k].bytes);
     }
     PyBuffer_Release(&data);
     PyBuffer_Release(&starts);

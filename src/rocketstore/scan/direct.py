@@ -1,4 +1,5 @@
-"""A queue range's record batches straight from the commitlog's mapping: no message object per row.
+"""A queue range's, or a commitlog range's, record batches straight from the commitlog's mapping: no
+message object per row.
 
 The consume-queue entries of a chunk of the range (numpy) give each record's physical offset; the
 compiled `record_columns` builds the batch's columns from the records where they lie in the mapped
@@ -9,6 +10,12 @@ queue offset those of the entry; after it, the topic. A chunk where any check fa
 `record_columns` does not cover, is read the message path's way (`LogReader.queue_runs`), which decides
 what such an entry gives (a record read elsewhere, or nothing). Both ways give equal batches
 (`tests/spark/test_columnar.py`).
+
+A commitlog range is walked record by record on the 8-byte prefixes (size, magic) in each mapped file;
+the records the walk takes whole go to `record_columns` as they lie. From the first record it does not
+take (neither a record magic nor a blank, a size below a record's, a record past the written bytes) the
+message path (`LogReader.scan_runs`, `CommitLog.scan`) reads the rest of the range, and a chunk whose
+rows `record_columns` declines is read that way too (`tests/unit/test_scan_log_direct.py`).
 """
 
 from __future__ import annotations
@@ -22,10 +29,13 @@ import pyarrow.compute as pc
 
 from rocketstore.format.consume_queue import FILLER_SIZE
 from rocketstore.format.message import (
+    BLANK_MAGIC,
     MAGIC_V1,
     MAGIC_V2,
     MIN_RECORD_SIZE,
     PHY_OFFSET_POS,
+    PREFIX,
+    PREFIX_SIZE,
     QUEUE_ID_POS,
     QUEUE_OFFSET_POS,
 )
@@ -34,7 +44,7 @@ from rocketstore.scan.columnar import BATCH_BYTES, BATCH_ROWS, _from_buffers, ru
 from rocketstore.scan.records import ARROW_SCHEMA
 from rocketstore.scan.stores import LogReader
 
-__all__ = ["AVAILABLE", "queue_batches"]
+__all__ = ["AVAILABLE", "log_batches", "queue_batches"]
 
 _record_columns = None if speedups is None else speedups.record_columns
 AVAILABLE = _record_columns is not None
@@ -67,6 +77,56 @@ def queue_batches(log: LogReader, topic: str, queue_id: int, start: int, end: in
         elif batch.num_rows:
             yield batch
         lo += count
+
+
+def log_batches(log: LogReader, start: int, end: int, broker: str) -> Iterator[pa.RecordBatch]:
+    """The records starting in physical offsets `[start, end)` (`start` a record start) as record
+    batches of at most `BATCH_ROWS` rows and about `BATCH_BYTES` record bytes, in log order: the rows
+    `run_batches(log.scan_runs(start, end))` gives (its batches may end elsewhere: at each file's end)."""
+    file_size = log.config.commitlog_file_size
+    at = start
+    while at < end:
+        file_start, written, mm = log.commitlog.readable_file(at)
+        if written < 0:
+            return
+        pos, limit = at - file_start, min(written, end - file_start)
+        starts: list[int] = []
+        ends: list[int] = []
+        held = 0
+        taken = True
+        while pos < limit:
+            if pos + PREFIX_SIZE > written:
+                taken = False
+                break
+            total, magic = PREFIX.unpack_from(mm, pos)
+            if magic == BLANK_MAGIC:
+                break  # the file's data ends
+            if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD_SIZE or pos + total > written:
+                taken = False
+                break
+            starts.append(pos)
+            pos += total
+            ends.append(pos)
+            held += total
+            if len(starts) >= BATCH_ROWS or held >= BATCH_BYTES:
+                yield from _log_chunk(log, mm, file_start, starts, ends, broker)
+                starts, ends, held = [], [], 0
+        if starts:
+            yield from _log_chunk(log, mm, file_start, starts, ends, broker)
+        if not taken:  # the message path decides what lies here and after
+            yield from run_batches(log.scan_runs(file_start + pos, end), broker)
+            return
+        at = file_start + file_size
+
+
+def _log_chunk(log: LogReader, mm: Any, file_start: int, starts: list[int], ends: list[int],
+               broker: str) -> Iterator[pa.RecordBatch]:
+    """The batch of the whole records at `[starts[i], ends[i])` of one mapped file."""
+    buffers = _columns(mm, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+    if buffers is None:
+        yield from run_batches(log.scan_runs(file_start + starts[0], file_start + ends[-1]), broker)
+    else:
+        yield _from_buffers(len(starts), buffers, broker)
 
 
 def _bytes_cut(sizes: np.ndarray) -> int:

@@ -198,7 +198,9 @@ class ReadOptions:
         starting / ending: queue offset bounds, `[starting, ending)` per queue.
         starting_timestamp_ms / ending_timestamp_ms: store-time bounds, `[start, end)`.
         key: an index key (KEYS token or UNIQ_KEY); rows are the messages `query()` finds.
-        scan: `queues` (through the consume queues) or `commitlog` (every record of the log).
+        scan: `queues` (through the consume queues), `commitlog` (every record of the log), or None
+            (not given: the plan reads the queues' records in log order when nothing narrows the read
+            to queues, else through the queues; `plan.plan_partitions`).
         geometry: StoreConfig geometry overrides.
         messages_per_partition / bytes_per_partition: split sizes for the two scan modes.
         filter_pushdown: Spark's reader takes the filters Spark pushes (`filterPushdown`).
@@ -212,7 +214,7 @@ class ReadOptions:
     starting_timestamp_ms: int | None = None
     ending_timestamp_ms: int | None = None
     key: str | None = None
-    scan: str = "queues"
+    scan: str | None = None
     geometry: tuple[tuple[str, int], ...] = ()
     messages_per_partition: int = _DEFAULT_MESSAGES_PER_PARTITION
     bytes_per_partition: int = _DEFAULT_BYTES_PER_PARTITION
@@ -227,8 +229,9 @@ class ReadOptions:
             ValueError: a missing or malformed option, naming it.
         """
         opts = _lower(options)
-        scan = opts.get("scan", "queues").strip().lower()
-        if scan not in SCAN_MODES:
+        raw_scan = opts.get("scan")
+        scan = None if raw_scan is None or raw_scan.strip() == "" else raw_scan.strip().lower()
+        if scan is not None and scan not in SCAN_MODES:
             raise ValueError(f"Option 'scan' must be one of {', '.join(SCAN_MODES)}, got {scan!r}.")
         start_ts = _int(opts, "startingTimestamp", None, minimum=0)
         end_ts = _int(opts, "endingTimestamp", None, minimum=0)
@@ -263,6 +266,13 @@ class ReadOptions:
         if self.starting_timestamp_ms is not None and store_timestamp_ms < self.starting_timestamp_ms:
             return False
         return self.ending_timestamp_ms is None or store_timestamp_ms < self.ending_timestamp_ms
+
+    @property
+    def narrows_to_queues(self) -> bool:
+        """True when an option bounds the read by topic, queue offset, store time or key."""
+        return bool(self.topics or self.starting != OffsetSpec(EARLIEST) or self.ending != OffsetSpec(LATEST)
+                    or self.starting_timestamp_ms is not None or self.ending_timestamp_ms is not None
+                    or self.key is not None)
 
 
 @dataclass(frozen=True)

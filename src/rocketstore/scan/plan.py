@@ -3,11 +3,17 @@ batches. Spark's source (`rocketstore.spark.batch`) and `rocketstore.arrow` are 
 
 Three ways to read, chosen by options (`options.ReadOptions`):
 
-* `scan=queues` (default): through the consume queues, one partition per queue range of at most
+* `scan=queues`: through the consume queues, one partition per queue range of at most
   `messagesPerPartition` messages; bounded by `startingOffsets` / `endingOffsets`.
 * `scan=commitlog`: every record of the commitlog in log order, dispatched or not; one partition per
   range of about `bytesPerPartition` bytes, split at record starts.
 * `key=...`: the messages the store's index finds for a key, one partition per store and topic.
+
+Without option `scan`, a read that nothing narrows to queues (no topics, offsets, store times, key, nor
+a prune) reads the queues' records in log order: the commitlog ranges of `scan=commitlog`, each keeping
+only the records a queue holds (a NOT or COMMIT record whose queue offset lies inside its queue's
+`[min, max)` at planning), so the rows are those of `scan=queues` without a page touched per record.
+Any such bound reads through the queues.
 
 `startingTimestamp` / `endingTimestamp` bound every mode by store time, `[start, end)`.
 
@@ -22,22 +28,31 @@ hold true for.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rocketstore.config import StoreConfig
 from rocketstore.format.layout import JAVA_INT_MAX
 from rocketstore.format.message import StoredMessage
+from rocketstore.format.sysflag import TRANSACTION_MASK, TransactionType
 from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.scan import direct
 from rocketstore.scan.columnar import batches, run_batches
 from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, mask
 from rocketstore.scan.options import EARLIEST, LATEST, ReadOptions
-from rocketstore.scan.stores import LogReader, commitlog_extent, open_read_only, record_starts, store_config
+from rocketstore.scan.stores import (
+    LogReader,
+    commitlog_extent,
+    cut_points,
+    open_read_only,
+    record_starts,
+    store_config,
+)
 
 __all__ = ["CommitLogRange", "KeyLookup", "Partition", "QueueRange", "plan_partitions", "read_partition"]
 
@@ -59,14 +74,20 @@ class QueueRange:
     tags_codes: frozenset[int] | None = None
 
 
+QueueBounds = tuple[tuple[str, int, int, int], ...]
+"""(topic, queue id, min offset, max offset) of each queue of a store, as planned."""
+
+
 @dataclass(frozen=True)
 class CommitLogRange:
-    """Records starting in physical offsets `[start, end)` of one store; `start` is a record start."""
+    """Records starting in physical offsets `[start, end)` of one store; `start` is a record start. With
+    `queues`, only the records those queues hold (NOT or COMMIT records inside their queue's bounds)."""
 
     root: str
     start: int
     end: int
     config: StoreConfig
+    queues: QueueBounds | None = None
 
 
 @dataclass(frozen=True)
@@ -150,15 +171,28 @@ def _plan_queues(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
     return parts
 
 
-def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
+def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str, *, found_cuts: bool = False) -> list[Partition]:
     config = store_config(root, opts.geometry)
     lo, hi = commitlog_extent(root, config)
     if hi <= lo or prune.nothing or not prune.phy_offset.overlaps(lo, hi):
         return []
-    starts = record_starts(root, config.commitlog_file_size, lo, hi, opts.bytes_per_partition)
+    cuts = cut_points if found_cuts else record_starts
+    starts = cuts(root, config.commitlog_file_size, lo, hi, opts.bytes_per_partition)
     ends = [*starts[1:], hi]
     return [CommitLogRange(root, a, b, config) for a, b in zip(starts, ends, strict=True)
             if prune.phy_offset.overlaps(a, b)]
+
+
+def _plan_log_order(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
+    """`_plan_commitlog`'s ranges, each keeping only the records the store's queues hold."""
+    with open_read_only(root, opts.geometry) as store:
+        queues = tuple((topic, queue_id, store.min_offset(topic, queue_id), store.max_offset(topic, queue_id))
+                       for topic, queue_ids in sorted(store.queues().items()) for queue_id in sorted(queue_ids))
+    queues = tuple(q for q in queues if q[2] < q[3])
+    if not queues:
+        return []
+    return [replace(part, queues=queues) for part in _plan_commitlog(opts, prune, root, found_cuts=True)
+            if isinstance(part, CommitLogRange)]
 
 
 def _plan_key(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
@@ -181,6 +215,8 @@ def plan_partitions(opts: ReadOptions, prune: Prune = EVERYTHING) -> list[Partit
         planner = _plan_key
     elif opts.scan == "commitlog":
         planner = _plan_commitlog
+    elif opts.scan is None and not opts.narrows_to_queues and prune.everything:
+        planner = _plan_log_order
     else:
         planner = _plan_queues
     return [part for root in opts.paths for part in planner(opts, prune, root)]
@@ -218,13 +254,61 @@ def _read(opts: ReadOptions, partition: Partition) -> Iterator[pa.RecordBatch]:
             yield from run_batches(_bounded_runs(opts, runs, filter_topics=False), partition.root)
     elif isinstance(partition, CommitLogRange):
         with LogReader(partition.root, partition.config) as log:
-            runs = log.scan_runs(partition.start, partition.end)
-            yield from run_batches(_bounded_runs(opts, runs, filter_topics=True), partition.root)
+            if direct.AVAILABLE:
+                made = _bounded_batches(opts, direct.log_batches(log, partition.start, partition.end, partition.root),
+                                        topics=opts.topics)
+            else:
+                runs = log.scan_runs(partition.start, partition.end)
+                made = run_batches(_bounded_runs(opts, runs, filter_topics=True), partition.root)
+            yield from made if partition.queues is None else _queued(made, partition.queues)
 
 
-def _bounded_batches(opts: ReadOptions, found: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The batches with only the rows inside the store-time bounds (batches left empty dropped)."""
-    preds: list[Predicate] = []
+def _queued(found: Iterable[pa.RecordBatch], queues: QueueBounds) -> Iterator[pa.RecordBatch]:
+    """The batches with only the rows of records the queues hold (batches left empty dropped)."""
+    bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for topic in {q[0] for q in queues}:
+        of_topic = [q for q in queues if q[0] == topic]
+        width = max(q[1] for q in of_topic) + 1
+        lo, hi = np.zeros(width, dtype=np.int64), np.zeros(width, dtype=np.int64)
+        for _, queue_id, low, high in of_topic:
+            if queue_id >= 0:
+                lo[queue_id], hi[queue_id] = low, high
+        bounds[topic] = (lo, hi)
+    for batch in found:
+        keep = _queued_rows(batch, bounds)
+        if not keep.all():
+            batch = batch.filter(pa.array(keep))
+        if batch.num_rows:
+            yield batch
+
+
+def _queued_rows(batch: pa.RecordBatch, bounds: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Which rows are records a queue holds: NOT or COMMIT, queue offset inside its queue's bounds."""
+    kind = batch.column("sysFlag").to_numpy() & TRANSACTION_MASK
+    keep = (kind == int(TransactionType.NOT)) | (kind == int(TransactionType.COMMIT))
+    inside = np.zeros(batch.num_rows, dtype=bool)
+    topics = pc.dictionary_encode(batch.column("topic"))
+    codes = topics.indices.to_numpy()
+    queue_ids = batch.column("queueId").to_numpy()
+    queue_offsets = batch.column("queueOffset").to_numpy()
+    for code, topic in enumerate(topics.dictionary.to_pylist()):
+        if topic not in bounds:
+            continue
+        lo, hi = bounds[topic]
+        rows = np.flatnonzero(codes == code)
+        qid = queue_ids[rows]
+        known = (qid >= 0) & (qid < len(lo))
+        at = np.where(known, qid, 0)
+        offset = queue_offsets[rows]
+        inside[rows] = known & (offset >= lo[at]) & (offset < hi[at])
+    return keep & inside
+
+
+def _bounded_batches(opts: ReadOptions, found: Iterable[pa.RecordBatch],
+                     topics: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
+    """The batches with only the rows inside the store-time bounds and, given `topics`, of those topics
+    (batches left empty dropped)."""
+    preds: list[Predicate] = [("topic", "in", list(topics))] if topics else []
     if opts.starting_timestamp_ms is not None:
         preds.append(("storeTimestamp", ">=", opts.starting_timestamp_ms))
     if opts.ending_timestamp_ms is not None:

@@ -1,10 +1,11 @@
 """Decoding ahead: a partition's record batches made in a thread while the consumer handles the ones
 before them (option `readAhead`).
 
-The thread gains only where both sides let go of the GIL: file reads and page faults on the decoding
-side, socket writes and Arrow's own kernels on the consuming side. The compiled record decoding
-(`decode_run`, `record_columns`) holds the GIL while it runs, so on a machine whose cores are all busy
-(a Spark worker beside its JVM) the two mostly take turns; `benchmarks/bench_spark_read.py` measures it.
+The thread gains only where both sides let go of the GIL: the compiled column building
+(`record_columns`), file reads and page faults on the decoding side, socket writes and Arrow's own
+kernels on the consuming side. Reading records one by one (`decode_run`, `record_at`) and the numpy
+checks of a queue chunk hold it, so on a machine whose cores are all busy (a Spark worker beside its
+JVM) those parts take turns; `benchmarks/bench_spark_read.py` measures it.
 """
 
 from __future__ import annotations
