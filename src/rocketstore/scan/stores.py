@@ -11,6 +11,7 @@ costs the records it reads, not the size of the store.
 from __future__ import annotations
 
 import itertools
+import logging
 import mmap
 import os
 from collections.abc import Iterator
@@ -29,6 +30,8 @@ from rocketstore.format.message import (
     peek_prefix,
 )
 from rocketstore.format.store_dirs import COMMITLOG_DIR
+
+log = logging.getLogger("rocketstore.scan")
 
 if TYPE_CHECKING:
     from rocketstore import MessageStore, StoreConfig
@@ -206,6 +209,12 @@ def cut_points(root: str, file_size: int, lo: int, hi: int, step: int) -> list[i
     return starts
 
 
+def _is_blank(buf: Any, pos: int) -> bool:
+    """True when the 8-byte prefix at `pos` is a blank's (the end of a file's data)."""
+    prefix = peek_prefix(buf, pos)
+    return prefix is not None and prefix[1] == BLANK_MAGIC
+
+
 class LogReader:
     """Reads bounds planned on the driver: commitlog ranges and consume-queue ranges.
 
@@ -229,10 +238,38 @@ class LogReader:
         return self.commitlog.scan(start, end)
 
     def scan_runs(self, start: int, end: int, run: int = 1024) -> Iterator[list[StoredMessage]]:
-        """`scan` in lists of up to `run` records."""
-        records = self.commitlog.scan(start, end)
-        while chunk := list(itertools.islice(records, run)):
-            yield chunk
+        """The records from `start` (a record start) to `end` in log order, in lists of up to `run`.
+
+        Where the log's walk stops short of `end` at bytes that are not a whole record (damage), the
+        walk goes on at the next record start after them (`_start_at_or_after`: a record magic, its own
+        physical offset in its header), or at the next file's start, and the bytes passed over are
+        logged: a damaged stretch costs the records in it, never the rest of the range.
+        """
+        stop = min(end, self.commitlog.max_offset)
+        at = start
+        while at < stop:
+            reached = at
+            records = self.commitlog.scan(at, end)
+            while chunk := list(itertools.islice(records, run)):
+                reached = chunk[-1].phy_offset + chunk[-1].size
+                yield chunk
+            at = self._resume_after(reached, stop)
+
+    def _resume_after(self, reached: int, stop: int) -> int:
+        """Where the walk that stopped at `reached` goes on (`stop` when nothing is left)."""
+        file_size = self.config.commitlog_file_size
+        file_start, written, buf = self.commitlog.readable_file(reached)
+        if written < 0:
+            return stop if reached >= stop else min(stop, reached - reached % file_size + file_size)
+        pos = reached - file_start
+        if pos >= written or _is_blank(buf, pos):
+            return min(stop, file_start + file_size)  # the file's data ended: the next file's first record
+        found = _start_at_or_after(buf, pos + 1, file_start, written)
+        resume = file_start + file_size if found is None else file_start + found
+        if resume < stop:  # bytes passed over (a torn record at the log's end is not)
+            log.warning("%s: no whole record in the commitlog's bytes [%d, %d); the scan goes on after them",
+                        self.root, reached, resume)
+        return min(stop, resume)
 
     def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The loaded consume queue (topic, queue_id), unmapped by `close`."""
