@@ -119,6 +119,43 @@ def test_record_columns_twins_on_records_and_damaged_ranges(raws, flips, cuts):
     assert columnar._from_buffers(len(raws), buffers, "b").equals(to_record_batch(messages, "b"))
 
 
+BLANK = (8).to_bytes(4, "big") + (0xCBD43194).to_bytes(4, "big")
+
+
+@settings(deadline=None, max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_record_strategy(), st.just(BLANK), st.binary(max_size=12)), min_size=1, max_size=6),
+       st.lists(st.tuples(st.integers(0, 2000), st.integers(0, 255)), max_size=3),
+       st.tuples(st.integers(-2, 3000), st.integers(-2, 3000), st.integers(-2, 3000)),
+       st.one_of(st.integers(0, 2**40), INT64), st.booleans(), st.integers(-1, 5), st.integers(-1, 3000),
+       st.integers(0, 6))
+def test_record_spans_twins_on_any_bytes(pieces, flips, positions, file_start, at_own_offsets, max_rows, max_bytes,
+                                         room):
+    """record_spans gives what record_spans_py gives (count, position, stop, the spans written), or raises
+    the same ValueError, on records, blanks and junk, flipped bytes and any positions and limits."""
+    np = pytest.importorskip("numpy")
+    from rocketstore.format.spans import record_spans_py
+
+    buf = bytearray(b"".join(pieces))
+    at = 0
+    for piece in pieces:  # records at their own offsets, as a commitlog file holds them
+        if at_own_offsets and len(piece) >= 36 and 0 <= file_start + at < 2**63:
+            buf[at + 28:at + 36] = (file_start + at).to_bytes(8, "big")
+        at += len(piece)
+    for where, value in flips:
+        if buf:
+            buf[where % len(buf)] = value
+    pos, limit, written = positions
+    answers = []
+    for kernel in (speedups.record_spans, record_spans_py):
+        starts, ends = np.full(room, -7, dtype=np.int64), np.full(room, -7, dtype=np.int64)
+        try:
+            answer: object = kernel(bytes(buf), pos, limit, written, file_start, max_rows, max_bytes, starts, ends)
+        except ValueError as exc:
+            answer = ("ValueError", str(exc))
+        answers.append((answer, starts.tolist(), ends.tolist()))
+    assert answers[0] == answers[1]
+
+
 QUERY_KEYS = st.one_of(st.sampled_from(["k0", "k1", "键", "😀", "Aa", "BB", "x y", "U3", "", "\ud800"]),
                       st.text(max_size=4))
 QUERY_TIMES = st.one_of(st.none(), st.integers(-5, 950), INT64)
@@ -216,6 +253,7 @@ def _twin_tests() -> dict[str, list[Callable[..., Any]]]:
         "query_records": [test_query_records_twins_on_any_bounds],
         "record_at": [su.test_record_at_twins],
         "record_columns": [test_record_columns_twins_on_records_and_damaged_ranges],
+        "record_spans": [test_record_spans_twins_on_any_bytes],
         "walk_records": [su.test_walk_records_twins],
     }
 

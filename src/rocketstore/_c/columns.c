@@ -3,6 +3,8 @@
  * reader's record batches (rocketstore.spark.columnar).
  *
  *   record_columns(data, starts, ends)   rocketstore.spark.columnar._columnar_py's columns
+ *   record_spans(data, pos, limit, written, file_start, max_rows, max_bytes, starts, ends)
+ *                                        rocketstore.format.spans.record_spans_py: where the records lie
  *
  * One pass over the records reads every header field at its position (format.c's rs_layout_of says
  * where the body, topic and properties lie), splits the properties text with RocketMQ's rule
@@ -481,6 +483,108 @@ done:
     for (int k = 0; k < GROWN_BUFFERS; k++) {
         PyMem_RawFree(g[k].bytes);
     }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    return result;
+}
+
+/* What stopped record_spans (rocketstore.format.spans.SPANS_* hold the same values; the twin fuzz holds
+ * them equal). */
+enum spans_stop { SPANS_END, SPANS_FULL, SPANS_BLANK, SPANS_NOT_TAKEN };
+
+/* The walk of record_spans over `buf` (no Python object: run without the GIL). */
+static enum spans_stop
+walk_spans(const unsigned char *buf, int64_t *pos, int64_t limit, int64_t written, int64_t file_start,
+           int64_t max_rows, int64_t max_bytes, unsigned char *starts, unsigned char *ends, int64_t *count)
+{
+    int64_t at = *pos, n = 0, held = 0;
+    enum spans_stop stop = SPANS_END;
+    while (at < limit) {
+        if (at + REC_TOTALSIZE_WIDTH + REC_MAGICCODE_WIDTH > written) {
+            stop = SPANS_NOT_TAKEN;
+            break;
+        }
+        int64_t total = read_be(buf + at + REC_TOTALSIZE_POS, REC_TOTALSIZE_WIDTH);
+        uint32_t magic = (uint32_t)read_be(buf + at + REC_MAGICCODE_POS, REC_MAGICCODE_WIDTH);
+        if (magic == BLANK_MAGIC) {
+            stop = SPANS_BLANK;
+            break;
+        }
+        if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > written - at
+            || read_be(buf + at + REC_PHYSICALOFFSET_POS, REC_PHYSICALOFFSET_WIDTH) != file_start + at) {
+            stop = SPANS_NOT_TAKEN;
+            break;
+        }
+        memcpy(starts + 8 * n, &at, 8); /* the buffers need not be aligned */
+        at += total;
+        memcpy(ends + 8 * n, &at, 8);
+        held += total;
+        n++;
+        if (n >= max_rows || held >= max_bytes) {
+            stop = at < limit ? SPANS_FULL : SPANS_END;
+            break;
+        }
+    }
+    *pos = at;
+    *count = n;
+    return stop;
+}
+
+/* record_spans(data, pos, limit, written, file_start, max_rows, max_bytes, starts, ends) -> (count, pos,
+ * stop): from `pos` (a record start) towards `limit`, the whole records of `data` (the bytes of the
+ * commitlog file starting at physical offset `file_start`, written up to `written`) by their 8-byte
+ * prefixes and own physical offsets: their starts and ends into the native int64 buffers
+ * `starts` and `ends` (room for `max_rows` each), until `limit` (stop SPANS_END), `max_rows` records or
+ * `max_bytes` record bytes (SPANS_FULL, `pos` the next record), a blank (SPANS_BLANK: the file's data
+ * ends) or a prefix that is no record's, a record past `written` or one not at its own physical offset
+ * (SPANS_NOT_TAKEN, `pos` there).
+ * ValueError for positions outside 0 <= pos <= limit <= written <= len(data), a limit below 1 or
+ * buffers too small. */
+PyObject *
+speedups_record_spans(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "record_spans(data, pos, limit, written, file_start, max_rows, max_bytes, "
+                                         "starts, ends) takes nine arguments");
+        return NULL;
+    }
+    int64_t v[6];
+    for (int k = 0; k < 6; k++) {
+        long long value = PyLong_AsLongLong(args[1 + k]);
+        if (value == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        v[k] = value;
+    }
+    int64_t pos = v[0], limit = v[1], written = v[2], file_start = v[3], max_rows = v[4], max_bytes = v[5];
+    Py_buffer data = {0}, starts = {0}, ends = {0};
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[7], &starts, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[8], &ends, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&starts);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (pos < 0 || pos > limit || limit > written || written > data.len || max_rows < 1 || max_bytes < 1
+        || max_rows > starts.len / 8 || max_rows > ends.len / 8) {
+        PyErr_SetString(PyExc_ValueError, "record_spans: positions outside the data or buffers too small");
+        goto done;
+    }
+    int64_t count = 0;
+    enum spans_stop stop;
+    Py_BEGIN_ALLOW_THREADS
+    stop = walk_spans((const unsigned char *)data.buf, &pos, limit, written, file_start, max_rows, max_bytes,
+                      (unsigned char *)starts.buf, (unsigned char *)ends.buf, &count);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(LLi)", (long long)count, (long long)pos, (int)stop);
+done:
     PyBuffer_Release(&data);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&ends);

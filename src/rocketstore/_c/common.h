@@ -205,6 +205,7 @@ PyObject *speedups_crc32_portable(PyObject *module, PyObject *const *args, Py_ss
 
 /* columns.c */
 PyObject *speedups_record_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_record_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* storage.c */
 PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -6,7 +6,7 @@
  *
  *   format.c    java_hash, java_hash_concat, decode_properties, properties_at, MessageBase,
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
- *   columns.c   record_columns
+ *   columns.c   record_columns, record_spans
  *   storage.c   msync, populate
  *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records
  *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, install_message_call,
@@ -117,6 +117,8 @@ static PyMethodDef methods[] = {
      "The messages of a topic carrying a key, found through the index files and read from the commitlog."},
     {"record_columns", (PyCFunction)(void (*)(void))speedups_record_columns, METH_FASTCALL,
      "The Arrow column buffers of whole records, or None when one needs the row-by-row path."},
+    {"record_spans", (PyCFunction)(void (*)(void))speedups_record_spans, METH_FASTCALL,
+     "The starts and ends of the whole records from a position of a commitlog file, by their prefixes."},
     {"put_one", (PyCFunction)(void (*)(void))speedups_put_one, METH_FASTCALL,
      "The writes of a single put in one call when they are the plain case; None (nothing written) otherwise."},
     {"put_results", (PyCFunction)(void (*)(void))speedups_put_results, METH_FASTCALL,

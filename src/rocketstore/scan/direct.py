@@ -29,16 +29,14 @@ import pyarrow.compute as pc
 
 from rocketstore.format.consume_queue import FILLER_SIZE
 from rocketstore.format.message import (
-    BLANK_MAGIC,
     MAGIC_V1,
     MAGIC_V2,
     MIN_RECORD_SIZE,
     PHY_OFFSET_POS,
-    PREFIX,
-    PREFIX_SIZE,
     QUEUE_ID_POS,
     QUEUE_OFFSET_POS,
 )
+from rocketstore.format.spans import SPANS_FULL, SPANS_NOT_TAKEN, record_spans
 from rocketstore.native import speedups
 from rocketstore.scan.columnar import BATCH_BYTES, BATCH_ROWS, _from_buffers, run_batches
 from rocketstore.scan.records import ARROW_SCHEMA
@@ -84,47 +82,30 @@ def log_batches(log: LogReader, start: int, end: int, broker: str) -> Iterator[p
     batches of at most `BATCH_ROWS` rows and about `BATCH_BYTES` record bytes, in log order: the rows
     `run_batches(log.scan_runs(start, end))` gives (its batches may end elsewhere: at each file's end)."""
     file_size = log.config.commitlog_file_size
+    starts, ends = np.empty(BATCH_ROWS, dtype=np.int64), np.empty(BATCH_ROWS, dtype=np.int64)
     at = start
     while at < end:
         file_start, written, mm = log.commitlog.readable_file(at)
         if written < 0:
             return
         pos, limit = at - file_start, min(written, end - file_start)
-        starts: list[int] = []
-        ends: list[int] = []
-        held = 0
-        taken = True
-        while pos < limit:
-            if pos + PREFIX_SIZE > written:
-                taken = False
-                break
-            total, magic = PREFIX.unpack_from(mm, pos)
-            if magic == BLANK_MAGIC:
-                break  # the file's data ends
-            if (magic != MAGIC_V1 and magic != MAGIC_V2) or total < MIN_RECORD_SIZE or pos + total > written:
-                taken = False
-                break
-            starts.append(pos)
-            pos += total
-            ends.append(pos)
-            held += total
-            if len(starts) >= BATCH_ROWS or held >= BATCH_BYTES:
-                yield from _log_chunk(log, mm, file_start, starts, ends, broker)
-                starts, ends, held = [], [], 0
-        if starts:
-            yield from _log_chunk(log, mm, file_start, starts, ends, broker)
-        if not taken:  # the message path decides what lies here and after
+        stop = SPANS_FULL
+        while stop == SPANS_FULL:
+            count, pos, stop = record_spans(mm, pos, limit, written, file_start, BATCH_ROWS, BATCH_BYTES, starts, ends)
+            if count:
+                yield from _log_chunk(log, mm, file_start, starts[:count], ends[:count], broker)
+        if stop == SPANS_NOT_TAKEN:  # the message path decides what lies here and after
             yield from run_batches(log.scan_runs(file_start + pos, end), broker)
             return
         at = file_start + file_size
 
 
-def _log_chunk(log: LogReader, mm: Any, file_start: int, starts: list[int], ends: list[int],
+def _log_chunk(log: LogReader, mm: Any, file_start: int, starts: np.ndarray, ends: np.ndarray,
                broker: str) -> Iterator[pa.RecordBatch]:
     """The batch of the whole records at `[starts[i], ends[i])` of one mapped file."""
-    buffers = _columns(mm, np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64))
+    buffers = _columns(mm, starts, ends)
     if buffers is None:
-        yield from run_batches(log.scan_runs(file_start + starts[0], file_start + ends[-1]), broker)
+        yield from run_batches(log.scan_runs(file_start + int(starts[0]), file_start + int(ends[-1])), broker)
     else:
         yield _from_buffers(len(starts), buffers, broker)
 

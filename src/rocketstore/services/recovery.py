@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,18 +25,16 @@ from rocketstore.format.index import FIRST_ENTRY, IndexHeader, index_key
 from rocketstore.format.javahash import index_key_hash, tags_code
 from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.message import (
-    BLANK_MAGIC,
     END_OF_FILE,
     MAGIC_V1,
     MAGIC_V2,
-    MIN_RECORD_SIZE,
     NEED_DATA,
-    PHY_OFFSET_POS,
     StoredMessage,
     decode_message,
     peek_prefix,
     store_timestamp_in,
 )
+from rocketstore.format.spans import SPANS_BLANK, SPANS_FULL, record_spans
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, QUARANTINE_DIR
 from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.log.commitlog import CommitLog
@@ -53,6 +52,8 @@ from rocketstore.storage.mapped_file import MappedFile
 _PHY_OFFSET = struct.Struct(">q")
 LONG_MAX = JAVA_LONG_MAX
 NORMAL_RECOVERY_FILES = 3
+_SPANS_A_CALL = 65536
+"""Records a `record_spans` call of `find_end` walks at most."""
 
 
 class RecoveryMode(str, enum.Enum):
@@ -233,8 +234,9 @@ def find_end(commitlog: CommitLog, check_crc: bool = True) -> int:
     """Physical offset one past the last whole record, for read-only opens (nothing is repaired).
 
     Files before the last one holding data are taken as whole (they end with a blank record). In
-    that file, records are walked by their length prefix, and the last one is decoded in full (CRC
-    and torn-write checks): a record a live writer is still copying ends the data before it.
+    that file, records are walked by their length prefix and own physical offset (`format.spans`), and
+    the last one is decoded in full (CRC and torn-write checks): a record a live writer is still copying
+    ends the data before it.
     """
     files = commitlog.queue.files
     index = len(files) - 1
@@ -243,21 +245,16 @@ def find_end(commitlog: CommitLog, check_crc: bool = True) -> int:
     if index < 0:
         return 0
     mf = files[index]
-    pos = 0
+    buf, size = mf.mm, mf.file_size
+    starts, ends = array("q", bytes(8 * _SPANS_A_CALL)), array("q", bytes(8 * _SPANS_A_CALL))
+    pos, stop = 0, SPANS_FULL
     last: int | None = None
-    while True:
-        prefix = peek_prefix(mf.mm, pos)
-        if prefix is None:
-            break
-        total, magic = prefix
-        if magic == BLANK_MAGIC:
-            return mf.end_offset
-        if magic not in (MAGIC_V1, MAGIC_V2) or total < MIN_RECORD_SIZE or pos + total > mf.file_size:
-            break
-        if _PHY_OFFSET.unpack_from(mf.mm, pos + PHY_OFFSET_POS)[0] != mf.file_from_offset + pos:
-            break
-        last = pos
-        pos += total
+    while stop == SPANS_FULL:
+        count, pos, stop = record_spans(buf, pos, size, size, mf.file_from_offset, _SPANS_A_CALL, size, starts, ends)
+        if count:
+            last = starts[count - 1]
+    if stop == SPANS_BLANK:
+        return mf.end_offset
     if last is not None:
         try:
             result = decode_message(mf.mm, last, check_crc=check_crc)
