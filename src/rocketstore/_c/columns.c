@@ -6,7 +6,7 @@
  *   record_spans(data, pos, limit, written, file_start, max_rows, max_bytes, starts, ends)
  *                                        rocketstore.format.spans.record_spans_py: where the records lie
  *
- * One pass over the records reads every header field at its position (format.c's rs_layout_of says
+ * One pass over the records reads every header field at its position (format.c's rs_layout_check says
  * where the body, topic and properties lie), splits the properties text with RocketMQ's rule
  * (format.properties.decode_properties_py) and the KEYS value into its tokens, and writes each column's
  * offsets and bytes as Arrow lays them out. Rows it does not cover make it decline the whole batch, as
@@ -170,52 +170,6 @@ enum grown_buffer {
 
 #define MAX_ROW_PROPERTIES 64 /* more in one record: the Python path */
 
-/* format.c's rs_layout_of without its exception (this runs without the GIL): 0 with `out` filled, -1
- * when the lengths do not add up (the record is then one the row path takes). */
-static int
-layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out)
-{
-    if (total < REC_SYSFLAG_POS + 4) {
-        return -1;
-    }
-    out->phy_offset = read_be(raw + REC_PHYSICALOFFSET_POS, 8);
-    out->sys_flag = read_be(raw + REC_SYSFLAG_POS, 4);
-    long long body_start = REC_HEADER_V4_SIZE;
-    if (out->sys_flag & BORN_V6) {
-        body_start += REC_V6_EXTRA;
-    }
-    if (out->sys_flag & STORE_V6) {
-        body_start += REC_V6_EXTRA;
-    }
-    if (total < body_start) {
-        return -1;
-    }
-    long long body_len = read_be(raw + body_start - 4, 4);
-    long long body_end = body_start + body_len;
-    int topic_field = magic == MAGIC_V1 ? 1 : 2;
-    if (body_len < 0 || body_end + topic_field > total) {
-        return -1;
-    }
-    long long topic_len = topic_field == 1 ? (long long)(signed char)raw[body_end]
-                                           : (long long)(int16_t)(uint16_t)((raw[body_end] << 8) | raw[body_end + 1]);
-    long long topic_start = body_end + topic_field;
-    long long props_len_pos = topic_start + topic_len;
-    if (topic_len < 0 || props_len_pos + 2 > total) {
-        return -1;
-    }
-    long long props_len = (int16_t)(uint16_t)((raw[props_len_pos] << 8) | raw[props_len_pos + 1]);
-    long long props_start = props_len_pos + 2;
-    if (props_start + (props_len > 0 ? props_len : 0) != total) {
-        return -1;
-    }
-    out->body_start = body_start;
-    out->body_end = body_end;
-    out->topic_start = topic_start;
-    out->topic_len = topic_len;
-    out->props_start = props_start;
-    return 0;
-}
-
 /* One record's row into the columns: 1 when written, 0 when the record is one the row path takes
  * (nothing of it written that the caller keeps), -1 after an error. */
 static int
@@ -233,7 +187,8 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
         || (sys_flag & (BORN_V6 | STORE_V6)) != 0) {
         return 0;
     }
-    if (layout_of(raw, total, magic, &lay) < 0) {
+    long long fault_value;
+    if (rs_layout_check(raw, total, magic, &lay, &fault_value) != LAYOUT_OK) {
         return 0;
     }
     const unsigned char *props = raw + lay.props_start, *end = raw + total;

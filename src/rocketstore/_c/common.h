@@ -135,6 +135,9 @@ struct layout {
     long long phy_offset, sys_flag, body_start, body_end, topic_start, topic_len, props_start;
 };
 
+/* What does not add up in a record's lengths (rs_layout_check). */
+enum layout_fault { LAYOUT_OK, LAYOUT_SHORT_HEADER, LAYOUT_BODY, LAYOUT_TOPIC, LAYOUT_LENGTHS };
+
 #if defined(__GNUC__)
 #pragma GCC visibility push(hidden)
 #endif
@@ -185,8 +188,11 @@ PyObject *rs_space_separated(PyObject *text);
 PyObject *rs_message_topic(PyObject *message);
 /* message.carries_key(key) for a message that rs_record_in made (a MessageBase subclass). */
 PyObject *rs_message_carries_key(PyObject *message, PyObject *key);
-/* The checks of format.message.record_layout on `total` bytes holding one record of magic v1 or v2:
- * 0 with `out` filled, -1 with ValueError set when the lengths do not add up. */
+/* The checks of format.message.record_layout on `total` bytes holding one record of magic v1 or v2,
+ * without the GIL: LAYOUT_OK with `out` filled, else the fault and in `*value` the length it is about. */
+enum layout_fault rs_layout_check(const unsigned char *raw, long long total, unsigned long magic,
+                                  struct layout *out, long long *value);
+/* rs_layout_check: 0 with `out` filled, -1 with ValueError set when the lengths do not add up. */
 int rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out);
 /* A record's topic (UTF-8, bad bytes replaced) as a new reference; `cache` (or NULL) keeps the last one. */
 PyObject *rs_topic_of(const char *bytes, long long len, struct topic_cache *cache);

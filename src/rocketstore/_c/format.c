@@ -131,14 +131,14 @@ speedups_properties_at(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
 }
 
 /* The checks of rocketstore.format.message.record_layout (build_message_py's) on a buffer holding exactly one record
- * whose magic (v1 or v2) and minimum size the caller checked. -1 with ValueError set when the lengths
- * do not add up. */
-int
-rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out)
+ * whose magic (v1 or v2) and minimum size the caller checked, touching no Python object (callers run it
+ * without the GIL): LAYOUT_OK with `out` filled, else what does not add up, with `*value` the length it is
+ * about (the body's, the topic's, or what the lengths add up to). */
+enum layout_fault
+rs_layout_check(const unsigned char *raw, long long total, unsigned long magic, struct layout *out, long long *value)
 {
     if (total < REC_SYSFLAG_POS + REC_SYSFLAG_WIDTH) {
-        PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
-        return -1;
+        return LAYOUT_SHORT_HEADER;
     }
     out->phy_offset = read_be(raw + REC_PHYSICALOFFSET_POS, REC_PHYSICALOFFSET_WIDTH);
     out->sys_flag = read_be(raw + REC_SYSFLAG_POS, REC_SYSFLAG_WIDTH);
@@ -150,37 +150,60 @@ rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, str
         body_start += REC_V6_EXTRA;
     }
     if (total < body_start) {
-        PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
-        return -1;
+        return LAYOUT_SHORT_HEADER;
     }
     long long body_len = read_be(raw + body_start - REC_BODYLENGTH_WIDTH, REC_BODYLENGTH_WIDTH);
     long long body_end = body_start + body_len;
     int topic_field = magic == MAGIC_V1 ? REC_V1_TOPICLENGTH_WIDTH : REC_V2_TOPICLENGTH_WIDTH;
     if (body_len < 0 || body_end + topic_field > total) {
-        PyErr_Format(PyExc_ValueError, "body length %lld does not fit total size %lld", body_len, total);
-        return -1;
+        *value = body_len;
+        return LAYOUT_BODY;
     }
     long long topic_len = topic_field == REC_V1_TOPICLENGTH_WIDTH ? (long long)(signed char)raw[body_end]
                                            : (long long)(int16_t)(uint16_t)((raw[body_end] << 8) | raw[body_end + 1]);
     long long topic_start = body_end + topic_field;
     long long props_len_pos = topic_start + topic_len;
     if (topic_len < 0 || props_len_pos + REC_PROPERTIESLENGTH_WIDTH > total) {
-        PyErr_Format(PyExc_ValueError, "topic length %lld does not fit total size %lld", topic_len, total);
-        return -1;
+        *value = topic_len;
+        return LAYOUT_TOPIC;
     }
     long long props_len = (int16_t)(uint16_t)((raw[props_len_pos] << 8) | raw[props_len_pos + 1]);
     long long props_start = props_len_pos + REC_PROPERTIESLENGTH_WIDTH;
     long long expected = props_start + (props_len > 0 ? props_len : 0);
     if (expected != total) {
-        PyErr_Format(PyExc_ValueError, "lengths add up to %lld, total size says %lld", expected, total);
-        return -1;
+        *value = expected;
+        return LAYOUT_LENGTHS;
     }
     out->body_start = body_start;
     out->body_end = body_end;
     out->topic_start = topic_start;
     out->topic_len = topic_len;
     out->props_start = props_start;
-    return 0;
+    return LAYOUT_OK;
+}
+
+/* rs_layout_check with ValueError set when the lengths do not add up: 0 with `out` filled, or -1. */
+int
+rs_layout_of(const unsigned char *raw, long long total, unsigned long magic, struct layout *out)
+{
+    long long value = 0;
+    switch (rs_layout_check(raw, total, magic, out, &value)) {
+    case LAYOUT_OK:
+        return 0;
+    case LAYOUT_SHORT_HEADER:
+        PyErr_Format(PyExc_ValueError, "total size %lld shorter than the header", total);
+        break;
+    case LAYOUT_BODY:
+        PyErr_Format(PyExc_ValueError, "body length %lld does not fit total size %lld", value, total);
+        break;
+    case LAYOUT_TOPIC:
+        PyErr_Format(PyExc_ValueError, "topic length %lld does not fit total size %lld", value, total);
+        break;
+    case LAYOUT_LENGTHS:
+        PyErr_Format(PyExc_ValueError, "lengths add up to %lld, total size says %lld", value, total);
+        break;
+    }
+    return -1;
 }
 
 /* MessageBase: the stored fields of rocketstore.format.message.StoredMessage, which subclasses it

@@ -394,6 +394,23 @@ close_group(struct index_group *g, PyObject *groups)
     return failed ? -1 : 0;
 }
 
+/* Make `g` the open group of store millisecond `store_ts`, closing the one open for another millisecond
+ * into `groups`: 0, or -1 after an error. */
+static int
+open_group(struct index_group *g, PyObject *groups, long long store_ts)
+{
+    if (g->keys != NULL && g->store_ts != store_ts && close_group(g, groups) < 0) {
+        return -1;
+    }
+    if (g->keys == NULL) {
+        *g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
+        if (g->keys == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* What pack_requests builds as it goes: the queues' runs (queues, in `order`), the closed index groups
  * and the open one (g), all owned by it; the last topic's hash (borrowed topic). */
 struct request_pack {
@@ -412,14 +429,8 @@ static int
 pack_request_keys(struct request_pack *s, PyObject *req, long long phy, long long store_ts)
 {
     struct index_group *g = &s->g;
-    if (g->keys != NULL && g->store_ts != store_ts && close_group(g, s->groups) < 0) {
+    if (open_group(g, s->groups, store_ts) < 0) {
         return -1;
-    }
-    if (g->keys == NULL) {
-        *g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
-        if (g->keys == NULL) {
-            return -1;
-        }
     }
     PyObject *topic = PyTuple_GET_ITEM(req, D_TOPIC), *keys = PyTuple_GET_ITEM(req, D_KEYS);
     PyObject *uniq = PyTuple_GET_ITEM(req, D_UNIQ_KEY);
@@ -945,14 +956,8 @@ static inline int
 scan_keys(struct packed_scan *s, Py_ssize_t q, long long phy, long long store_ts, const struct dispatch_values *values)
 {
     struct index_group *g = &s->g;
-    if (g->keys != NULL && g->store_ts != store_ts && close_group(g, s->groups) < 0) {
+    if (open_group(g, s->groups, store_ts) < 0) {
         return -1;
-    }
-    if (g->keys == NULL) {
-        *g = (struct index_group){.store_ts = store_ts, .keys = PyByteArray_FromStringAndSize(NULL, 0)};
-        if (g->keys == NULL) {
-            return -1;
-        }
     }
     Py_ssize_t written = put_index_keys(g->keys, s->queues[q].topic_hash, phy, values);
     if (written < 0) {
