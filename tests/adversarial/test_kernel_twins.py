@@ -293,15 +293,19 @@ def _fuzz_bytes(test: Callable[..., Any], rng: random.Random, deadline: float, a
 def _fuzz_seeds(test: Callable[..., Any], rng: random.Random, deadline: float, fixtures: dict[str, Any]) -> int:
     """Whole hypothesis runs of `test` (which takes pytest fixtures, so no fuzz_one_input), each from a new
     seed, until `deadline` (at least one)."""
-    saved = getattr(test, "_hypothesis_internal_use_seed", None)
+    missing = object()
+    saved = getattr(test, "_hypothesis_internal_use_seed", missing)
     try:
         while True:
             seed(rng.getrandbits(64))(test)
             test(**fixtures)
             if time.monotonic() >= deadline:
                 return _RAN[0]
-    finally:
-        seed(saved)(test) if saved is not None else delattr(test, "_hypothesis_internal_use_seed")
+    finally:  # the attribute as it was: hypothesis reads it (None included) on every later run
+        if saved is missing:
+            del test._hypothesis_internal_use_seed  # type: ignore[attr-defined]
+        else:
+            test._hypothesis_internal_use_seed = saved  # type: ignore[attr-defined]
 
 
 _RAN = [0]
