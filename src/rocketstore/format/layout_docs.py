@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from rocketstore.format import checkpoint, consume_queue, index, message
+from rocketstore.format import checkpoint, consume_queue, index, message, msgid
 from rocketstore.format.layout import markdown_table, text_table
 
 
@@ -33,6 +33,8 @@ DOC_TABLES: dict[str, Callable[[], str]] = {
     "index-slot": index.SLOT_LAYOUT.markdown,
     "index-entry": index.ENTRY_LAYOUT.markdown,
     "checkpoint": checkpoint.LAYOUT.markdown,
+    "message-id-ipv4": msgid.IPV4_LAYOUT.markdown,
+    "message-id-ipv6": msgid.IPV6_LAYOUT.markdown,
 }
 """NAME of a `<!-- layout: NAME -->` block -> its markdown."""
 
@@ -41,6 +43,7 @@ DOCSTRING_TABLES: dict[ModuleType, Callable[[], list[str]]] = {
     consume_queue: lambda: [consume_queue.UNIT_LAYOUT.table()],
     index: lambda: [index.HEADER_LAYOUT.table(), index.SLOT_LAYOUT.table(), index.ENTRY_LAYOUT.table()],
     checkpoint: lambda: [checkpoint.LAYOUT.table()],
+    msgid: lambda: [msgid.IPV4_LAYOUT.table(), msgid.IPV6_LAYOUT.table()],
 }
 """A format module -> the text tables its docstring shows."""
 
