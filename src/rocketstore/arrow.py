@@ -22,6 +22,7 @@ from rocketstore.errors import InvalidArgumentError
 from rocketstore.scan.filters import Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
 from rocketstore.scan.plan import plan_partitions, read_partition
+from rocketstore.scan.projection import Projection, projected
 from rocketstore.scan.readahead import read_ahead
 from rocketstore.scan.records import ARROW_SCHEMA
 
@@ -50,23 +51,28 @@ def check(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
 
 
 def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
-         filters: Iterable[Sequence[Any]] = ()) -> pa.RecordBatchReader:
+         filters: Iterable[Sequence[Any]] = (), columns: Iterable[str] | None = None) -> pa.RecordBatchReader:
     """The messages of the stores at `path` (a root, comma-separated roots, glob patterns, or a list of
     them) as a record batch reader, partitions in plan order.
+
+    `columns` (names of `ARROW_SCHEMA`'s fields) makes the batches hold only those, in that order, and
+    skips the work of the others (a read of `topic` parses no properties and slices no bodies); the
+    rows are those of a read of every column. None: every column.
 
     The plan is made here (each store opened read-only once); the records are read as the reader is
     consumed, each partition through the store's files.
 
     Raises:
-        rocketstore.errors.InvalidArgumentError: (a ValueError) a malformed option or filter, or a path
-            that names no directory, naming it.
+        rocketstore.errors.InvalidArgumentError: (a ValueError) a malformed option or filter, a path that
+            names no directory, or a column that is not one (or is given twice), naming it.
         rocketstore.errors.StoreError: a path is not a store or does not fit the geometry.
     """
     opts, preds = _parse(path, options, filters)
+    projection = Projection.of(columns, preds)
     parts = plan_partitions(opts, Prune.of(preds))
 
     def batches() -> Iterator[pa.RecordBatch]:
         for part in parts:
-            yield from read_ahead(read_partition(opts, part, preds), opts.read_ahead)
+            yield from read_ahead(projected(read_partition(opts, part, preds), projection), opts.read_ahead)
 
-    return pa.RecordBatchReader.from_batches(ARROW_SCHEMA, batches())
+    return pa.RecordBatchReader.from_batches(ARROW_SCHEMA if projection is None else projection.schema, batches())
