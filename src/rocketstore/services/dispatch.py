@@ -302,15 +302,17 @@ _dispatch_packed: Callable[..., tuple[int, int, list[QueueRun], list[IndexGroup]
 
 
 def packed_from(commitlog: CommitLog, start: int, delay_millis: list[int], batch: int, queue_from: int,
-                index_from: int, inclusive: bool) -> Iterator[Packed]:
+                index_from: int, inclusive: bool, end: int | None = None) -> Iterator[Packed]:
     """What `Dispatcher.write_packed` writes for every record from physical offset `start` (a record
-    start) to the end of the data, in log order, at most `batch` records at a time: the queue runs and
+    start) to `end` (a record start; None: the end of the data), in log order, at most `batch` records
+    at a time: the queue runs and
     index groups of `requests_from`'s requests packed by `pack_requests` (a record gets its queue entry
     from `queue_from` on, its index keys from `index_from` on, or after it unless `inclusive`), made
     from the bytes in one compiled call per run of records; a delayed record goes through
     `decode_message` and `request_from_message`, and the walk stops quietly where `scan` stops."""
-    for mf, pos in commitlog.files_from(start, commitlog.max_offset):
-        limit = mf.wrote_position
+    stop_at = commitlog.max_offset if end is None else min(end, commitlog.max_offset)
+    for mf, pos in commitlog.files_from(start, stop_at):
+        limit = min(mf.wrote_position, stop_at - mf.file_from_offset)
         while pos < limit:
             pos, stop, runs, groups, count, last = _dispatch_packed(
                 DispatchRequest, mf.mm, pos, limit, batch, SCHEDULE_TOPIC, queue_from, index_from, inclusive)

@@ -2,17 +2,19 @@
 
 Rebuild, in three steps:
 
-1. *Dispatch* (parallel, one task per commitlog range split at record starts): each task scans its
-   range and turns every record into RocketMQ's dispatch request (`services.dispatch`), keeping
-   the consume-queue entries grouped by queue and the index keys (UNIQ_KEY, then each KEYS token) in
-   log order, packed into compact blobs.
-2. *Consume queues* (parallel by queue): the entries of one queue from every range, sorted by queue
-   offset, are written through the store's own `log.consume_queue.ConsumeQueue.put`, so the files are
-   the ones the store writes itself, byte for byte (pre-fill of a queue starting past 0 included).
+1. *Dispatch* (parallel, one task per commitlog range split at record starts): each task packs its
+   range's records with the store's own catch-up dispatch (`services.dispatch.packed_from`, the
+   compiled `dispatch_packed`, which recovery and the put left behind use): each queue's entries as
+   runs of consecutive queue offsets in consume-queue units, and the index keys (UNIQ_KEY, then each
+   KEYS token) in log order with their index hashes.
+2. *Consume queues* (parallel by queue): the runs of one queue from every range, in queue-offset
+   order, are written through the store's own `log.consume_queue.ConsumeQueue.put_units`, so the
+   files are the ones the store writes itself, byte for byte (pre-fill of a queue starting past 0
+   included).
 3. *Index* (parallel by index file): the driver numbers the keys from the per-range key counts; index
    file k takes keys `[k*(maxEntries-1), (k+1)*(maxEntries-1))`, exactly what sequential building would
    put in it, starts with the header values the previous file ended with (as `IndexService` does for a
-   file created after a full one), and is filled through `log.index_file.IndexFile.put_key`.
+   file created after a full one), and is filled through `log.index_file.IndexFile.put_keys`.
 
 The new files are written next to the store (`<store>/rebuild-<id>/`) and swapped in at the end; the
 job holds the store's lock throughout, so no writer can open the store while it runs.
@@ -24,7 +26,6 @@ import argparse
 import json
 import os
 import shutil
-import struct
 import sys
 import time
 import uuid
@@ -35,7 +36,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rocketstore._readable import human_bytes, human_seconds
+from rocketstore.format.consume_queue import UNIT_SIZE
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, INDEX_DIR
+from rocketstore.log.index_file import KEY
 from rocketstore.spark._stores import LogReader, commitlog_extent, record_starts, store_config
 from rocketstore.spark.progress import Progress, StageCallback
 
@@ -48,9 +51,10 @@ __all__ = ["ExportReport", "RebuildReport", "export", "main", "rebuild", "summar
 
 _DEFAULT_RANGE_BYTES = 64 * 1024 * 1024
 
-# Intermediate packing between the job's stages (not a store layout).
-_CQ_ROW = struct.Struct(">qqiq")  # queue offset, physical offset, size, tags code
-_KEY_ROW = struct.Struct(">iqq")  # index key hash, physical offset, store timestamp
+_KEY_ROW = [("hash", "<i8"), ("phy", "<i8"), ("ts", "<i8")]
+"""An index key between the job's stages (not a store layout): its index hash, its record's physical
+offset and store timestamp, little-endian whatever the executor's byte order."""
+_KEY_ROW_SIZE = 24
 
 
 @dataclass(frozen=True)
@@ -151,15 +155,17 @@ class _RangeOutput:
     """Stage 1's result for one commitlog range."""
 
     range_no: int
-    queues: dict[tuple[str, int], bytes]
+    queues: dict[tuple[str, int], list[tuple[int, bytes]]]
+    """Per queue, its runs of entries: (first queue offset, consume-queue units), ascending."""
     keys: bytes
+    """The range's index keys as `_KEY_ROW`s, in log order."""
     tail: bool
     """An indexed record without keys follows the range's last key (or, without keys, exists):
     sequential building opens the next index file for it even when it adds nothing."""
 
     @property
     def key_count(self) -> int:
-        return len(self.keys) // _KEY_ROW.size
+        return len(self.keys) // _KEY_ROW_SIZE
 
 
 def _range_counts(out: _RangeOutput) -> tuple[int, int, bool]:
@@ -167,51 +173,59 @@ def _range_counts(out: _RangeOutput) -> tuple[int, int, bool]:
 
 
 def _dispatch_range(root: str, config: StoreConfig, planned: tuple[int, int, int]) -> _RangeOutput:
-    """Scan one commitlog range into packed queue entries and index keys."""
-    from rocketstore.format.index import index_key
-    from rocketstore.format.javahash import index_key_hash
-    from rocketstore.store.files import requests_from
+    """Pack one commitlog range's queue entries and index keys, as the store's catch-up packs them."""
+    import numpy as np
+
+    from rocketstore.services.dispatch import DISPATCH_BATCH, packed_from
 
     range_no, start, end = planned
-    delays = config.delay_level_millis()
-    queues: dict[tuple[str, int], bytearray] = {}
-    keys = bytearray()
+    queues: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+    key_blobs: list[bytes] = []
+    key_times: list[int] = []
+    key_counts: list[int] = []
     tail = False
-    pack_cq, pack_key = _CQ_ROW.pack, _KEY_ROW.pack
     with LogReader(root, config) as log:
-        for requests in requests_from(log.commitlog, start, delays, 1024, end):  # as the store's catch-up builds them
-            for req in requests:
-                if req.gets_queue_entry:
-                    buf = queues.setdefault((req.topic, req.queue_id), bytearray())
-                    buf += pack_cq(req.queue_offset, req.phy_offset, req.size, req.tags_code)
-                if req.gets_index_entry:
-                    tail = True
-                    for key in req.index_keys:
-                        key_hash = index_key_hash(index_key(req.topic, key))
-                        keys += pack_key(key_hash, req.phy_offset, req.store_timestamp)
-                        tail = False
-    return _RangeOutput(range_no, {q: bytes(b) for q, b in queues.items()}, bytes(keys), tail)
+        for packed in packed_from(log.commitlog, start, config.delay_level_millis(), DISPATCH_BATCH, 0, 0, True,
+                                  end):
+            for key, first_offset, units, _, _ in packed.runs:
+                runs = queues.setdefault(key, [])
+                if runs and runs[-1][0] + len(runs[-1][1]) // UNIT_SIZE == first_offset:
+                    runs[-1] = (runs[-1][0], runs[-1][1] + bytes(units))
+                else:
+                    runs.append((first_offset, bytes(units)))
+            for store_timestamp, keys, ends_keyless, _ in packed.groups:
+                tail = ends_keyless
+                if keys:
+                    key_blobs.append(bytes(keys))
+                    key_times.append(store_timestamp)
+                    key_counts.append(len(keys) // KEY.size)
+    pairs = np.frombuffer(b"".join(key_blobs), dtype=np.int64).reshape(-1, 2)
+    rows = np.empty(len(pairs), dtype=_KEY_ROW)
+    rows["hash"], rows["phy"] = pairs[:, 0], pairs[:, 1]
+    rows["ts"] = np.repeat(np.array(key_times, dtype=np.int64), key_counts)
+    return _RangeOutput(range_no, queues, rows.tobytes(), tail)
 
 
-def _queue_items(out: _RangeOutput) -> list[tuple[tuple[str, int], bytes]]:
+def _queue_items(out: _RangeOutput) -> list[tuple[tuple[str, int], list[tuple[int, bytes]]]]:
     return list(out.queues.items())
 
 
-def _write_queue(staging: str, config: StoreConfig, item: tuple[tuple[str, int], Iterable[bytes]]) -> int:
-    """Write one consume queue from its packed entries; returns the number of entries."""
+def _write_queue(staging: str, config: StoreConfig,
+                 item: tuple[tuple[str, int], Iterable[list[tuple[int, bytes]]]]) -> int:
+    """Write one consume queue from the runs of its entries each range packed; returns the number of entries."""
     from rocketstore.store.files import ConsumeQueue
 
-    queue, blobs = item
-    rows = sorted(row for blob in blobs for row in _CQ_ROW.iter_unpack(blob))
+    queue, per_range = item
+    runs = sorted(run for runs in per_range for run in runs)
     cq = ConsumeQueue(Path(staging), queue[0], queue[1], config.consume_queue_file_entries)
     try:
         cq.load()
-        for queue_offset, phy_offset, size, tags_code in rows:
-            cq.put(phy_offset, size, tags_code, queue_offset)
+        for first_offset, units in runs:
+            cq.put_units(first_offset, units)
         cq.flush()
     finally:
         cq.close()
-    return len(rows)
+    return sum(len(units) // UNIT_SIZE for _, units in runs)
 
 
 @dataclass(frozen=True)
@@ -231,7 +245,7 @@ def _index_slices(firsts: dict[int, int], per_file: int, out: _RangeOutput) -> I
     while g < first_key + count:
         file_no = g // per_file
         stop = min((file_no + 1) * per_file, first_key + count)
-        lo, hi = (g - first_key) * _KEY_ROW.size, (stop - first_key) * _KEY_ROW.size
+        lo, hi = (g - first_key) * _KEY_ROW_SIZE, (stop - first_key) * _KEY_ROW_SIZE
         yield file_no, _IndexSlice(file_no, out.range_no, out.keys[lo:hi])
         g = stop
 
@@ -241,7 +255,7 @@ def _keys_by_time(rows: bytes) -> Iterator[tuple[bytes, int]]:
     one run per stretch of rows with the same store timestamp, in order."""
     import numpy as np
 
-    table = np.frombuffer(rows, dtype=[("hash", ">i4"), ("phy", ">i8"), ("ts", ">i8")])
+    table = np.frombuffer(rows, dtype=_KEY_ROW)
     if not len(table):
         return
     pairs = np.empty((len(table), 2), dtype=np.int64)
@@ -417,12 +431,11 @@ def _index_seeds(dispatched: Any, firsts: dict[int, int], per_file: int, files: 
 def _seed_keys(wanted: dict[int, int], firsts: dict[int, int], out: _RangeOutput) -> list[tuple[int, tuple[int, int]]]:
     """(next file, (store time, physical offset)) of the wanted key numbers this range holds."""
     first = firsts[out.range_no]
-    found = []
-    for g, next_file in wanted.items():
-        if first <= g < first + out.key_count:
-            _, phy_offset, store_timestamp = _KEY_ROW.unpack_from(out.keys, (g - first) * _KEY_ROW.size)
-            found.append((next_file, (store_timestamp, phy_offset)))
-    return found
+    import numpy as np
+
+    table = np.frombuffer(out.keys, dtype=_KEY_ROW)
+    return [(next_file, (int(table["ts"][g - first]), int(table["phy"][g - first])))
+            for g, next_file in wanted.items() if first <= g < first + out.key_count]
 
 
 def export(spark: SparkSession, store_path: str | os.PathLike[str], out: str | os.PathLike[str],

@@ -95,3 +95,44 @@ def test_the_requests_of_a_range_are_those_of_the_records_scan_gives(tmp_path):
                     got = [r for run in dispatch.requests_from(commitlog, start, delays, batch, end) for r in run]
                     expected = [dispatch.request_from_message(m, delays) for m in commitlog.scan(start, end)]
                     assert got == expected, (start, end, batch)
+
+
+def _flat(packs: list[tuple[list, list]]) -> tuple[dict[tuple[str, int], list[tuple[int, bytes]]], list[tuple[int, bytes]],
+                                                     list[bool]]:
+    """Per queue its (queue offset, unit) entries, the (store time, key) index keys and each group's
+    `ends_keyless`, from packed runs and groups in log order, however they were cut into batches."""
+    queues: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
+    keys: list[tuple[int, bytes]] = []
+    keyless: list[bool] = []
+    for runs, groups in packs:
+        for key, first, units, _, _ in runs:
+            queues.setdefault(key, []).extend((first + i, bytes(units[20 * i:20 * i + 20]))
+                                              for i in range(len(units) // 20))
+        for store_timestamp, packed_keys, ends_keyless, _ in groups:
+            keys.extend((store_timestamp, bytes(packed_keys[i:i + 16])) for i in range(0, len(packed_keys), 16))
+            keyless.append(ends_keyless)
+    return queues, keys, keyless[-1:]
+
+
+def test_the_packed_dispatch_of_a_range_is_that_of_the_records_ending_by_its_end(tmp_path):
+    """`packed_from(..., end)` (the Spark rebuild's ranges) packs exactly the records that end by `end`
+    (a range cut at a record start: those starting before it), whatever the batch and wherever `end`
+    falls: at a record start, inside a record, past a file's data, past the log's end."""
+    root = tmp_path / "store"
+    _written(root)
+    delays = CONFIG.delay_level_millis()
+    with MessageStore.open(root, CONFIG, read_only=True) as store:
+        commitlog = store.commitlog
+        starts = [m.phy_offset for m in commitlog.scan()]
+        ends = [starts[40], starts[40] + 3, starts[300] - 1, CONFIG.commitlog_file_size,
+                CONFIG.commitlog_file_size + 17, starts[-1], commitlog.max_offset, commitlog.max_offset + 100]
+        for start in (starts[0], starts[7], starts[250]):
+            for end in [e for e in ends if e > start]:
+                records = [m for m in commitlog.scan(start, end) if m.phy_offset + m.size <= end]
+                assert records
+                expected = _flat([dispatch.pack_requests_py(
+                    [dispatch.request_from_message(m, delays) for m in records], 0, 0, True)])
+                for batch in (3, 1024):
+                    got = _flat([(p.runs, p.groups)
+                                 for p in dispatch.packed_from(commitlog, start, delays, batch, 0, 0, True, end)])
+                    assert got == expected, (start, end, batch)
