@@ -9,14 +9,22 @@ the properties with Arrow's string kernels and RocketMQ's parse rule (`format.pr
 paths do not cover (an IPv6 host, properties or topic that are not valid UTF-8, a property name given
 twice in one record) make the whole batch take `to_record_batch`, so all paths always give equal
 batches (`tests/spark/test_columnar.py` holds them to it).
+
+A read with a projection (`scan.projection`) builds only the columns it needs. When none of them comes
+from the properties (`uniqKey`, `tags`, `keys`, `properties`), the columns are gathered with numpy
+even where `record_columns` is compiled, since it parses every record's properties: `columns_of` checks
+each record's lengths the way `record_columns` does first, and hands a batch with an IPv6 host (whose
+fields lie elsewhere) to it. The batches of such a read hold at least the columns it builds (a row-path
+batch holds them all); `scan.projection.projected` selects the ones asked.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cache
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +36,9 @@ from rocketstore.format.message import (
     BODY_CRC_POS,
     BORN_HOST_POS,
     FLAG_POS,
+    MAGIC_V1,
     MAGIC_V2,
+    MIN_RECORD_SIZE,
     PHY_OFFSET_POS,
     QUEUE_ID_POS,
     QUEUE_OFFSET_POS,
@@ -38,12 +48,13 @@ from rocketstore.format.message import (
 )
 from rocketstore.format.sysflag import SysFlag
 from rocketstore.native import speedups
+from rocketstore.scan.projection import building
 from rocketstore.scan.records import ARROW_SCHEMA, to_record_batch
 
 if TYPE_CHECKING:
     from rocketstore import StoredMessage
 
-__all__ = ["BATCH_BYTES", "BATCH_ROWS", "batches", "record_batch", "run_batches"]
+__all__ = ["BATCH_BYTES", "BATCH_ROWS", "batches", "columns_of", "record_batch", "run_batches"]
 
 BATCH_ROWS = 4096
 """Rows per Arrow record batch a reader yields, at most."""
@@ -60,6 +71,16 @@ _RECONSUME_POS = _STORE_HOST_POS + 8  # after the 4-byte IP and 4-byte port
 _BODY_POS = header_struct(4, 4).size  # 88
 _BODY_LENGTH_POS = _BODY_POS - 4
 _MSG_ID_BYTES = 16  # IPv4 store host (8) + physical offset (8)
+
+_HEADER = np.dtype({
+    "names": ["magic", "bodyCRC", "queueId", "flag", "queueOffset", "commitLogOffset", "sysFlag", "bornTimestamp",
+              "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes", "bodyLength"],
+    "formats": [">u4", ">i4", ">i4", ">i4", ">i8", ">i8", ">i4", ">i8", ">u8", ">i8", ">u8", ">i4", ">i4"],
+    "offsets": [4, BODY_CRC_POS, QUEUE_ID_POS, FLAG_POS, QUEUE_OFFSET_POS, PHY_OFFSET_POS, SYS_FLAG_POS, _BORN_TS_POS,
+                BORN_HOST_POS, _STORE_TS_POS, _STORE_HOST_POS, _RECONSUME_POS, _BODY_LENGTH_POS],
+    "itemsize": _BODY_POS,
+})
+"""The header fields of a record with IPv4 hosts, big-endian (hosts as ip and port in one value)."""
 
 _HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint8).reshape(256, 2)
 
@@ -112,14 +133,20 @@ def run_batches(runs: Iterable[Sequence[StoredMessage]], broker: str, rows: int 
 
 
 def _gather(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """The `width` bytes at each position, one row each."""
-    return u8[pos[:, None] + np.arange(width)]
+    """The `width` bytes at each position, one row each (rows of a window view, copied)."""
+    windows = np.lib.stride_tricks.as_strided(u8, shape=(max(len(u8) - width + 1, 0), width), strides=(1, 1),
+                                              writeable=False)
+    return windows[pos]
 
 
-def _field(u8: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
-    """The big-endian integer of type `dtype` at each position, in native order."""
-    width = np.dtype(dtype).itemsize
-    return _gather(u8, pos, width).view(dtype).reshape(-1).astype(dtype[1:])
+def _int8(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The signed byte at each position."""
+    return u8[pos].view(np.int8).astype(np.int64)
+
+
+def _int16(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The big-endian signed 2-byte integer at each position (two byte gathers: far cheaper than rows)."""
+    return ((u8[pos].astype(np.int16) << 8) | u8[pos + 1]).astype(np.int64)
 
 
 def _slices(data: pa.Buffer, begins: np.ndarray, ends: np.ndarray) -> pa.Array:
@@ -143,9 +170,9 @@ def _utf8(binary: pa.Array) -> pa.Array:
         raise _NotColumnar from None  # decoding with replacement is the row path's job
 
 
-def _hosts(u8: np.ndarray, pos: np.ndarray) -> pa.Array:
-    """`"ip:port"` of the IPv4 host at each position, formatted once per distinct host."""
-    packed = _gather(u8, pos, 8).view(">u8").reshape(-1)
+def _hosts(packed: np.ndarray) -> pa.Array:
+    """`"ip:port"` of each IPv4 host (ip and port as one big-endian 8-byte value), formatted once per
+    distinct host."""
     distinct, inverse = np.unique(packed, return_inverse=True)
     text = []
     for value in distinct.tolist():
@@ -154,12 +181,15 @@ def _hosts(u8: np.ndarray, pos: np.ndarray) -> pa.Array:
     return pc.take(pa.array(text, type=pa.string()), pa.array(inverse.reshape(-1)))
 
 
-def _msg_ids(u8: np.ndarray, starts: np.ndarray) -> pa.Array:
-    """Offset msgIds: uppercase hex of store ip, port and physical offset."""
-    raw = np.concatenate([_gather(u8, starts + _STORE_HOST_POS, 8), _gather(u8, starts + PHY_OFFSET_POS, 8)], axis=1)
-    text = _HEX[raw].reshape(len(starts), 2 * _MSG_ID_BYTES)
+def _msg_ids(headers: np.ndarray) -> pa.Array:
+    """Offset msgIds: uppercase hex of store ip, port and physical offset, from each record's header
+    bytes (one row each)."""
+    store_host = headers[:, _STORE_HOST_POS:_STORE_HOST_POS + 8]
+    raw = np.concatenate([store_host, headers[:, PHY_OFFSET_POS:PHY_OFFSET_POS + 8]], axis=1)
+    n = len(headers)
+    text = _HEX[raw].reshape(n, 2 * _MSG_ID_BYTES)
     offsets = np.arange(0, text.size + 1, 2 * _MSG_ID_BYTES, dtype=np.int32)
-    return pa.StringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(text.tobytes()))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text.tobytes()))
 
 
 def _mask(flags: pa.Array) -> np.ndarray:
@@ -213,6 +243,26 @@ def _properties(text: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]
     return mapping, tags, uniq, keys
 
 
+_PARSED = frozenset({"uniqKey", "tags", "keys", "properties"})
+"""The columns made from the properties (by `record_columns` where it is compiled)."""
+
+_record_columns = None if speedups is None else speedups.record_columns
+
+
+def _numpy_route(built: frozenset[str] | None) -> bool:
+    """Whether the columns `built` are gathered with numpy: without `record_columns`, or when none of
+    them needs the properties parse it does for every record."""
+    return _record_columns is None or (built is not None and not built & _PARSED)
+
+
+@cache
+def _schema_of(built: frozenset[str] | None) -> pa.Schema:
+    """`ARROW_SCHEMA` with only the columns `built` (every column for None), in its order."""
+    if built is None:
+        return ARROW_SCHEMA
+    return pa.schema([field for field in ARROW_SCHEMA if field.name in built])
+
+
 def _columnar(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
     raws = [m.raw for m in messages]
     buf = b"".join(raws)
@@ -220,15 +270,37 @@ def _columnar(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
     sizes = np.fromiter(map(len, raws), dtype=np.int64, count=n)
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
-    if _record_columns is None:
-        return _columnar_py(buf, starts, sizes, broker)
-    buffers = _record_columns(buf, starts, starts + sizes)
-    if buffers is None:
+    batch = columns_of(buf, starts, starts + sizes, broker)
+    if batch is None:
         raise _NotColumnar
-    return _from_buffers(n, buffers, broker)
+    return batch
 
 
-_record_columns = None if speedups is None else speedups.record_columns
+def columns_of(data: Any, starts: np.ndarray, ends: np.ndarray, broker: str) -> pa.RecordBatch | None:
+    """The batch of the whole records at `[starts[i], ends[i])` of `data` (bytes or a mapped file),
+    with the columns the read builds (`projection.building()`), or None when a record's lengths do not
+    add up or a row is one these paths do not cover (the message path's to read)."""
+    built = building()
+    if _numpy_route(built):
+        try:
+            return _columnar_py(data, starts, ends - starts, broker, built)
+        except _NotColumnar:
+            if _record_columns is None:
+                return None
+    buffers = _compiled(data, starts, ends)
+    return None if buffers is None else _from_buffers(len(starts), buffers, broker, built)
+
+
+def _compiled(data: Any, starts: np.ndarray, ends: np.ndarray) -> tuple[bytes, ...] | None:
+    """`record_columns` of the records, or None where it declines or finds lengths that do not add up."""
+    assert _record_columns is not None
+    try:
+        result: tuple[bytes, ...] | None = _record_columns(data, np.ascontiguousarray(starts, dtype=np.int64),
+                                                           np.ascontiguousarray(ends, dtype=np.int64))
+    except (ValueError, OverflowError):
+        return None
+    return result
+
 
 _FIXED = (("queueId", pa.int32()), ("queueOffset", pa.int64()), ("commitLogOffset", pa.int64()),
           ("storeSize", pa.int32()), ("flag", pa.int32()), ("sysFlag", pa.int32()), ("bornTimestamp", pa.int64()),
@@ -236,75 +308,115 @@ _FIXED = (("queueId", pa.int32()), ("queueOffset", pa.int64()), ("commitLogOffse
 """The fixed-width columns record_columns returns first, in its order."""
 
 
-def _from_buffers(n: int, buffers: tuple[bytes, ...], broker: str) -> pa.RecordBatch:
-    """The record batch of `n` rows from the buffers of `record_columns` (see its order there)."""
+def _from_buffers(n: int, buffers: tuple[bytes, ...], broker: str,
+                  built: frozenset[str] | None = None) -> pa.RecordBatch:
+    """The record batch of `n` rows from the buffers of `record_columns` (see its order there), with
+    the columns `built` (every column for None)."""
     b = [pa.py_buffer(x) for x in buffers]
-    columns = {name: pa.Array.from_buffers(kind, n, [None, b[i]]) for i, (name, kind) in enumerate(_FIXED)}
     (topic_offsets, topic, msg_id, uniq_valid, uniq_offsets, uniq, tags_valid, tags_offsets, tags, keys_lists,
      keys_offsets, keys, entries, names_offsets, names, values_offsets, values, body_offsets, body, born_offsets,
      born, store_offsets, store) = b[len(_FIXED):]
     string = pa.string()
-    key_count = keys_offsets.size // 4 - 1
-    entry_count = names_offsets.size // 4 - 1
-    columns.update({
-        "topic": pa.Array.from_buffers(string, n, [None, topic_offsets, topic]),
-        "msgId": pa.Array.from_buffers(string, n, [None, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)),
-                                                   msg_id]),
-        "uniqKey": pa.Array.from_buffers(string, n, [uniq_valid, uniq_offsets, uniq]),
-        "tags": pa.Array.from_buffers(string, n, [tags_valid, tags_offsets, tags]),
-        "keys": pa.ListArray.from_buffers(pa.list_(string), n, [None, keys_lists],
-                                          children=[pa.Array.from_buffers(string, key_count,
-                                                                          [None, keys_offsets, keys])]),
-        "properties": pa.MapArray.from_arrays(
-            pa.Array.from_buffers(pa.int32(), n + 1, [None, entries]),
-            pa.Array.from_buffers(string, entry_count, [None, names_offsets, names]),
-            pa.Array.from_buffers(string, entry_count, [None, values_offsets, values])),
-        "body": pa.Array.from_buffers(pa.binary(), n, [None, body_offsets, body]),
-        "bornHost": pa.Array.from_buffers(string, n, [None, born_offsets, born]),
-        "storeHost": pa.Array.from_buffers(string, n, [None, store_offsets, store]),
-        "broker": pa.array([broker] * n, type=string),
-    })
-    return pa.RecordBatch.from_arrays([columns[field.name] for field in ARROW_SCHEMA], schema=ARROW_SCHEMA)
 
+    def key_list() -> pa.Array:
+        children = [pa.Array.from_buffers(string, keys_offsets.size // 4 - 1, [None, keys_offsets, keys])]
+        return pa.ListArray.from_buffers(pa.list_(string), n, [None, keys_lists], children=children)
 
-def _columnar_py(buf: bytes, starts: np.ndarray, sizes: np.ndarray, broker: str) -> pa.RecordBatch:
-    """`_columnar` with numpy and Arrow compute (the twin of the compiled `record_columns`)."""
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    data = pa.py_buffer(buf)
-    n = len(starts)
-    sys_flag = _field(u8, starts + SYS_FLAG_POS, ">i4")
-    if (sys_flag & _HOST_BITS).any():
-        raise _NotColumnar  # IPv6 hosts move every later field
-    magic = _field(u8, starts + 4, ">u4")
-    body_begin = starts + _BODY_POS
-    body_end = body_begin + _field(u8, starts + _BODY_LENGTH_POS, ">i4")
-    v2 = magic == MAGIC_V2
-    topic_len = np.where(v2, _field(u8, body_end, ">i2"), _field(u8, body_end, ">i1"))
-    topic_begin = body_end + np.where(v2, 2, 1)
-    topic_end = topic_begin + topic_len
-    props_begin = topic_end + 2
-    mapping, tags, uniq, keys = _properties(_utf8(_slices(data, props_begin, starts + sizes)))
-    columns = {
-        "topic": _utf8(_slices(data, topic_begin, topic_end)),
-        "queueId": pa.array(_field(u8, starts + QUEUE_ID_POS, ">i4")),
-        "queueOffset": pa.array(_field(u8, starts + QUEUE_OFFSET_POS, ">i8")),
-        "commitLogOffset": pa.array(_field(u8, starts + PHY_OFFSET_POS, ">i8")),
-        "storeSize": pa.array(sizes.astype(np.int32)),
-        "msgId": _msg_ids(u8, starts),
-        "uniqKey": uniq,
-        "tags": tags,
-        "keys": keys,
+    def mapping() -> pa.Array:
+        count = names_offsets.size // 4 - 1
+        return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, entries]),
+                                       pa.Array.from_buffers(string, count, [None, names_offsets, names]),
+                                       pa.Array.from_buffers(string, count, [None, values_offsets, values]))
+
+    makers: dict[str, Callable[[], pa.Array]] = {
+        "topic": lambda: pa.Array.from_buffers(string, n, [None, topic_offsets, topic]),
+        "msgId": lambda: pa.Array.from_buffers(
+            string, n, [None, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)), msg_id]),
+        "uniqKey": lambda: pa.Array.from_buffers(string, n, [uniq_valid, uniq_offsets, uniq]),
+        "tags": lambda: pa.Array.from_buffers(string, n, [tags_valid, tags_offsets, tags]),
+        "keys": key_list,
         "properties": mapping,
-        "body": _slices(data, body_begin, body_end),
-        "flag": pa.array(_field(u8, starts + FLAG_POS, ">i4")),
-        "sysFlag": pa.array(sys_flag),
-        "bornTimestamp": pa.array(_field(u8, starts + _BORN_TS_POS, ">i8")),
-        "bornHost": _hosts(u8, starts + BORN_HOST_POS),
-        "storeTimestamp": pa.array(_field(u8, starts + _STORE_TS_POS, ">i8")),
-        "storeHost": _hosts(u8, starts + _STORE_HOST_POS),
-        "reconsumeTimes": pa.array(_field(u8, starts + _RECONSUME_POS, ">i4")),
-        "bodyCRC": pa.array(_field(u8, starts + BODY_CRC_POS, ">i4")),
-        "broker": pa.array([broker] * n, type=pa.string()),
+        "body": lambda: pa.Array.from_buffers(pa.binary(), n, [None, body_offsets, body]),
+        "bornHost": lambda: pa.Array.from_buffers(string, n, [None, born_offsets, born]),
+        "storeHost": lambda: pa.Array.from_buffers(string, n, [None, store_offsets, store]),
+        "broker": lambda: pa.array([broker] * n, type=string),
     }
-    arrays = [columns[field.name].cast(field.type) for field in ARROW_SCHEMA]
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    for i, (name, kind) in enumerate(_FIXED):
+        makers[name] = lambda kind=kind, i=i: pa.Array.from_buffers(kind, n, [None, b[i]])  # type: ignore[misc]
+    schema = _schema_of(built)
+    return pa.RecordBatch.from_arrays([makers[field.name]() for field in schema], schema=schema)
+
+
+class _Layout:
+    """Each record's header fields and where its variable parts lie (record v1 and v2 with IPv4 hosts),
+    its lengths checked the way `record_columns` checks them (`_NotColumnar` where they do not add up)."""
+
+    def __init__(self, u8: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> None:
+        if (sizes < MIN_RECORD_SIZE).any():
+            raise _NotColumnar
+        self.raw = _gather(u8, starts, _BODY_POS)
+        self.header = self.raw.view(_HEADER).reshape(-1)
+        if (self.header["sysFlag"] & _HOST_BITS).any():
+            raise _NotColumnar  # IPv6 hosts move every later field
+        magic = self.header["magic"]
+        v2 = magic == MAGIC_V2
+        if not (v2 | (magic == MAGIC_V1)).all():
+            raise _NotColumnar
+        body_length = self.int("bodyLength", np.int64)
+        topic_field = np.where(v2, 2, 1)
+        if ((body_length < 0) | (_BODY_POS + body_length + topic_field > sizes)).any():
+            raise _NotColumnar
+        self.body_begin = starts + _BODY_POS
+        self.body_end = self.body_begin + body_length
+        topic_length = np.empty(len(starts), dtype=np.int64)
+        topic_length[v2] = _int16(u8, self.body_end[v2])
+        topic_length[~v2] = _int8(u8, self.body_end[~v2])
+        self.topic_begin = self.body_end + topic_field
+        self.topic_end = self.topic_begin + topic_length
+        props_length_pos = self.topic_end - starts
+        if ((topic_length < 0) | (props_length_pos + 2 > sizes)).any():
+            raise _NotColumnar
+        props_length = _int16(u8, self.topic_end)
+        if (props_length_pos + 2 + props_length.clip(0) != sizes).any():
+            raise _NotColumnar
+        self.props_begin = self.topic_end + 2
+
+    def int(self, name: str, kind: type | None = None) -> np.ndarray:
+        """The header field `name` of each record, in native order (or as `kind`)."""
+        values = self.header[name]
+        return values.astype(kind or values.dtype.newbyteorder("="))
+
+    def array(self, name: str) -> pa.Array:
+        return pa.array(self.int(name))
+
+
+def _columnar_py(data: Any, starts: np.ndarray, sizes: np.ndarray, broker: str,
+                 built: frozenset[str] | None = None) -> pa.RecordBatch:
+    """`_columnar` with numpy and Arrow compute (the twin of the compiled `record_columns`), making only
+    the columns `built` (every column for None)."""
+    u8 = np.frombuffer(data, dtype=np.uint8)
+    buf = pa.py_buffer(data)
+    at = _Layout(u8, starts, sizes)
+
+    @cache
+    def parsed() -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+        return _properties(_utf8(_slices(buf, at.props_begin, starts + sizes)))
+
+    makers: dict[str, Callable[[], pa.Array]] = {
+        "topic": lambda: _utf8(_slices(buf, at.topic_begin, at.topic_end)),
+        "storeSize": lambda: pa.array(sizes.astype(np.int32)),
+        "msgId": lambda: _msg_ids(at.raw),
+        "uniqKey": lambda: parsed()[2],
+        "tags": lambda: parsed()[1],
+        "keys": lambda: parsed()[3],
+        "properties": lambda: parsed()[0],
+        "body": lambda: _slices(buf, at.body_begin, at.body_end),
+        "bornHost": lambda: _hosts(at.header["bornHost"]),
+        "storeHost": lambda: _hosts(at.header["storeHost"]),
+        "broker": lambda: pa.array([broker] * len(starts), type=pa.string()),
+    }
+    for name in ("queueId", "queueOffset", "commitLogOffset", "flag", "sysFlag", "bornTimestamp", "storeTimestamp",
+                 "reconsumeTimes", "bodyCRC"):
+        makers[name] = lambda name=name: at.array(name)  # type: ignore[misc]
+    schema = _schema_of(built)
+    return pa.RecordBatch.from_arrays([makers[field.name]().cast(field.type) for field in schema], schema=schema)

@@ -38,7 +38,7 @@ from rocketstore.format.message import (
 )
 from rocketstore.format.spans import SPANS_FULL, SPANS_NOT_TAKEN, record_spans
 from rocketstore.native import speedups
-from rocketstore.scan.columnar import BATCH_BYTES, BATCH_ROWS, _from_buffers, run_batches
+from rocketstore.scan.columnar import BATCH_BYTES, BATCH_ROWS, columns_of, run_batches
 from rocketstore.scan.records import ARROW_SCHEMA
 from rocketstore.scan.stores import LogReader
 
@@ -103,11 +103,11 @@ def log_batches(log: LogReader, start: int, end: int, broker: str) -> Iterator[p
 def _log_chunk(log: LogReader, mm: Any, file_start: int, starts: np.ndarray, ends: np.ndarray,
                broker: str) -> Iterator[pa.RecordBatch]:
     """The batch of the whole records at `[starts[i], ends[i])` of one mapped file."""
-    buffers = _columns(mm, starts, ends)
-    if buffers is None:
+    batch = columns_of(mm, starts, ends, broker)
+    if batch is None:
         yield from run_batches(log.scan_runs(file_start + int(starts[0]), file_start + int(ends[-1])), broker)
     else:
-        yield _from_buffers(len(starts), buffers, broker)
+        yield batch
 
 
 def _bytes_cut(sizes: np.ndarray) -> int:
@@ -154,20 +154,10 @@ def _direct(log: LogReader, entries: np.ndarray, topic: str, queue_id: int, firs
     if ((_at(u8, pos + PHY_OFFSET_POS, ">i8") != phy).any() or (_at(u8, pos + QUEUE_ID_POS, ">i4") != queue_id).any()
             or (_at(u8, pos + QUEUE_OFFSET_POS, ">i8") != offsets).any()):
         return None
-    buffers = _columns(mm, pos, pos + total)
-    if buffers is None:
+    batch = columns_of(mm, pos, pos + total, broker)
+    if batch is None:
         return None
-    batch = _from_buffers(len(pos), buffers, broker)
     if not pc.all(pc.equal(batch.column("topic"), topic)).as_py():
         return None
     return batch
 
-
-def _columns(mm: Any, starts: np.ndarray, ends: np.ndarray) -> tuple[bytes, ...] | None:
-    assert _record_columns is not None
-    try:
-        result: tuple[bytes, ...] | None = _record_columns(mm, np.ascontiguousarray(starts, dtype=np.int64),
-                                                           np.ascontiguousarray(ends, dtype=np.int64))
-    except (ValueError, OverflowError):
-        return None
-    return result
