@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from rocketstore._readable import human_bytes, human_seconds
 from rocketstore.format.consume_queue import UNIT_SIZE
+from rocketstore.format.index import KEY_LAYOUT
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR, INDEX_DIR
-from rocketstore.log.index_file import KEY
 from rocketstore.spark._stores import LogReader, commitlog_extent, record_starts, store_config
 from rocketstore.spark.progress import Progress, StageCallback
 
@@ -176,7 +176,7 @@ def _dispatch_range(root: str, config: StoreConfig, planned: tuple[int, int, int
     """Pack one commitlog range's queue entries and index keys, as the store's catch-up packs them."""
     import numpy as np
 
-    from rocketstore.services.dispatch import DISPATCH_BATCH, packed_from
+    from rocketstore.store.files import DISPATCH_BATCH, packed_from
 
     range_no, start, end = planned
     queues: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
@@ -198,7 +198,7 @@ def _dispatch_range(root: str, config: StoreConfig, planned: tuple[int, int, int
                 if keys:
                     key_blobs.append(bytes(keys))
                     key_times.append(store_timestamp)
-                    key_counts.append(len(keys) // KEY.size)
+                    key_counts.append(len(keys) // KEY_LAYOUT.size)
     pairs = np.frombuffer(b"".join(key_blobs), dtype=np.int64).reshape(-1, 2)
     rows = np.empty(len(pairs), dtype=_KEY_ROW)
     rows["hash"], rows["phy"] = pairs[:, 0], pairs[:, 1]

@@ -97,10 +97,12 @@ def test_the_requests_of_a_range_are_those_of_the_records_scan_gives(tmp_path):
                     assert got == expected, (start, end, batch)
 
 
-def _flat(packs: list[tuple[list, list]]) -> tuple[dict[tuple[str, int], list[tuple[int, bytes]]], list[tuple[int, bytes]],
-                                                     list[bool]]:
+Flat = tuple[dict[tuple[str, int], list[tuple[int, bytes]]], list[tuple[int, bytes]], list[bool]]
+
+
+def _flat(packs: list[tuple[list, list]]) -> Flat:
     """Per queue its (queue offset, unit) entries, the (store time, key) index keys and each group's
-    `ends_keyless`, from packed runs and groups in log order, however they were cut into batches."""
+    `ends_keyless` (the last only), from packed runs and groups in log order, however they were cut into batches."""
     queues: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
     keys: list[tuple[int, bytes]] = []
     keyless: list[bool] = []
