@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import duckdb
 
 __all__ = ["TABLE", "MessagesDataset", "ReadScanner", "Scan", "SqlUnavailableError", "connect", "describe",
-           "duckdb_module", "pushable", "query"]
+           "duckdb_module", "filter_columns", "pushable", "query"]
 
 TABLE = "messages"
 """The name of the table `connect` registers."""
@@ -82,7 +82,8 @@ class MessagesDataset(ds.InMemoryDataset):
     """The messages of stores as an Arrow dataset whose scans read the stores (DuckDB scans it).
 
     Each `scanner()` call plans a new read (`rocketstore.arrow.read`) with the predicates found in its
-    filter and applies the filter and the projection to the batches as they come.
+    filter and the columns it asks for and its filter tests (the read skips the others' work), and
+    applies the filter and the projection to the batches as they come.
     """
 
     def __init__(self, path: str | Sequence[str], options: Mapping[str, Any] | None = None) -> None:
@@ -94,11 +95,14 @@ class MessagesDataset(ds.InMemoryDataset):
 
     def scanner(self, columns: Sequence[str] | None = None, filter: ds.Expression | None = None,
                 **_: Any) -> ReadScanner:
-        """A scanner over a new read of the stores: the rows `filter` holds true for, the `columns` asked."""
+        """A scanner over a new read of the stores: the rows `filter` holds true for, the `columns` asked.
+        The read builds only those columns and the ones the filter tests."""
         pushed = pushable(filter)
         wanted = None if columns is None else tuple(columns)
         self.scans.append(Scan(wanted, None if filter is None else str(filter), pushed))
-        return ReadScanner(rocketstore.arrow.read(self.path, self.options, filters=pushed), wanted, filter)
+        read = None if wanted is None else [*wanted, *(c for c in filter_columns(filter) if c not in wanted)]
+        return ReadScanner(rocketstore.arrow.read(self.path, self.options, filters=pushed, columns=read), wanted,
+                           filter)
 
 
 class ReadScanner:
@@ -272,6 +276,18 @@ def _expression(pred: Predicate) -> ds.Expression:
     compare = {"=": field == scalar, "!=": field != scalar, "<": field < scalar, "<=": field <= scalar,
                ">": field > scalar, ">=": field >= scalar}
     return compare[op]
+
+
+_NAME = re.compile(r"\w+")
+
+
+def filter_columns(expression: ds.Expression | None) -> list[str]:
+    """The columns an Arrow filter may test, in schema order: every column name that appears as a word
+    in its printed form (a name inside a quoted value too, which only builds a column more)."""
+    if expression is None:
+        return []
+    words = set(_NAME.findall(str(expression)))
+    return [name for name in ARROW_SCHEMA.names if name in words]
 
 
 def describe(preds: Iterable[Predicate]) -> str:
