@@ -13,9 +13,9 @@ batches (`tests/spark/test_columnar.py` holds them to it).
 A read with a projection (`scan.projection`) builds only the columns it needs. When none of them comes
 from the properties (`uniqKey`, `tags`, `keys`, `properties`), the columns are gathered with numpy
 even where `record_columns` is compiled, since it parses every record's properties: `columns_of` checks
-each record's lengths the way `record_columns` does first, and hands a batch with an IPv6 host (whose
-fields lie elsewhere) to it. The batches of such a read hold at least the columns it builds (a row-path
-batch holds them all); `scan.projection.projected` selects the ones asked.
+each record's lengths the way `record_columns` does first, and declines the rows it declines. The
+batches of such a read hold at least the columns it builds (a row-path batch holds them all);
+`scan.projection.projected` selects the ones asked.
 """
 
 from __future__ import annotations
@@ -285,8 +285,7 @@ def columns_of(data: Any, starts: np.ndarray, ends: np.ndarray, broker: str) -> 
         try:
             return _columnar_py(data, starts, ends - starts, broker, built)
         except _NotColumnar:
-            if _record_columns is None:
-                return None
+            return None  # rows record_columns declines too
     buffers = _compiled(data, starts, ends)
     return None if buffers is None else _from_buffers(len(starts), buffers, broker, built)
 
