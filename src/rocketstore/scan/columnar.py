@@ -192,6 +192,11 @@ def _msg_ids(headers: np.ndarray) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(text.tobytes()))
 
 
+def _same(text: str, n: int) -> pa.Array:
+    """`text` in each of `n` rows."""
+    return pa.repeat(pa.scalar(text, pa.string()), n)
+
+
 def _mask(flags: pa.Array) -> np.ndarray:
     return np.asarray(flags.to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -338,7 +343,7 @@ def _from_buffers(n: int, buffers: tuple[bytes, ...], broker: str,
         "body": lambda: pa.Array.from_buffers(pa.binary(), n, [None, body_offsets, body]),
         "bornHost": lambda: pa.Array.from_buffers(string, n, [None, born_offsets, born]),
         "storeHost": lambda: pa.Array.from_buffers(string, n, [None, store_offsets, store]),
-        "broker": lambda: pa.array([broker] * n, type=string),
+        "broker": lambda: _same(broker, n),
     }
     for i, (name, kind) in enumerate(_FIXED):
         makers[name] = lambda kind=kind, i=i: pa.Array.from_buffers(kind, n, [None, b[i]])  # type: ignore[misc]
@@ -412,10 +417,12 @@ def _columnar_py(data: Any, starts: np.ndarray, sizes: np.ndarray, broker: str,
         "body": lambda: _slices(buf, at.body_begin, at.body_end),
         "bornHost": lambda: _hosts(at.header["bornHost"]),
         "storeHost": lambda: _hosts(at.header["storeHost"]),
-        "broker": lambda: pa.array([broker] * len(starts), type=pa.string()),
+        "broker": lambda: _same(broker, len(starts)),
     }
     for name in ("queueId", "queueOffset", "commitLogOffset", "flag", "sysFlag", "bornTimestamp", "storeTimestamp",
                  "reconsumeTimes", "bodyCRC"):
         makers[name] = lambda name=name: at.array(name)  # type: ignore[misc]
     schema = _schema_of(built)
-    return pa.RecordBatch.from_arrays([makers[field.name]().cast(field.type) for field in schema], schema=schema)
+    arrays = [makers[field.name]() for field in schema]
+    typed = [a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, schema, strict=True)]
+    return pa.RecordBatch.from_arrays(typed, schema=schema)
