@@ -57,7 +57,7 @@ def every_column() -> Iterator[None]:
         schema = pa.schema([whole.schema.field(c) for c in columns])
         return pa.RecordBatchReader.from_batches(schema, (b.select(list(columns)) for b in whole))
 
-    rocketstore.arrow.read = read  # type: ignore[assignment]
+    rocketstore.arrow.read = read
     try:
         yield
     finally:
