@@ -7,6 +7,10 @@ pushes: it turns those it understands into core predicates, which prune the plan
 (`rocketstore.scan.filters.Prune`) and drop the rows they fail in the tasks, and hands every filter back,
 so Spark evaluates each one again. Its state comes from one `pushFilters` call on a fresh reader, nothing
 else.
+
+Spark's Python data source API tells a reader no columns a query needs, but a schema given to the read
+reaches it: one of some of the message columns is read as `rocketstore.arrow.read`'s `columns`, the
+work of the others skipped.
 """
 
 from __future__ import annotations
@@ -30,11 +34,15 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
     Not,
 )
+from pyspark.sql.types import StructType
 
+from rocketstore.errors import InvalidArgumentError
 from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
 from rocketstore.scan.plan import CommitLogRange, KeyLookup, Partition, QueueRange, plan_partitions, read_partition
+from rocketstore.scan.projection import Projection, projected
 from rocketstore.scan.readahead import read_ahead
+from rocketstore.spark.schema import MESSAGE_SCHEMA
 
 __all__ = [
     "CommitLogRange",
@@ -43,6 +51,7 @@ __all__ = [
     "RocketStoreBatchReader",
     "RocketStorePushdownReader",
     "ScanPartition",
+    "schema_columns",
     "to_predicate",
 ]
 
@@ -54,11 +63,34 @@ class ScanPartition(InputPartition):
         super().__init__(value)
 
 
-class RocketStoreBatchReader(DataSourceReader):
-    """Reads the partitions the read core plans; holds only picklable values (options, predicates)."""
+def schema_columns(schema: StructType) -> tuple[str, ...] | None:
+    """The columns of a schema given to a read, when it is some of the message schema's (None: all of
+    them, in their order).
 
-    def __init__(self, options: ReadOptions) -> None:
+    Raises:
+        rocketstore.errors.InvalidArgumentError: (a ValueError) a column that is not one of the message
+            schema or has another type there, naming it.
+    """
+    if schema.fieldNames() == MESSAGE_SCHEMA.fieldNames():
+        return None
+    known = {field.name: field.dataType for field in MESSAGE_SCHEMA.fields}
+    for field in schema.fields:
+        if field.name not in known:
+            raise InvalidArgumentError(f"schema column {field.name!r} is not a message column; the columns are "
+                                       f"{', '.join(known)}")
+        if field.dataType != known[field.name]:
+            raise InvalidArgumentError(f"schema column {field.name!r} is {known[field.name].simpleString()} in the "
+                                       f"message schema, not {field.dataType.simpleString()}")
+    return tuple(schema.fieldNames())
+
+
+class RocketStoreBatchReader(DataSourceReader):
+    """Reads the partitions the read core plans; holds only picklable values (options, predicates, the
+    columns of a schema given to the read)."""
+
+    def __init__(self, options: ReadOptions, columns: tuple[str, ...] | None = None) -> None:
         self.options = options
+        self.columns = columns
         self.predicates: tuple[Predicate, ...] = ()
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -69,7 +101,8 @@ class RocketStoreBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow record batches of the partition's messages that pass the bounds and the predicates."""
         if isinstance(partition, ScanPartition):
-            yield from read_ahead(read_partition(self.options, partition.value, self.predicates),
+            projection = Projection.of(self.columns, self.predicates)
+            yield from read_ahead(projected(read_partition(self.options, partition.value, self.predicates), projection),
                                   self.options.read_ahead)
         # else: Spark reads one placeholder partition when planning found none; it has no rows.
 

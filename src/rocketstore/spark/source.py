@@ -16,7 +16,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from rocketstore.spark.batch import RocketStoreBatchReader, RocketStorePushdownReader
+from rocketstore.spark.batch import RocketStoreBatchReader, RocketStorePushdownReader, schema_columns
 from rocketstore.spark.options import ReadOptions, StreamOptions, WriteOptions
 from rocketstore.spark.schema import MESSAGE_SCHEMA
 from rocketstore.spark.streaming import RocketStoreStreamReader
@@ -41,15 +41,19 @@ class RocketStoreDataSource(DataSource):
         return MESSAGE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        """Batch reader; with option `filterPushdown=true` one that prunes by the filters Spark pushes.
+        """Batch reader; with option `filterPushdown=true` one that prunes by the filters Spark pushes. A
+        schema given to the read (`.schema("topic STRING, queueId INT")`) of some of the message
+        schema's columns makes it read only those.
 
         Raises:
-            ValueError: a missing or malformed option, naming it.
+            ValueError: a missing or malformed option, or a given schema's column that is not one of the
+                message schema or has another type, naming it.
         """
         options = ReadOptions.parse(self.options)
+        columns = schema_columns(schema)
         if options.filter_pushdown:
-            return RocketStorePushdownReader(options)
-        return RocketStoreBatchReader(options)
+            return RocketStorePushdownReader(options, columns)
+        return RocketStoreBatchReader(options, columns)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """Streaming reader with per-queue offsets.
