@@ -262,3 +262,19 @@ def test_sql_answers_the_same_with_and_without_the_projection(request, route, wh
     # those the filter it hands on tests
     assert asked[:4] == [["topic"], ["topic", "storeSize", "tags"], ["queueId", "queueOffset", "msgId", "bornHost",
                                                                      "topic"], ["body", "queueOffset", "keys"]], asked
+
+
+def test_a_projection_reaches_the_read_ahead_thread(written, route, monkeypatch):
+    """With `readAhead` the batches are made in another thread: it builds the projection's columns only."""
+    options = {**SMALL_PARTITIONS, "readAhead": "2"}
+    full = _batches(written, options)
+    calls: list[str] = []
+    real_properties = columnar._properties
+    monkeypatch.setattr(columnar, "_properties", lambda *a: calls.append("properties") or real_properties(*a))
+    if columnar._record_columns is not None:
+        real = columnar._record_columns
+        monkeypatch.setattr(columnar, "_record_columns", lambda *a: calls.append("record_columns") or real(*a))
+    columns = ["storeTimestamp", "topic"]
+    got = _batches(written, options, columns)
+    assert all(b.equals(f.select(columns)) for b, f in zip(got, full, strict=True))
+    assert calls == []
