@@ -14,6 +14,7 @@ and every batch holds exactly the rows they hold true for. Needs pyarrow (the `s
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ from rocketstore.errors import InvalidArgumentError
 from rocketstore.scan.filters import Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
 from rocketstore.scan.plan import plan_partitions, read_partition
-from rocketstore.scan.readahead import read_ahead
+from rocketstore.scan.readahead import read_ahead, read_in_order
 from rocketstore.scan.records import ARROW_SCHEMA
 
 __all__ = ["ARROW_SCHEMA", "check", "read"]
@@ -55,7 +56,12 @@ def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
     them) as a record batch reader, partitions in plan order.
 
     The plan is made here (each store opened read-only once); the records are read as the reader is
-    consumed, each partition through the store's files.
+    consumed, each partition through the store's files. Option `readThreads` (default: the CPUs this
+    process may run on) reads that many partitions at once, each in a thread of its own, the batches
+    still yielded in plan order; the batches decoded ahead of the consumer hold at most about
+    `rocketstore.scan.readahead.AHEAD_BYTES` (256 MiB), and closing the reader early stops the threads.
+    `readThreads=1` reads the partitions one after the other in the consumer's thread (with `readAhead`,
+    each decoded ahead in one more thread).
 
     Raises:
         rocketstore.errors.InvalidArgumentError: (a ValueError) a malformed option or filter, or a path
@@ -64,6 +70,10 @@ def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
     """
     opts, preds = _parse(path, options, filters)
     parts = plan_partitions(opts, Prune.of(preds))
+
+    if opts.read_threads > 1:
+        made = read_in_order([partial(read_partition, opts, part, preds) for part in parts], opts.read_threads)
+        return pa.RecordBatchReader.from_batches(ARROW_SCHEMA, made)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for part in parts:
