@@ -59,7 +59,9 @@ def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
     consumed, each partition through the store's files. Option `readThreads` (default: the CPUs this
     process may run on) reads that many partitions at once, each in a thread of its own, the batches
     still yielded in plan order; the batches decoded ahead of the consumer hold at most about
-    `rocketstore.scan.readahead.AHEAD_BYTES` (256 MiB), and closing the reader early stops the threads.
+    `rocketstore.scan.readahead.AHEAD_BYTES` (256 MiB); an error of a partition is raised after the
+    batches before it; releasing the reader early stops the threads (pyarrow's `close()` keeps the
+    batches' source until the reader is released: until then the threads wait, idle).
     `readThreads=1` reads the partitions one after the other in the consumer's thread (with `readAhead`,
     each decoded ahead in one more thread).
 
