@@ -142,7 +142,7 @@ def test_read_in_order_raises_an_error_after_the_batches_before_it():
 
 
 def test_read_in_order_holds_at_most_its_budget_ahead():
-    size = pa.record_batch([pa.array([0] * 100, type=pa.int64())], names=["n"]).nbytes
+    size = pa.record_batch([pa.array([0] * 100, type=pa.int64())], names=["n"]).get_total_buffer_size()
     made: list[int] = []
 
     def counting(partition: int) -> Callable[[], Iterator[pa.RecordBatch]]:

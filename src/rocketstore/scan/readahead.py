@@ -141,7 +141,7 @@ def _work(pool: _Pool, partitions: Sequence[Callable[[], Iterator[pa.RecordBatch
         try:
             batches = partitions[index]()
             for batch in batches:
-                if not pool.put(index, batch, batch.nbytes):
+                if not pool.put(index, batch, batch.get_total_buffer_size()):
                     return
             end: Any = _END
         except BaseException as exc:  # handed to the consumer, raised at this partition's place
