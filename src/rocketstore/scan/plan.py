@@ -282,33 +282,46 @@ def _queued(found: Iterable[pa.RecordBatch], queues: QueueBounds) -> Iterator[pa
         bounds[topic] = (lo, hi)
     for batch in found:
         keep = _queued_rows(batch, bounds)
-        if not keep.all():
+        if keep is not None and not keep.all():
             batch = batch.filter(pa.array(keep))
         if batch.num_rows:
             yield batch
 
 
-def _queued_rows(batch: pa.RecordBatch, bounds: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Which rows are records a queue holds: NOT or COMMIT, queue offset inside its queue's bounds."""
+def _queued_rows(batch: pa.RecordBatch, bounds: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray | None:
+    """Which rows are records a queue holds: NOT or COMMIT, queue offset inside its queue's bounds; None
+    when every row is."""
     kind = batch.column("sysFlag").to_numpy() & TRANSACTION_MASK
-    keep = (kind == int(TransactionType.NOT)) | (kind == int(TransactionType.COMMIT))
+    keep = (kind == int(TransactionType.NOT)) | (kind == int(TransactionType.COMMIT)) if kind.any() else None
     queue_ids = batch.column("queueId").to_numpy()
     queue_offsets = batch.column("queueOffset").to_numpy()
-    inside = np.zeros(batch.num_rows, dtype=bool)
-    for topic, rows in _topic_rows(batch.column("topic")):
-        if topic not in bounds:
-            continue
-        lo, hi = bounds[topic]
-        qid = queue_ids if rows is None else queue_ids[rows]
-        known = (qid >= 0) & (qid < len(lo))
-        at = np.where(known, qid, 0)
-        offset = queue_offsets if rows is None else queue_offsets[rows]
-        held = known & (offset >= lo[at]) & (offset < hi[at])
-        if rows is None:
-            inside = held
-        else:
-            inside[rows] = held
-    return keep & inside
+    topics = _topic_rows(batch.column("topic"))
+    inside: np.ndarray | None
+    if len(topics) == 1 and topics[0][1] is None:
+        topic = topics[0][0]
+        inside = _inside(queue_ids, queue_offsets, *bounds[topic]) if topic in bounds else \
+            np.zeros(batch.num_rows, dtype=bool)
+    else:
+        inside = np.zeros(batch.num_rows, dtype=bool)
+        for topic, rows in topics:
+            if topic in bounds:
+                held = _inside(queue_ids[rows], queue_offsets[rows], *bounds[topic])
+                inside[rows] = True if held is None else held
+    if inside is None:
+        return keep
+    return inside if keep is None else keep & inside
+
+
+def _inside(queue_ids: np.ndarray, offsets: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+    """Which rows' queue offsets lie inside their queue's `[lo, hi)` (by queue id); None when all do,
+    as found first from the extremes alone."""
+    if len(queue_ids) and queue_ids.min() >= 0 and queue_ids.max() < len(lo) \
+            and offsets.min() >= lo.max() and offsets.max() < hi.min():
+        return None
+    known = (queue_ids >= 0) & (queue_ids < len(lo))
+    at = np.where(known, queue_ids, 0)
+    held: np.ndarray = known & (offsets >= lo[at]) & (offsets < hi[at])
+    return held
 
 
 def _topic_rows(topics: pa.Array) -> list[tuple[str, np.ndarray | None]]:
