@@ -82,11 +82,14 @@ _HEAD_DEPTH = 4
 
 
 class _Pool:
-    """The state the workers of `read_in_order` share with its consumer, under one condition."""
+    """The state the workers of `read_in_order` share with its consumer, under one lock: `arrived` wakes
+    the consumer (an item of the partition it is on), `room` the workers (an item taken, or the end)."""
 
     def __init__(self, count: int, budget: int) -> None:
         self.ready: list[collections.deque[Any]] = [collections.deque() for _ in range(count)]
-        self.cv = threading.Condition()
+        lock = threading.Lock()
+        self.arrived = threading.Condition(lock)
+        self.room = threading.Condition(lock)
         self.head = 0  # the partition the consumer is on
         self.next = 0  # the next partition a worker takes
         self.held = 0  # bytes of the batches waiting in `ready`
@@ -95,44 +98,49 @@ class _Pool:
 
     def take(self) -> int | None:
         """The next partition to read, or None when there is none or the read stopped."""
-        with self.cv:
+        with self.room:
             if self.stop or self.next >= len(self.ready):
                 return None
             self.next += 1
             return self.next - 1
 
+    def _full(self, index: int, size: int) -> bool:
+        if self.held + size <= self.budget or self.held == 0:
+            return False
+        return index != self.head or len(self.ready[index]) >= _HEAD_DEPTH
+
     def put(self, index: int, item: Any, size: int) -> bool:
         """Hand `item` of partition `index` to the consumer once there is room; False when the read
         stopped. The head partition may always hold `_HEAD_DEPTH` items, so the consumer never waits on
         the budget the partitions after it took."""
-        with self.cv:
-            while not self.stop and self.held + size > self.budget and self.held > 0 \
-                    and (index != self.head or len(self.ready[index]) >= _HEAD_DEPTH):
-                self.cv.wait()
+        with self.room:
+            while not self.stop and self._full(index, size):
+                self.room.wait()
             if self.stop:
                 return False
             self.ready[index].append((item, size))
             self.held += size
-            self.cv.notify_all()
+            if index == self.head:
+                self.arrived.notify()
             return True
 
     def get(self) -> Any:
         """The next item of the head partition, waited for."""
-        with self.cv:
+        with self.arrived:
             items = self.ready[self.head]
             while not items:
-                self.cv.wait()
+                self.arrived.wait()
             item, size = items.popleft()
             self.held -= size
             if item is _END:
                 self.head += 1
-            self.cv.notify_all()
+            self.room.notify_all()
             return item
 
     def close(self) -> None:
-        with self.cv:
+        with self.room:
             self.stop = True
-            self.cv.notify_all()
+            self.room.notify_all()
 
 
 def _work(pool: _Pool, partitions: Sequence[Callable[[], Iterator[pa.RecordBatch]]]) -> None:
