@@ -26,14 +26,19 @@ from rocketstore.scan.plan import plan_partitions, read_partition
 from rocketstore.scan.readahead import read_ahead, read_in_order
 from rocketstore.scan.records import ARROW_SCHEMA
 
-__all__ = ["ARROW_SCHEMA", "check", "read"]
+__all__ = ["ARROW_SCHEMA", "BYTES_PER_PARTITION", "check", "read"]
+
+BYTES_PER_PARTITION = 32 * 1024 * 1024
+"""The default of option `bytesPerPartition` here (Spark's is 64 MiB): smaller ranges keep the threads of
+option `readThreads` evenly busy and the batches they make ahead few."""
 
 
 def _parse(path: str | Sequence[str], options: Mapping[str, Any] | None,
            filters: Iterable[Sequence[Any]]) -> tuple[ReadOptions, tuple[Predicate, ...]]:
     roots = path if isinstance(path, str) else ",".join(path)
     try:
-        opts = ReadOptions.parse({**{str(k): str(v) for k, v in (options or {}).items()}, "path": roots})
+        given = {str(k): str(v) for k, v in (options or {}).items()}
+        opts = ReadOptions.parse({"bytesPerPartition": str(BYTES_PER_PARTITION), **given, "path": roots})
         return opts, predicates(filters)
     except ValueError as exc:
         raise InvalidArgumentError(str(exc)) from None

@@ -95,6 +95,14 @@ def test_the_option_defaults_to_the_cpus_and_is_checked(tmp_path: Path):
         rocketstore.arrow.check(str(tmp_path), {"readThreads": "-3"})
 
 
+def test_the_arrow_reader_cuts_the_log_finer_unless_told(tmp_path: Path):
+    default = rocketstore.arrow._parse(str(tmp_path), {}, ())[0]
+    assert default.bytes_per_partition == rocketstore.arrow.BYTES_PER_PARTITION == 32 * 1024 * 1024
+    assert ReadOptions.parse({"path": str(tmp_path)}).bytes_per_partition == 64 * 1024 * 1024  # Spark's
+    told = rocketstore.arrow._parse(str(tmp_path), {"bytesperpartition": "65536"}, ())[0]
+    assert told.bytes_per_partition == 65536
+
+
 def test_a_file_gone_under_a_partition_is_raised_at_its_place(tmp_path: Path):
     first, second = _store(tmp_path / "a"), _store(tmp_path / "b")
     options = {**GEOMETRY, "scan": "commitlog", "bytesPerPartition": "4096", "readThreads": "2"}
