@@ -1,11 +1,17 @@
 """Decoding ahead: a partition's record batches made in a thread while the consumer handles the ones
-before them (option `readAhead`).
+before them (option `readAhead`, `read_ahead`); and several partitions read at once by a pool of
+threads, their batches handed out in plan order (option `readThreads` of `rocketstore.arrow`,
+`read_in_order`).
 
 The thread gains only where both sides let go of the GIL: the compiled column building
 (`record_columns`), file reads and page faults on the decoding side, socket writes and Arrow's own
 kernels on the consuming side. Reading records one by one (`decode_run`, `record_at`) and the numpy
 checks of a queue chunk hold it, so on a machine whose cores are all busy (a Spark worker beside its
-JVM) those parts take turns; `benchmarks/bench_spark_read.py` measures it.
+JVM) those parts take turns; `benchmarks/bench_spark_read.py` measures it. The same holds for the
+pool: its threads overlap the compiled walks (`record_spans`, `record_columns`) and take turns on the
+Arrow array building; on a machine whose cores other processes keep busy, a thread that holds the GIL
+when the system preempts it stalls the others (`benchmarks/bench_vs_java.py --arrow` sets the pool
+beside one thread).
 """
 
 from __future__ import annotations
