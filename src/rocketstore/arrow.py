@@ -26,19 +26,14 @@ from rocketstore.scan.plan import plan_partitions, read_partition
 from rocketstore.scan.readahead import read_ahead, read_in_order
 from rocketstore.scan.records import ARROW_SCHEMA
 
-__all__ = ["ARROW_SCHEMA", "BYTES_PER_PARTITION", "check", "read"]
-
-BYTES_PER_PARTITION = 32 * 1024 * 1024
-"""The default of option `bytesPerPartition` here (Spark's is 64 MiB): smaller ranges keep the threads of
-option `readThreads` evenly busy and the batches they make ahead few."""
+__all__ = ["ARROW_SCHEMA", "check", "read"]
 
 
 def _parse(path: str | Sequence[str], options: Mapping[str, Any] | None,
            filters: Iterable[Sequence[Any]]) -> tuple[ReadOptions, tuple[Predicate, ...]]:
     roots = path if isinstance(path, str) else ",".join(path)
     try:
-        given = {str(k): str(v) for k, v in (options or {}).items()}
-        opts = ReadOptions.parse({"bytesPerPartition": str(BYTES_PER_PARTITION), **given, "path": roots})
+        opts = ReadOptions.parse({**{str(k): str(v) for k, v in (options or {}).items()}, "path": roots})
         return opts, predicates(filters)
     except ValueError as exc:
         raise InvalidArgumentError(str(exc)) from None
@@ -61,14 +56,15 @@ def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
     them) as a record batch reader, partitions in plan order.
 
     The plan is made here (each store opened read-only once); the records are read as the reader is
-    consumed, each partition through the store's files. Option `readThreads` (default: the CPUs this
-    process may run on) reads that many partitions at once, each in a thread of its own, the batches
-    still yielded in plan order; the batches decoded ahead of the consumer hold at most about
-    `rocketstore.scan.readahead.AHEAD_BYTES` (256 MiB); an error of a partition is raised after the
-    batches before it; releasing the reader early stops the threads (pyarrow's `close()` keeps the
-    batches' source until the reader is released: until then the threads wait, idle).
-    `readThreads=1` reads the partitions one after the other in the consumer's thread (with `readAhead`,
-    each decoded ahead in one more thread).
+    consumed, each partition through the store's files, one after the other in the consumer's thread
+    (with `readAhead`, each decoded ahead in one more thread). Option `readThreads` above 1 reads that
+    many partitions at once, each in a thread of its own, the batches still yielded in plan order; the
+    batches decoded ahead of the consumer hold at most about `rocketstore.scan.readahead.AHEAD_BYTES`
+    (256 MiB); an error of a partition is raised after the batches before it; releasing the reader
+    early stops the threads (pyarrow's `close()` keeps the batches' source until the reader is
+    released: until then the threads wait, idle). The threads overlap only the compiled walks over the
+    records, which let go of the GIL, and take turns on the rest; where other processes keep the cores
+    busy they read slower than one thread.
 
     Raises:
         rocketstore.errors.InvalidArgumentError: (a ValueError) a malformed option or filter, or a path

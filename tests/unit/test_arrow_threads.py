@@ -84,23 +84,14 @@ def test_the_pure_twins_give_the_batches_of_one_thread(tmp_path: Path):
     assert done.stdout.strip() == "equal"
 
 
-def test_the_option_defaults_to_the_cpus_and_is_checked(tmp_path: Path):
-    opts = ReadOptions.parse({"path": str(tmp_path)})
-    assert opts.read_threads == len(os.sched_getaffinity(0))
-    assert ReadOptions.parse({"path": str(tmp_path), "readthreads": "1"}).read_threads == 1
+def test_the_option_defaults_to_one_thread_and_is_checked(tmp_path: Path):
+    assert ReadOptions.parse({"path": str(tmp_path)}).read_threads == 1
+    assert ReadOptions.parse({"path": str(tmp_path), "readthreads": "4"}).read_threads == 4
     for bad in ("0", "two"):
         with pytest.raises(ValueError, match="readThreads"):
             ReadOptions.parse({"path": str(tmp_path), "readThreads": bad})
     with pytest.raises(InvalidArgumentError, match="readThreads"):
         rocketstore.arrow.check(str(tmp_path), {"readThreads": "-3"})
-
-
-def test_the_arrow_reader_cuts_the_log_finer_unless_told(tmp_path: Path):
-    default = rocketstore.arrow._parse(str(tmp_path), {}, ())[0]
-    assert default.bytes_per_partition == rocketstore.arrow.BYTES_PER_PARTITION == 32 * 1024 * 1024
-    assert ReadOptions.parse({"path": str(tmp_path)}).bytes_per_partition == 64 * 1024 * 1024  # Spark's
-    told = rocketstore.arrow._parse(str(tmp_path), {"bytesperpartition": "65536"}, ())[0]
-    assert told.bytes_per_partition == 65536
 
 
 def test_a_file_gone_under_a_partition_is_raised_at_its_place(tmp_path: Path):

@@ -82,14 +82,6 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     raise ValueError(f"Option '{name}' must be true or false, got {raw!r}.")
 
 
-def _cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def _topics(opts: Mapping[str, str]) -> tuple[str, ...]:
     raw = opts.get("topics") or opts.get("topic") or ""
     return tuple(t.strip() for t in raw.split(",") if t.strip())
@@ -214,8 +206,8 @@ class ReadOptions:
         filter_pushdown: Spark's reader takes the filters Spark pushes (`filterPushdown`).
         read_ahead: record batches a partition decodes ahead in a thread (`readAhead`; 0: none).
         read_threads: partitions `rocketstore.arrow.read` reads at once, each in a thread of its own
-            (`readThreads`; default the CPUs this process may run on; 1: one after the other, in the
-            consumer's thread). Spark reads one partition per task and does not use it.
+            (`readThreads`; default 1: one after the other, in the consumer's thread). Spark reads one
+            partition per task and does not use it.
     """
 
     paths: tuple[str, ...]
@@ -271,7 +263,7 @@ class ReadOptions:
             ),  # type: ignore[arg-type]
             filter_pushdown=_bool(opts, "filterPushdown", False),
             read_ahead=_int(opts, "readAhead", 0, minimum=0),  # type: ignore[arg-type]
-            read_threads=_int(opts, "readThreads", _cpus(), minimum=1),  # type: ignore[arg-type]
+            read_threads=_int(opts, "readThreads", 1, minimum=1),  # type: ignore[arg-type]
         )
 
     def keeps_time(self, store_timestamp_ms: int) -> bool:
