@@ -14,6 +14,7 @@ and every batch holds exactly the rows they hold true for. Needs pyarrow (the `s
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -21,9 +22,9 @@ import pyarrow as pa
 from rocketstore.errors import InvalidArgumentError
 from rocketstore.scan.filters import Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
-from rocketstore.scan.plan import plan_partitions, read_partition
+from rocketstore.scan.plan import Partition, plan_partitions, read_partition
 from rocketstore.scan.projection import Projection, projected
-from rocketstore.scan.readahead import read_ahead
+from rocketstore.scan.readahead import read_ahead, read_in_order
 from rocketstore.scan.records import ARROW_SCHEMA
 
 __all__ = ["ARROW_SCHEMA", "check", "read"]
@@ -60,7 +61,15 @@ def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
     rows are those of a read of every column. None: every column.
 
     The plan is made here (each store opened read-only once); the records are read as the reader is
-    consumed, each partition through the store's files.
+    consumed, each partition through the store's files, one after the other in the consumer's thread
+    (with `readAhead`, each decoded ahead in one more thread). Option `readThreads` above 1 reads that
+    many partitions at once, each in a thread of its own, the batches still yielded in plan order; the
+    batches decoded ahead of the consumer hold at most about `rocketstore.scan.readahead.AHEAD_BYTES`
+    (256 MiB); an error of a partition is raised after the batches before it; releasing the reader
+    early stops the threads (pyarrow's `close()` keeps the batches' source until the reader is
+    released: until then the threads wait, idle). The threads overlap only the compiled walks over the
+    records, which let go of the GIL, and take turns on the rest; where other processes keep the cores
+    busy they read slower than one thread.
 
     Raises:
         rocketstore.errors.InvalidArgumentError: (a ValueError) a malformed option or filter, a path that
@@ -71,8 +80,17 @@ def read(path: str | Sequence[str], options: Mapping[str, Any] | None = None,
     projection = Projection.of(columns, preds)
     parts = plan_partitions(opts, Prune.of(preds))
 
+    schema = ARROW_SCHEMA if projection is None else projection.schema
+
+    def partition(part: Partition) -> Iterator[pa.RecordBatch]:
+        return projected(read_partition(opts, part, preds), projection)
+
+    if opts.read_threads > 1:
+        made = read_in_order([partial(partition, part) for part in parts], opts.read_threads)
+        return pa.RecordBatchReader.from_batches(schema, made)
+
     def batches() -> Iterator[pa.RecordBatch]:
         for part in parts:
-            yield from read_ahead(projected(read_partition(opts, part, preds), projection), opts.read_ahead)
+            yield from read_ahead(partition(part), opts.read_ahead)
 
-    return pa.RecordBatchReader.from_batches(ARROW_SCHEMA if projection is None else projection.schema, batches())
+    return pa.RecordBatchReader.from_batches(schema, batches())

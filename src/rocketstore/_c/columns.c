@@ -13,10 +13,11 @@
  * the Python path does: an IPv6 host, a topic or properties text that is not valid UTF-8 (the row path
  * replaces bad bytes), a property name given twice in one record.
  *
- * The walk over the records runs without the GIL (a thread decoding ahead, option readAhead, overlaps
- * the consumer of the batch before): the buffers are taken and the fixed columns' bytes objects made
- * while it is held, the walk touches only C memory (grown with PyMem_Raw*) and records what went wrong
- * in `error`, and the exception and the result's bytes are made once the GIL is back.
+ * The walk over the records runs without the GIL (threads reading partitions at once, option
+ * readThreads, or decoding ahead, option readAhead, overlap it): the buffers are taken and the fixed
+ * columns' bytes objects made while it is held, the walk touches only C memory (grown with PyMem_Raw*)
+ * and records what went wrong in `error`, and the exception and the result's bytes are made once the
+ * GIL is back (letting go of it again for the copy gained nothing measurable with two threads).
  */
 #include "common.h"
 
@@ -111,27 +112,28 @@ valid_utf8(const unsigned char *p, const unsigned char *end)
     return 1;
 }
 
-/* A string column that may hold nulls: validity bits, offsets, bytes. */
+/* A string column that may hold nulls: validity bits, offsets, bytes (three of record_columns' grown
+ * buffers). */
 struct text_column {
-    struct grow valid, offsets, data;
+    struct grow *valid, *offsets, *data;
 };
 
 static int
-text_column_add(struct text_column *c, Py_ssize_t row, const char *value, Py_ssize_t len)
+text_column_add(struct text_column c, Py_ssize_t row, const unsigned char *value, Py_ssize_t len)
 {
     if (row % 8 == 0) {
         unsigned char zero = 0;
-        if (grow_add(&c->valid, &zero, 1) < 0) {
+        if (grow_add(c.valid, &zero, 1) < 0) {
             return -1;
         }
     }
     if (value != NULL) {
-        c->valid.bytes[row / 8] |= (char)(1 << (row % 8));
-        if (grow_add(&c->data, value, len) < 0) {
+        c.valid->bytes[row / 8] |= (char)(1 << (row % 8));
+        if (grow_add(c.data, value, len) < 0) {
             return -1;
         }
     }
-    return grow_offset(&c->offsets, c->data.len);
+    return grow_offset(c.offsets, c.data->len);
 }
 
 /* The last host a column formatted: records of one producer and one broker repeat it. */
@@ -170,72 +172,93 @@ enum grown_buffer {
 
 #define MAX_ROW_PROPERTIES 64 /* more in one record: the Python path */
 
-/* One record's row into the columns: 1 when written, 0 when the record is one the row path takes
- * (nothing of it written that the caller keeps), -1 after an error. */
+/* One record's properties as RocketMQ parses them: segments split by U+0002, name U+0001 value, both
+ * non-empty; `tags`, `uniq`, `keys`: the index of that property, or -1. */
+struct row_properties {
+    const unsigned char *names[MAX_ROW_PROPERTIES], *values[MAX_ROW_PROPERTIES];
+    Py_ssize_t name_lens[MAX_ROW_PROPERTIES], value_lens[MAX_ROW_PROPERTIES];
+    int count, tags, uniq, keys;
+};
+
+/* 1 when the record is one record_columns covers (see the file's comment), its layout in `lay`; 0 when
+ * it is one the row path takes. */
 static int
-add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[FIXED_COLUMNS], struct grow *g,
-        struct host_memo hosts[2])
+covered(const unsigned char *raw, long long total, struct layout *lay)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    struct layout lay;
     if (total < MIN_RECORD_SIZE) {
         return 0; /* before any header field is read: the range may end inside the header */
     }
     unsigned long magic = (unsigned long)(read_be(raw + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
-    long long sys_flag = read_be(raw + REC_SYSFLAG_POS, 4);
     if ((magic != MAGIC_V1 && magic != MAGIC_V2) || read_be(raw, 4) != total
-        || (sys_flag & (BORN_V6 | STORE_V6)) != 0) {
+        || (read_be(raw + REC_SYSFLAG_POS, 4) & (BORN_V6 | STORE_V6)) != 0) {
         return 0;
     }
     long long fault_value;
-    if (rs_layout_check(raw, total, magic, &lay, &fault_value) != LAYOUT_OK) {
+    if (rs_layout_check(raw, total, magic, lay, &fault_value) != LAYOUT_OK) {
         return 0;
     }
-    const unsigned char *props = raw + lay.props_start, *end = raw + total;
-    const unsigned char *topic = raw + lay.topic_start;
-    if (!valid_utf8(topic, topic + lay.topic_len) || !valid_utf8(props, end)) {
+    const unsigned char *topic = raw + lay->topic_start;
+    return valid_utf8(topic, topic + lay->topic_len) && valid_utf8(raw + lay->props_start, raw + total);
+}
+
+/* The property at [seg, sep) U+0001 [sep + 1, seg_end) into `p`: 1 when taken, 0 when the record is one
+ * the row path takes (a name given twice: the later wins and moves, which the row path does; or more
+ * than MAX_ROW_PROPERTIES). */
+static int
+add_property(struct row_properties *p, const unsigned char *seg, const unsigned char *sep,
+             const unsigned char *seg_end)
+{
+    Py_ssize_t name_len = sep - seg;
+    for (int k = 0; k < p->count; k++) {
+        if (p->name_lens[k] == name_len && memcmp(p->names[k], seg, (size_t)name_len) == 0) {
+            return 0;
+        }
+    }
+    if (p->count == MAX_ROW_PROPERTIES) {
         return 0;
     }
-    /* the properties: segments split by U+0002, name U+0001 value, both non-empty */
-    const unsigned char *names[MAX_ROW_PROPERTIES], *values[MAX_ROW_PROPERTIES];
-    Py_ssize_t name_lens[MAX_ROW_PROPERTIES], value_lens[MAX_ROW_PROPERTIES];
-    int count = 0, tags = -1, uniq = -1, keys = -1;
+    int k = p->count++;
+    p->names[k] = seg;
+    p->name_lens[k] = name_len;
+    p->values[k] = sep + 1;
+    p->value_lens[k] = seg_end - sep - 1;
+    if (name_len == 4 && memcmp(seg, "TAGS", 4) == 0) {
+        p->tags = k;
+    } else if (name_len == 4 && memcmp(seg, "KEYS", 4) == 0) {
+        p->keys = k;
+    } else if (name_len == 8 && memcmp(seg, "UNIQ_KEY", 8) == 0) {
+        p->uniq = k;
+    }
+    return 1;
+}
+
+/* The properties text [props, end) split into `p`: 1, or 0 when the record is one the row path takes. */
+static int
+split_properties(const unsigned char *props, const unsigned char *end, struct row_properties *p)
+{
+    p->count = 0, p->tags = p->uniq = p->keys = -1;
     for (const unsigned char *seg = props; seg <= end && props < end;) {
         const unsigned char *seg_end = memchr(seg, 2, (size_t)(end - seg));
         if (seg_end == NULL) {
             seg_end = end;
         }
         const unsigned char *sep = memchr(seg, 1, (size_t)(seg_end - seg));
-        if (sep != NULL && sep > seg && sep + 1 < seg_end) {
-            Py_ssize_t name_len = sep - seg;
-            for (int k = 0; k < count; k++) {
-                if (name_lens[k] == name_len && memcmp(names[k], seg, (size_t)name_len) == 0) {
-                    return 0; /* a name given twice: the later wins and moves, which the row path does */
-                }
-            }
-            if (count == MAX_ROW_PROPERTIES) {
-                return 0;
-            }
-            names[count] = seg;
-            name_lens[count] = name_len;
-            values[count] = sep + 1;
-            value_lens[count] = seg_end - sep - 1;
-            if (name_len == 4 && memcmp(seg, "TAGS", 4) == 0) {
-                tags = count;
-            } else if (name_len == 4 && memcmp(seg, "KEYS", 4) == 0) {
-                keys = count;
-            } else if (name_len == 8 && memcmp(seg, "UNIQ_KEY", 8) == 0) {
-                uniq = count;
-            }
-            count++;
+        if (sep != NULL && sep > seg && sep + 1 < seg_end && !add_property(p, seg, sep, seg_end)) {
+            return 0;
         }
         seg = seg_end + 1;
     }
-    /* everything below only appends */
+    return 1;
+}
+
+/* The header fields of the record at `raw` into row `row` of the fixed-width columns. */
+static void
+add_fixed(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[FIXED_COLUMNS])
+{
     long long values64[FIXED_COLUMNS] = {
         [C_QUEUE_ID] = read_be(raw + REC_QUEUEID_POS, 4), [C_QUEUE_OFFSET] = read_be(raw + REC_QUEUEOFFSET_POS, 8),
         [C_PHY_OFFSET] = read_be(raw + REC_PHYSICALOFFSET_POS, 8), [C_SIZE] = total,
-        [C_FLAG] = read_be(raw + REC_FLAG_POS, 4), [C_SYS_FLAG] = sys_flag,
+        [C_FLAG] = read_be(raw + REC_FLAG_POS, 4), [C_SYS_FLAG] = read_be(raw + REC_SYSFLAG_POS, 4),
         [C_BORN_TS] = read_be(raw + REC_BORNTIMESTAMP_POS, 8),
         [C_STORE_TS] = read_be(raw + FIXED_HEAD_SIZE + 4 + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8),
         [C_RECONSUME] = read_be(raw + FIXED_HEAD_SIZE + 4 + REC_AFTER_BORN_IP_SIZE + 4
@@ -251,36 +274,55 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
             memcpy(fixed[c] + row * 8, &v, 8);
         }
     }
-    const unsigned char *born = raw + FIXED_HEAD_SIZE;
-    const unsigned char *store = born + 4 + REC_AFTER_BORN_IP_SIZE;
-    char id[32];
-    for (int k = 0; k < 8; k++) { /* store IP and port, then the physical offset */
+}
+
+/* The offset msgId of the record at `raw` (its store IP and port, then its physical offset, in
+ * uppercase hex) into `id`. */
+static void
+format_msg_id(const unsigned char *raw, const unsigned char *store, char id[32])
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (int k = 0; k < 8; k++) {
         id[2 * k] = hex[store[k] >> 4];
         id[2 * k + 1] = hex[store[k] & 0xF];
         id[16 + 2 * k] = hex[raw[REC_PHYSICALOFFSET_POS + k] >> 4];
         id[16 + 2 * k + 1] = hex[raw[REC_PHYSICALOFFSET_POS + k] & 0xF];
     }
-    if (grow_add(&g[G_TOPIC], topic, lay.topic_len) < 0 || grow_offset(&g[G_TOPIC_OFFSETS], g[G_TOPIC].len) < 0
-        || grow_add(&g[G_MSG_ID], id, 32) < 0 || grow_add(&g[G_BODY], raw + lay.body_start,
-                                                          lay.body_end - lay.body_start) < 0
+}
+
+/* The topic, msgId, body, bornHost and storeHost of the record at `raw`: 0, or -1 after an error. */
+static int
+add_strings(const unsigned char *raw, const struct layout *lay, struct grow *g, struct host_memo hosts[2])
+{
+    const unsigned char *born = raw + FIXED_HEAD_SIZE;
+    const unsigned char *store = born + 4 + REC_AFTER_BORN_IP_SIZE;
+    char id[32];
+    format_msg_id(raw, store, id);
+    if (grow_add(&g[G_TOPIC], raw + lay->topic_start, lay->topic_len) < 0
+        || grow_offset(&g[G_TOPIC_OFFSETS], g[G_TOPIC].len) < 0 || grow_add(&g[G_MSG_ID], id, 32) < 0
+        || grow_add(&g[G_BODY], raw + lay->body_start, lay->body_end - lay->body_start) < 0
         || grow_offset(&g[G_BODY_OFFSETS], g[G_BODY].len) < 0
         || add_host(&g[G_BORN_OFFSETS], &g[G_BORN], born, &hosts[0]) < 0
         || add_host(&g[G_STORE_OFFSETS], &g[G_STORE], store, &hosts[1]) < 0) {
         return -1;
     }
-    struct text_column uniq_column = {g[G_UNIQ_VALID], g[G_UNIQ_OFFSETS], g[G_UNIQ]};
-    struct text_column tags_column = {g[G_TAGS_VALID], g[G_TAGS_OFFSETS], g[G_TAGS]};
-    int failed = text_column_add(&uniq_column, row, uniq < 0 ? NULL : (const char *)values[uniq],
-                                 uniq < 0 ? 0 : value_lens[uniq]) < 0
-                 || text_column_add(&tags_column, row, tags < 0 ? NULL : (const char *)values[tags],
-                                    tags < 0 ? 0 : value_lens[tags]) < 0;
-    g[G_UNIQ_VALID] = uniq_column.valid, g[G_UNIQ_OFFSETS] = uniq_column.offsets, g[G_UNIQ] = uniq_column.data;
-    g[G_TAGS_VALID] = tags_column.valid, g[G_TAGS_OFFSETS] = tags_column.offsets, g[G_TAGS] = tags_column.data;
-    if (failed) {
-        return -1;
-    }
-    if (keys >= 0) { /* the non-empty space-separated tokens */
-        const unsigned char *token = values[keys], *value_end = values[keys] + value_lens[keys];
+    return 0;
+}
+
+/* The value of property `k` of `p` (NULL, 0 when k is -1) into a text column. */
+static int
+add_value(struct text_column c, Py_ssize_t row, const struct row_properties *p, int k)
+{
+    return text_column_add(c, row, k < 0 ? NULL : p->values[k], k < 0 ? 0 : p->value_lens[k]);
+}
+
+/* The row's list of keys: the non-empty space-separated tokens of its KEYS value. 0, or -1 after an
+ * error. */
+static int
+add_keys(const struct row_properties *p, struct grow *g)
+{
+    if (p->keys >= 0) {
+        const unsigned char *token = p->values[p->keys], *value_end = token + p->value_lens[p->keys];
         while (token < value_end) {
             const unsigned char *space = memchr(token, ' ', (size_t)(value_end - token));
             const unsigned char *token_end = space == NULL ? value_end : space;
@@ -291,17 +333,44 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
             token = token_end + 1;
         }
     }
-    if (grow_offset(&g[G_KEYS_LISTS], (g[G_KEYS_OFFSETS].len - 4) / 4) < 0) {
-        return -1;
-    }
-    for (int k = 0; k < count; k++) {
-        if (grow_add(&g[G_NAMES], names[k], name_lens[k]) < 0 || grow_offset(&g[G_NAMES_OFFSETS], g[G_NAMES].len) < 0
-            || grow_add(&g[G_VALUES], values[k], value_lens[k]) < 0
+    return grow_offset(&g[G_KEYS_LISTS], (g[G_KEYS_OFFSETS].len - 4) / 4);
+}
+
+/* The row's properties map, its entries in record order. 0, or -1 after an error. */
+static int
+add_map(const struct row_properties *p, struct grow *g)
+{
+    for (int k = 0; k < p->count; k++) {
+        if (grow_add(&g[G_NAMES], p->names[k], p->name_lens[k]) < 0
+            || grow_offset(&g[G_NAMES_OFFSETS], g[G_NAMES].len) < 0
+            || grow_add(&g[G_VALUES], p->values[k], p->value_lens[k]) < 0
             || grow_offset(&g[G_VALUES_OFFSETS], g[G_VALUES].len) < 0) {
             return -1;
         }
     }
-    return grow_offset(&g[G_MAP_ENTRIES], (g[G_NAMES_OFFSETS].len - 4) / 4) < 0 ? -1 : 1;
+    return grow_offset(&g[G_MAP_ENTRIES], (g[G_NAMES_OFFSETS].len - 4) / 4);
+}
+
+/* One record's row into the columns: 1 when written, 0 when the record is one the row path takes
+ * (nothing of it written that the caller keeps), -1 after an error. */
+static int
+add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[FIXED_COLUMNS], struct grow *g,
+        struct host_memo hosts[2])
+{
+    struct layout lay;
+    struct row_properties p;
+    if (!covered(raw, total, &lay) || !split_properties(raw + lay.props_start, raw + total, &p)) {
+        return 0;
+    }
+    /* everything below only appends */
+    add_fixed(raw, total, row, fixed);
+    struct text_column uniq = {&g[G_UNIQ_VALID], &g[G_UNIQ_OFFSETS], &g[G_UNIQ]};
+    struct text_column tags = {&g[G_TAGS_VALID], &g[G_TAGS_OFFSETS], &g[G_TAGS]};
+    if (add_strings(raw, &lay, g, hosts) < 0 || add_value(uniq, row, &p, p.uniq) < 0
+        || add_value(tags, row, &p, p.tags) < 0 || add_keys(&p, g) < 0 || add_map(&p, g) < 0) {
+        return -1;
+    }
+    return 1;
 }
 
 /* The error of the first grown buffer that failed (WALK_NO_MEMORY or WALK_PAST_INT32). */
@@ -351,6 +420,106 @@ walk(const Py_buffer *data, const Py_buffer *starts, const Py_buffer *ends, Py_s
     return WALK_OK;
 }
 
+/* The three buffers of record_columns' arguments into `views`: 0, or -1 with the exception set (none
+ * of them then held). */
+static int
+get_buffers(PyObject *const *args, Py_buffer views[3])
+{
+    for (int k = 0; k < 3; k++) {
+        if (PyObject_GetBuffer(args[k], &views[k], PyBUF_SIMPLE) < 0) {
+            while (k-- > 0) {
+                PyBuffer_Release(&views[k]);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The fixed-width columns' bytes objects of `n` rows, their bytes in `fixed`: 0, or -1 with the
+ * exception set. */
+static int
+new_fixed(Py_ssize_t n, PyObject *fixed_bytes[FIXED_COLUMNS], char *fixed[FIXED_COLUMNS])
+{
+    for (int c = 0; c < FIXED_COLUMNS; c++) {
+        fixed_bytes[c] = PyBytes_FromStringAndSize(NULL, n * fixed_width[c]);
+        if (fixed_bytes[c] == NULL) {
+            return -1;
+        }
+        fixed[c] = PyBytes_AS_STRING(fixed_bytes[c]);
+    }
+    return 0;
+}
+
+/* The exception of a walk that failed. */
+static void
+set_walk_error(enum walk_error error)
+{
+    if (error == WALK_NO_MEMORY) {
+        PyErr_NoMemory();
+    } else if (error == WALK_PAST_INT32) {
+        PyErr_SetString(PyExc_OverflowError, "record_columns: a column past 2 GiB in one batch");
+    } else {
+        PyErr_SetString(PyExc_ValueError, "record_columns: a record range outside the data");
+    }
+}
+
+/* The result tuple: the fixed columns' bytes (moved into it), then a bytes object of each grown buffer.
+ * NULL with the exception set. */
+static PyObject *
+result_of(PyObject *fixed_bytes[FIXED_COLUMNS], const struct grow *g)
+{
+    PyObject *result = PyTuple_New(FIXED_COLUMNS + GROWN_BUFFERS);
+    if (result == NULL) {
+        return NULL;
+    }
+    for (int c = 0; c < FIXED_COLUMNS; c++) {
+        PyTuple_SET_ITEM(result, c, fixed_bytes[c]);
+        fixed_bytes[c] = NULL;
+    }
+    for (int k = 0; k < GROWN_BUFFERS; k++) {
+        PyObject *bytes = PyBytes_FromStringAndSize(g[k].bytes, g[k].len);
+        if (bytes == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(result, FIXED_COLUMNS + k, bytes);
+    }
+    return result;
+}
+
+/* The columns of the `n` records of `views` (data, starts, ends): the result tuple, Py_None for a batch
+ * the Python path takes, or NULL with the exception set. */
+static PyObject *
+columns_of(const Py_buffer views[3], Py_ssize_t n)
+{
+    PyObject *result = NULL;
+    PyObject *fixed_bytes[FIXED_COLUMNS] = {0};
+    char *fixed[FIXED_COLUMNS];
+    struct grow g[GROWN_BUFFERS];
+    memset(g, 0, sizeof g);
+    if (new_fixed(n, fixed_bytes, fixed) == 0) {
+        /* without the GIL from here to the walk's end: C memory only, errors kept in `error` */
+        enum walk_error error;
+        int declined = 0;
+        Py_BEGIN_ALLOW_THREADS
+        error = walk(&views[0], &views[1], &views[2], n, fixed, g, &declined);
+        Py_END_ALLOW_THREADS
+        if (error != WALK_OK) {
+            set_walk_error(error);
+        } else {
+            result = declined ? Py_NewRef(Py_None) : result_of(fixed_bytes, g);
+        }
+    }
+    for (int c = 0; c < FIXED_COLUMNS; c++) {
+        Py_XDECREF(fixed_bytes[c]);
+    }
+    for (int k = 0; k < GROWN_BUFFERS; k++) {
+        PyMem_RawFree(g[k].bytes);
+    }
+    return result;
+}
+
 /* record_columns(data, starts, ends) -> tuple of bytes, or None: the columns of the records at
  * [starts[i], ends[i]) of the buffer `data` (starts and ends: buffers of native int64), as
  * rocketstore.spark.columnar lays them out: first the fixed-width columns (queueId, queueOffset,
@@ -368,79 +537,19 @@ speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
         PyErr_SetString(PyExc_TypeError, "record_columns(data, starts, ends) takes three arguments");
         return NULL;
     }
-    Py_buffer data = {0}, starts = {0}, ends = {0};
-    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[1], &starts, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[2], &ends, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&data);
-        PyBuffer_Release(&starts);
+    Py_buffer views[3] = {{0}};
+    if (get_buffers(args, views) < 0) {
         return NULL;
     }
     PyObject *result = NULL;
-    PyObject *fixed_bytes[FIXED_COLUMNS] = {0};
-    char *fixed[FIXED_COLUMNS];
-    struct grow g[GROWN_BUFFERS];
-    memset(g, 0, sizeof g);
-    Py_ssize_t n = starts.len / 8;
-    if (starts.len % 8 != 0 || ends.len != starts.len) {
+    if (views[1].len % 8 != 0 || views[2].len != views[1].len) {
         PyErr_SetString(PyExc_ValueError, "record_columns: starts and ends must be int64 buffers of one length");
-        goto done;
+    } else {
+        result = columns_of(views, views[1].len / 8);
     }
-    for (int c = 0; c < FIXED_COLUMNS; c++) {
-        fixed_bytes[c] = PyBytes_FromStringAndSize(NULL, n * fixed_width[c]);
-        if (fixed_bytes[c] == NULL) {
-            goto done;
-        }
-        fixed[c] = PyBytes_AS_STRING(fixed_bytes[c]);
+    for (int k = 0; k < 3; k++) {
+        PyBuffer_Release(&views[k]);
     }
-    /* without the GIL from here to the walk's end: C memory only, errors kept in `error` */
-    enum walk_error error = WALK_OK;
-    int declined = 0;
-    Py_BEGIN_ALLOW_THREADS
-    error = walk(&data, &starts, &ends, n, fixed, g, &declined);
-    Py_END_ALLOW_THREADS
-    if (error != WALK_OK) {
-        if (error == WALK_NO_MEMORY) {
-            PyErr_NoMemory();
-        } else if (error == WALK_PAST_INT32) {
-            PyErr_SetString(PyExc_OverflowError, "record_columns: a column past 2 GiB in one batch");
-        } else {
-            PyErr_SetString(PyExc_ValueError, "record_columns: a record range outside the data");
-        }
-        goto done;
-    }
-    if (declined) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    result = PyTuple_New(FIXED_COLUMNS + GROWN_BUFFERS);
-    for (int c = 0; result != NULL && c < FIXED_COLUMNS; c++) {
-        PyTuple_SET_ITEM(result, c, fixed_bytes[c]);
-        fixed_bytes[c] = NULL;
-    }
-    for (int k = 0; result != NULL && k < GROWN_BUFFERS; k++) {
-        PyObject *bytes = PyBytes_FromStringAndSize(g[k].bytes, g[k].len);
-        if (bytes == NULL) {
-            Py_CLEAR(result);
-            break;
-        }
-        PyTuple_SET_ITEM(result, FIXED_COLUMNS + k, bytes);
-    }
-done:
-    for (int c = 0; c < FIXED_COLUMNS; c++) {
-        Py_XDECREF(fixed_bytes[c]);
-    }
-    for (int k = 0; k < GROWN_BUFFERS; k++) {
-        PyMem_RawFree(g[k].bytes);
-    }
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&ends);
     return result;
 }
 

@@ -205,6 +205,9 @@ class ReadOptions:
         messages_per_partition / bytes_per_partition: split sizes for the two scan modes.
         filter_pushdown: Spark's reader takes the filters Spark pushes (`filterPushdown`).
         read_ahead: record batches a partition decodes ahead in a thread (`readAhead`; 0: none).
+        read_threads: partitions `rocketstore.arrow.read` reads at once, each in a thread of its own
+            (`readThreads`; default 1: one after the other, in the consumer's thread). Spark reads one
+            partition per task and does not use it.
     """
 
     paths: tuple[str, ...]
@@ -220,6 +223,7 @@ class ReadOptions:
     bytes_per_partition: int = _DEFAULT_BYTES_PER_PARTITION
     filter_pushdown: bool = False
     read_ahead: int = 0
+    read_threads: int = 1
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -259,6 +263,7 @@ class ReadOptions:
             ),  # type: ignore[arg-type]
             filter_pushdown=_bool(opts, "filterPushdown", False),
             read_ahead=_int(opts, "readAhead", 0, minimum=0),  # type: ignore[arg-type]
+            read_threads=_int(opts, "readThreads", 1, minimum=1),  # type: ignore[arg-type]
         )
 
     def keeps_time(self, store_timestamp_ms: int) -> bool:

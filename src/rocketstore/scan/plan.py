@@ -27,7 +27,7 @@ hold true for.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -171,12 +171,17 @@ def _plan_queues(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
     return parts
 
 
-def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str, *, found_cuts: bool = False) -> list[Partition]:
+def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
     config = store_config(root, opts.geometry)
     lo, hi = commitlog_extent(root, config)
+    return list(_commitlog_ranges(opts, prune, root, config, lo, hi, record_starts))
+
+
+def _commitlog_ranges(opts: ReadOptions, prune: Prune, root: str, config: StoreConfig, lo: int, hi: int,
+                      cuts: Callable[[str, int, int, int, int], list[int]]) -> list[CommitLogRange]:
+    """The ranges of about `bytesPerPartition` bytes of the records in `[lo, hi)`, cut where `cuts` says."""
     if hi <= lo or prune.nothing or not prune.phy_offset.overlaps(lo, hi):
         return []
-    cuts = cut_points if found_cuts else record_starts
     starts = cuts(root, config.commitlog_file_size, lo, hi, opts.bytes_per_partition)
     ends = [*starts[1:], hi]
     return [CommitLogRange(root, a, b, config) for a, b in zip(starts, ends, strict=True)
@@ -184,15 +189,16 @@ def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str, *, found_cuts: b
 
 
 def _plan_log_order(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
-    """`_plan_commitlog`'s ranges, each keeping only the records the store's queues hold."""
+    """`_plan_commitlog`'s ranges, each keeping only the records the store's queues hold; one read-only
+    open gives the queues' bounds and the log's extent."""
     with open_read_only(root, opts.geometry) as store:
         queues = tuple((topic, queue_id, store.min_offset(topic, queue_id), store.max_offset(topic, queue_id))
                        for topic, queue_ids in sorted(store.queues().items()) for queue_id in sorted(queue_ids))
+        config, lo, hi = store.config, store.commitlog.min_offset, store.recovery.end_offset
     queues = tuple(q for q in queues if q[2] < q[3])
     if not queues:
         return []
-    return [replace(part, queues=queues) for part in _plan_commitlog(opts, prune, root, found_cuts=True)
-            if isinstance(part, CommitLogRange)]
+    return [replace(part, queues=queues) for part in _commitlog_ranges(opts, prune, root, config, lo, hi, cut_points)]
 
 
 def _plan_key(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
@@ -276,32 +282,62 @@ def _queued(found: Iterable[pa.RecordBatch], queues: QueueBounds) -> Iterator[pa
         bounds[topic] = (lo, hi)
     for batch in found:
         keep = _queued_rows(batch, bounds)
-        if not keep.all():
+        if keep is not None and not keep.all():
             batch = batch.filter(pa.array(keep))
         if batch.num_rows:
             yield batch
 
 
-def _queued_rows(batch: pa.RecordBatch, bounds: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Which rows are records a queue holds: NOT or COMMIT, queue offset inside its queue's bounds."""
+def _queued_rows(batch: pa.RecordBatch, bounds: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray | None:
+    """Which rows are records a queue holds: NOT or COMMIT, queue offset inside its queue's bounds; None
+    when every row is."""
     kind = batch.column("sysFlag").to_numpy() & TRANSACTION_MASK
-    keep = (kind == int(TransactionType.NOT)) | (kind == int(TransactionType.COMMIT))
-    inside = np.zeros(batch.num_rows, dtype=bool)
-    topics = pc.dictionary_encode(batch.column("topic"))
-    codes = topics.indices.to_numpy()
+    keep = (kind == int(TransactionType.NOT)) | (kind == int(TransactionType.COMMIT)) if kind.any() else None
     queue_ids = batch.column("queueId").to_numpy()
     queue_offsets = batch.column("queueOffset").to_numpy()
-    for code, topic in enumerate(topics.dictionary.to_pylist()):
-        if topic not in bounds:
-            continue
-        lo, hi = bounds[topic]
-        rows = np.flatnonzero(codes == code)
-        qid = queue_ids[rows]
-        known = (qid >= 0) & (qid < len(lo))
-        at = np.where(known, qid, 0)
-        offset = queue_offsets[rows]
-        inside[rows] = known & (offset >= lo[at]) & (offset < hi[at])
-    return keep & inside
+    topics = _topic_rows(batch.column("topic"))
+    inside: np.ndarray | None
+    if len(topics) == 1 and topics[0][1] is None:
+        topic = topics[0][0]
+        inside = _inside(queue_ids, queue_offsets, *bounds[topic]) if topic in bounds else \
+            np.zeros(batch.num_rows, dtype=bool)
+    else:
+        inside = np.zeros(batch.num_rows, dtype=bool)
+        for topic, rows in topics:
+            if topic in bounds:
+                held = _inside(queue_ids[rows], queue_offsets[rows], *bounds[topic])
+                inside[rows] = True if held is None else held
+    if inside is None:
+        return keep
+    return inside if keep is None else keep & inside
+
+
+def _inside(queue_ids: np.ndarray, offsets: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+    """Which rows' queue offsets lie inside their queue's `[lo, hi)` (by queue id); None when all do,
+    as found first from the extremes alone."""
+    if len(queue_ids) and queue_ids.min() >= 0 and queue_ids.max() < len(lo) \
+            and offsets.min() >= lo.max() and offsets.max() < hi.min():
+        return None
+    known = (queue_ids >= 0) & (queue_ids < len(lo))
+    at = np.where(known, queue_ids, 0)
+    held: np.ndarray = known & (offsets >= lo[at]) & (offsets < hi[at])
+    return held
+
+
+def _topic_rows(topics: pa.Array) -> list[tuple[str, np.ndarray | None]]:
+    """Each topic of the column with the rows that hold it (None: every row, when all hold one topic,
+    as the records of a log written by one producer mostly do: found without encoding the column)."""
+    n = len(topics)
+    if n and topics.null_count == 0:
+        first = topics[0].as_py().encode()
+        offsets = np.frombuffer(topics.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * topics.offset)
+        if (np.diff(offsets) == len(first)).all():
+            data = topics.buffers()[2]
+            if data[int(offsets[0]):int(offsets[-1])].to_pybytes() == first * n:
+                return [(first.decode(), None)]
+    encoded = pc.dictionary_encode(topics)
+    codes = encoded.indices.to_numpy()
+    return [(topic, np.flatnonzero(codes == code)) for code, topic in enumerate(encoded.dictionary.to_pylist())]
 
 
 def _bounded_batches(opts: ReadOptions, found: Iterable[pa.RecordBatch],
