@@ -13,6 +13,15 @@ from _typeshed import ReadableBuffer, WriteableBuffer
 class MessageBase:
     def __new__(cls, *args: Any, **kwargs: Any) -> MessageBase: ...
 
+class MappedFileState:
+    """The hot state of a MappedFile (its base class), read and written by the kernels."""
+
+    _mm: Any
+    wrote_position: int
+    file_size: int
+    file_from_offset: int
+    touched: bool
+
 class Appender:
     """The plain ASYNC put's record writer: it keeps the write position of the commitlog file attached,
     the end of the newest record and the last store timestamp; the caller holds the store lock."""

@@ -142,6 +142,28 @@ enum layout_fault { LAYOUT_OK, LAYOUT_SHORT_HEADER, LAYOUT_BODY, LAYOUT_TOPIC, L
 #pragma GCC visibility push(hidden)
 #endif
 
+/* State types: the hot state of an object of the storage and log layers, which that object is (a
+ * compiled base class) or holds. Each field is a Python object, NULL while unset, exposed to Python as a
+ * slot of the same name; the pure-Python twin of each type is a class with the same __slots__. The
+ * kernels read and write the fields directly after a type check, and decline an object of another
+ * type. Only object pointers follow the head, so one traverse / clear / dealloc serves every type. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *mapping;          /* "_mm": the file's mapping, None while unmapped */
+    PyObject *wrote_position;   /* int */
+    PyObject *file_size;        /* int */
+    PyObject *file_from_offset; /* int */
+    PyObject *touched;          /* bool: the mapping budget's clock bit */
+} rs_MappedFileState;
+
+/* An int field of a state type as int64 in [0, LLONG_MAX / 4]: 1 with *out set, 0 when it is unset or
+ * holds another value. */
+int rs_state_int(PyObject *value, long long *out);
+/* `*field` = int `value`: 0, -1 after an error. */
+int rs_state_set_int(PyObject **field, long long value);
+/* `*field` = True (a clock bit). */
+void rs_state_touch(PyObject **field);
+
 /* module.c: strings interned at import */
 extern PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key; /* "TAGS", "KEYS", "UNIQ_KEY" */
 extern PyObject *rs_attribute_size;                                            /* "size" */
@@ -151,11 +173,7 @@ extern PyObject *rs_message_field_names[MESSAGE_FIELDS];
 /* The attributes put_one (store.c) and query_records (log.c) read and write on the objects of the
  * storage and log layers, interned by module.c. */
 enum put_attribute {
-    A_MAPPING,          /* MappedFile._mm: its mapping, None while unmapped */
-    A_WROTE_POSITION,   /* MappedFile.wrote_position */
-    A_FILE_SIZE,        /* MappedFile.file_size */
-    A_FILE_FROM_OFFSET, /* MappedFile.file_from_offset */
-    A_TOUCHED,          /* MappedFile.touched: the mapping budget's clock bit */
+    A_TOUCHED,          /* IndexFile.touched: the mapping budget's clock bit */
     A_MAX_PHYSIC,       /* ConsumeQueue.max_physic_offset */
     A_QUEUE,            /* ConsumeQueue.queue: its MappedFileQueue */
     A_FILES,            /* MappedFileQueue.files */
@@ -170,7 +188,7 @@ enum put_attribute {
     A_RAW,              /* StoredMessage.raw: the record's bytes */
     PUT_ATTRIBUTES
 };
-#define PUT_ATTRIBUTE_NAMES "_mm", "wrote_position", "file_size", "file_from_offset", "touched", \
+#define PUT_ATTRIBUTE_NAMES "touched", \
     "max_physic_offset", "queue", "files", "header", "mm", "slots", "max_entries", "begin_timestamp", \
     "end_timestamp", "index_count", "topic", "raw"
 extern PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
@@ -214,6 +232,11 @@ PyObject *speedups_record_columns(PyObject *module, PyObject *const *args, Py_ss
 PyObject *speedups_record_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* storage.c */
+extern PyTypeObject rs_MappedFileStateType;
+/* The traverse, clear and dealloc of a state type (only object pointers after the head, `size` bytes). */
+int rs_state_traverse(PyObject *self, visitproc visit, void *arg);
+int rs_state_clear(PyObject *self);
+void rs_state_dealloc(PyObject *self);
 PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_populate(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 

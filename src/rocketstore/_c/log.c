@@ -773,46 +773,71 @@ query_index(PyObject *index_files, long long key_hash, long long begin, long lon
     return 1;
 }
 
-/* The record at `phy` of the commitlog files `log_files` (a list of MappedFile of `file_size` bytes), as
- * a `cls` (a new reference): NULL without an error when no whole record starts there, NULL with one
- * after an error. Maps the file as MappedFile.mm does. */
-static PyObject *
-log_record(PyTypeObject *cls, PyObject *log_files, long long file_size, long long phy)
+/* The arguments of one query_records call (borrowed references) and its bounds. */
+struct query_call {
+    PyTypeObject *cls;
+    PyObject *index_files, *log_files, *topic, *key, *map_file;
+    long long file_size, max_count, begin, end;
+    int any_time;
+};
+
+/* The start offset of the commitlog file `file`: 1 with *from set when it is a MappedFile whose start
+ * is plain, 0 when not (query_records declines). */
+static int
+log_file_from(PyObject *file, long long *from)
 {
+    return PyObject_TypeCheck(file, &rs_MappedFileStateType)
+           && rs_state_int(((rs_MappedFileState *)file)->file_from_offset, from);
+}
+
+/* The record at `phy` of the commitlog files q->log_files (a list of MappedFile of q->file_size bytes),
+ * as a q->cls in *message (a new reference, NULL when no whole record starts there): 1, 0 when a file
+ * is not a MappedFile with plain fields (query_records declines), -1 after an error. A file not mapped
+ * now is mapped by q->map_file(file). */
+static int
+log_record(const struct query_call *q, long long phy, PyObject **message)
+{
+    PyObject *log_files = q->log_files;
+    long long file_size = q->file_size;
+    *message = NULL;
     Py_ssize_t count = PyList_GET_SIZE(log_files);
     long long first = 0;
-    if (count == 0 || rs_attribute_int(PyList_GET_ITEM(log_files, 0), A_FILE_FROM_OFFSET, &first) != 1
-        || phy < first || (phy - first) / file_size >= count) {
-        return NULL; /* out of the log (or an error, which stays set) */
+    if (count == 0) {
+        return 1;
+    }
+    if (!log_file_from(PyList_GET_ITEM(log_files, 0), &first)) {
+        return 0;
+    }
+    if (phy < first || (phy - first) / file_size >= count) {
+        return 1; /* out of the log */
     }
     PyObject *file = PyList_GET_ITEM(log_files, (phy - first) / file_size);
     long long from = 0, wrote = 0;
-    if (rs_attribute_int(file, A_FILE_FROM_OFFSET, &from) != 1 || rs_attribute_int(file, A_WROTE_POSITION, &wrote) != 1
-        || phy - from < 0 || phy - from > wrote - 8) {
-        return NULL;
+    if (!log_file_from(file, &from) || !rs_state_int(((rs_MappedFileState *)file)->wrote_position, &wrote)) {
+        return 0;
     }
-    PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MAPPING]);
-    if (mm == Py_None) { /* not mapped now: the property maps it */
-        Py_DECREF(mm);
-        mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MM]);
-    } else if (mm != NULL && PyObject_SetAttr(file, rs_put_attribute_names[A_TOUCHED], Py_True) < 0) {
-        Py_CLEAR(mm);
+    if (phy - from < 0 || phy - from > wrote - 8) {
+        return 1;
     }
-    if (mm == NULL) {
-        return NULL;
+    rs_MappedFileState *state = (rs_MappedFileState *)file;
+    PyObject *mm = state->mapping;
+    if (mm == NULL || mm == Py_None) {
+        mm = PyObject_CallOneArg(q->map_file, file);
+    } else {
+        Py_INCREF(mm);
+        rs_state_touch(&state->touched);
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
-        Py_DECREF(mm);
-        return NULL;
+    int held = mm == NULL ? -1 : PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE);
+    Py_XDECREF(mm);
+    if (held < 0) {
+        return -1;
     }
-    Py_DECREF(mm);
-    PyObject *message = NULL;
     if (wrote <= view.len) {
-        message = rs_record_in(cls, (const unsigned char *)view.buf + (phy - from), wrote - (phy - from), phy, NULL);
+        *message = rs_record_in(q->cls, (const unsigned char *)view.buf + (phy - from), wrote - (phy - from), phy, NULL);
     }
     PyBuffer_Release(&view);
-    return message;
+    return *message != NULL || !PyErr_Occurred() ? 1 : -1;
 }
 
 /* The newest `max_count` messages of `found` ({phy: message}) in ascending phy order, as a new list
@@ -845,30 +870,23 @@ newest_ascending(PyObject *found, Py_ssize_t max_count)
     return out;
 }
 
-/* The arguments of one query_records call (borrowed references) and its bounds. */
-struct query_call {
-    PyTypeObject *cls;
-    PyObject *index_files, *log_files, *topic, *key;
-    long long file_size, max_count, begin, end;
-    int any_time;
-};
-
 /* query_records' arguments into `q`: 1 when it takes them, 0 when query_py answers (a bound of another
  * type or beyond int64, a text not ready), -1 with TypeError (or the error of reading one). */
 static int
 query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
 {
-    if (nargs != 10 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
-        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
+    if (nargs != 11 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
+        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5]) || !PyCallable_Check(args[10])) {
         PyErr_SetString(PyExc_TypeError, "query_records(cls, index_files, log_files, log_file_size, topic, key, "
-                                         "max_count, begin, end, any_time): a class, two lists, an int and two str");
+                                         "max_count, begin, end, any_time, map_file): a class, two lists, an int, "
+                                         "two str and a callable");
         return -1;
     }
     if (rs_check_message_class(args[0]) < 0) {
         return -1;
     }
     q->cls = (PyTypeObject *)args[0];
-    q->index_files = args[1], q->log_files = args[2], q->topic = args[4], q->key = args[5];
+    q->index_files = args[1], q->log_files = args[2], q->topic = args[4], q->key = args[5], q->map_file = args[10];
     if (!PyLong_Check(args[3]) || !PyLong_Check(args[6]) || !PyLong_Check(args[7]) || !PyLong_Check(args[8])) {
         return 0; /* a bound of another type: query_py compares it as Python does */
     }
@@ -932,12 +950,13 @@ query_found_of(const struct query_call *q, const struct offsets *offsets, PyObje
     for (Py_ssize_t i = 0; i < offsets->count; i++) {
         PyObject *phy = PyLong_FromLongLong(offsets->items[i]);
         int seen = phy == NULL ? -1 : PyDict_Contains(found, phy);
-        PyObject *message = seen == 0 ? log_record(q->cls, q->log_files, q->file_size, offsets->items[i]) : NULL;
-        int keep = message != NULL ? query_keeps(q, message) : 0;
+        PyObject *message = NULL;
+        int read = seen == 0 ? log_record(q, offsets->items[i], &message) : 1;
+        int keep = read != 1 ? read - 2 : message != NULL ? query_keeps(q, message) : 0; /* declined: -2 */
         if (keep == 1 && PyDict_SetItem(found, phy, message) < 0) {
             keep = -1;
         }
-        int failed = seen < 0 || keep == -1 || (message == NULL && PyErr_Occurred()) ? -1 : keep == -2 ? -2 : 0;
+        int failed = seen < 0 || keep == -1 || read < 0 ? -1 : keep == -2 ? -2 : 0;
         Py_XDECREF(phy);
         Py_XDECREF(message);
         if (failed < 0) {
@@ -947,13 +966,14 @@ query_found_of(const struct query_call *q, const struct offsets *offsets, PyObje
     return 0;
 }
 
-/* query_records(cls, index_files, log_files, log_file_size, topic, key, max_count, begin, end, any_time) ->
- * [message] or None: the loop of MessageStore.query_py over the index files (IndexService.files)
+/* query_records(cls, index_files, log_files, log_file_size, topic, key, max_count, begin, end, any_time,
+ * map_file) -> [message] or None: the loop of MessageStore.query_py over the index files (IndexService.files)
  * and the commitlog files (MappedFileQueue.files, each `log_file_size` bytes): the offsets the index
  * gives for `key` in [begin - 1 s, end], each record read as a `cls` (a StoredMessage) and kept when
  * its topic is `topic`, its store time in [begin, end] (unless `any_time` is true) and it carries
  * `key`; more offsets asked for until `max_count` are kept or the index has no more. The messages come
- * as `query` answers, the newest `max_count` in ascending phy order (newest_ascending).
+ * as `query` answers, the newest `max_count` in ascending phy order (newest_ascending). A file not
+ * mapped now is mapped by calling `map_file(file)`, which answers its mapping.
  * None, having read nothing that matters, when an index file or a text is beyond what it takes:
  * query_py answers then. */
 PyObject *

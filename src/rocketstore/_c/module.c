@@ -7,7 +7,7 @@
  *   format.c    java_hash, java_hash_concat, decode_properties, properties_at, MessageBase,
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
  *   columns.c   record_columns, record_spans
- *   storage.c   msync, populate
+ *   storage.c   msync, populate, the type MappedFileState and what every state type shares
  *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records
  *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, install_message_call,
  *               put_results, and the type Appender (the plain ASYNC put's record writer)
@@ -140,8 +140,12 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    if (PyType_Ready(&rs_MessageBaseType) < 0 || PyType_Ready(&rs_AppenderType) < 0) {
-        return NULL;
+    PyTypeObject *types[] = {&rs_MessageBaseType, &rs_AppenderType, &rs_MappedFileStateType};
+    const size_t type_count = sizeof(types) / sizeof(types[0]);
+    for (size_t i = 0; i < type_count; i++) {
+        if (PyType_Ready(types[i]) < 0) {
+            return NULL;
+        }
     }
     rs_crc32_init();
     struct { PyObject **slot; const char *name; } names[] = {
@@ -169,9 +173,11 @@ PyInit__speedups(void)
     if (module == NULL) {
         return NULL;
     }
-    if (PyModule_AddType(module, &rs_MessageBaseType) < 0 || PyModule_AddType(module, &rs_AppenderType) < 0) {
-        Py_DECREF(module);
-        return NULL;
+    for (size_t i = 0; i < type_count; i++) {
+        if (PyModule_AddType(module, types[i]) < 0) {
+            Py_DECREF(module);
+            return NULL;
+        }
     }
     return module;
 }

@@ -1725,42 +1725,30 @@ set_attribute_int(PyObject *obj, enum put_attribute name, long long value)
     return failed ? -1 : 0;
 }
 
-/* A MappedFile being appended to: its mapping as a writable buffer, write position, size and start. */
+/* A MappedFile being appended to: its state, its mapping as a writable buffer, write position, size and
+ * start. */
 struct appended {
-    PyObject *file; /* borrowed */
+    rs_MappedFileState *file; /* borrowed */
     Py_buffer view;
     long long pos, size, from;
     int mapped; /* the view is held */
 };
 
-/* 1 with `a` filled (a view held) when `file` is mapped and its fields are plain; 0 when not (the caller
- * declines); -1 after an error. */
+/* 1 with `a` filled (a view held) when `file` is a mapped MappedFile whose fields are plain; 0 when not
+ * (the caller declines); -1 after an error. */
 static int
 appended_of(PyObject *file, struct appended *a)
 {
-    a->file = file;
     a->mapped = 0;
-    int ok = rs_attribute_int(file, A_WROTE_POSITION, &a->pos);
-    if (ok == 1) {
-        ok = rs_attribute_int(file, A_FILE_SIZE, &a->size);
-    }
-    if (ok == 1) {
-        ok = rs_attribute_int(file, A_FILE_FROM_OFFSET, &a->from);
-    }
-    if (ok != 1) {
-        return ok;
-    }
-    PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MAPPING]);
-    if (mm == NULL) {
-        return -1;
-    }
-    if (mm == Py_None) {
-        Py_DECREF(mm);
+    if (!PyObject_TypeCheck(file, &rs_MappedFileStateType)) {
         return 0;
     }
-    int got = PyObject_GetBuffer(mm, &a->view, PyBUF_WRITABLE);
-    Py_DECREF(mm);
-    if (got < 0) {
+    rs_MappedFileState *state = a->file = (rs_MappedFileState *)file;
+    if (!rs_state_int(state->wrote_position, &a->pos) || !rs_state_int(state->file_size, &a->size)
+        || !rs_state_int(state->file_from_offset, &a->from) || state->mapping == NULL || state->mapping == Py_None) {
+        return 0;
+    }
+    if (PyObject_GetBuffer(state->mapping, &a->view, PyBUF_WRITABLE) < 0) {
         return -1;
     }
     a->mapped = 1;
@@ -1780,15 +1768,11 @@ release_appended(struct appended *a)
 static int
 appended_to(const struct appended *a, long long pos)
 {
-    if (set_attribute_int(a->file, A_WROTE_POSITION, pos) < 0) {
+    if (rs_state_set_int(&a->file->wrote_position, pos) < 0) {
         return -1;
     }
-    PyObject *touched = PyObject_GetAttr(a->file, rs_put_attribute_names[A_TOUCHED]);
-    if (touched == NULL) {
-        return -1;
-    }
-    Py_DECREF(touched);
-    return touched == Py_True ? 0 : PyObject_SetAttr(a->file, rs_put_attribute_names[A_TOUCHED], Py_True);
+    rs_state_touch(&a->file->touched);
+    return 0;
 }
 
 #define PUT_ONE_KEYS 8 /* a message with more index keys goes the Python way */

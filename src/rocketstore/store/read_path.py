@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import fields
 from functools import partial
+from operator import attrgetter
 
+from rocketstore._types import Buffer
 from rocketstore.errors import (
     InvalidArgumentError,
     MessageNotFoundError,
@@ -43,6 +45,9 @@ _get_result: Callable[[GetStatus, int, int, int, list[StoredMessage]], GetResult
     else partial(speedups.fill_slots, GetResult, tuple(getattr(GetResult, f.name) for f in fields(GetResult))))
 """`GetResult(status, next_offset, min_offset, max_offset, messages)`, its frozen slots filled in one
 compiled call (the dataclass's __init__ would set each through object.__setattr__, several times slower)."""
+_mapping_of: Callable[[object], Buffer] = attrgetter("mm")
+"""The mapping of a commitlog or index file, mapped now if it was not: `query_records` calls it for a file
+it finds unmapped."""
 
 
 def newest_ascending(found: dict[int, StoredMessage], max_count: int) -> list[StoredMessage]:
@@ -366,7 +371,7 @@ class StoreReadPath(StoreCore):
         if _query_records is not None:
             commitlog = self.commitlog
             answer = _query_records(StoredMessage, self.index.files, commitlog.queue.files, commitlog.file_size,
-                                    topic, key, max_count, begin_ms, end, any_time)
+                                    topic, key, max_count, begin_ms, end, any_time, _mapping_of)
             if answer is not None:
                 return answer
         return newest_ascending(self.query_py(topic, key, max_count, begin_ms, end, any_time), max_count)
