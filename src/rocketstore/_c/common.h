@@ -184,13 +184,11 @@ enum put_attribute {
     A_BEGIN_TIMESTAMP,  /* IndexHeader.begin_timestamp (query_records, log.c) */
     A_END_TIMESTAMP,    /* IndexHeader.end_timestamp */
     A_INDEX_COUNT,      /* IndexHeader.index_count */
-    A_TOPIC,            /* StoredMessage.topic */
-    A_RAW,              /* StoredMessage.raw: the record's bytes */
     PUT_ATTRIBUTES
 };
 #define PUT_ATTRIBUTE_NAMES "touched", \
     "max_physic_offset", "queue", "files", "header", "mm", "slots", "max_entries", "begin_timestamp", \
-    "end_timestamp", "index_count", "topic", "raw"
+    "end_timestamp", "index_count"
 extern PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
 /* An int attribute of `obj` as int64 in [0, LLONG_MAX / 4] (log.c): 1 with *out set, 0 for another
  * value, -1 after an error (a missing attribute: the names above no longer match the classes). */
@@ -204,6 +202,8 @@ PyObject *rs_record_in(PyTypeObject *cls, const unsigned char *at, long long roo
 PyObject *rs_space_separated(PyObject *text);
 /* The topic of a message that rs_record_in made (a borrowed reference). */
 PyObject *rs_message_topic(PyObject *message);
+/* The bytes of a message that rs_record_in made (a borrowed reference). */
+PyObject *rs_message_raw(PyObject *message);
 /* message.carries_key(key) for a message that rs_record_in made (a MessageBase subclass). */
 PyObject *rs_message_carries_key(PyObject *message, PyObject *key);
 /* The checks of format.message.record_layout on `total` bytes holding one record of magic v1 or v2,

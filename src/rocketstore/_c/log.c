@@ -913,12 +913,11 @@ query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
 static int
 query_keeps(const struct query_call *q, PyObject *message)
 {
-    PyObject *its_topic = PyObject_GetAttr(message, rs_put_attribute_names[A_TOPIC]);
-    int keep = its_topic == NULL ? -1 : PyUnicode_Check(its_topic) && PyUnicode_Compare(its_topic, q->topic) == 0;
-    Py_XDECREF(its_topic);
+    PyObject *its_topic = rs_message_topic(message); /* rs_record_in made it: both fields are set */
+    int keep = its_topic != NULL && PyUnicode_Check(its_topic) && PyUnicode_Compare(its_topic, q->topic) == 0;
     if (keep == 1 && !q->any_time) {
-        PyObject *raw = PyObject_GetAttr(message, rs_put_attribute_names[A_RAW]);
-        keep = raw == NULL ? -1 : 0;
+        PyObject *raw = rs_message_raw(message);
+        keep = 0;
         if (raw != NULL && PyBytes_Check(raw) && PyBytes_GET_SIZE(raw) >= MIN_RECORD_SIZE) {
             const unsigned char *at = (const unsigned char *)PyBytes_AS_STRING(raw);
             long long stored_at = FIXED_HEAD_SIZE + REC_AFTER_BORN_IP_STORETIMESTAMP_POS
@@ -929,10 +928,9 @@ query_keeps(const struct query_call *q, PyObject *message)
             } else {
                 keep = -2;
             }
-        } else if (raw != NULL) {
+        } else {
             keep = -2; /* not a record's bytes: the Python way */
         }
-        Py_XDECREF(raw);
     }
     if (keep == 1) {
         PyObject *carries = rs_message_carries_key(message, q->key);
