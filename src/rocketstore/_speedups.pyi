@@ -22,6 +22,17 @@ class MappedFileState:
     file_from_offset: int
     touched: bool
 
+class FileQueueState:
+    """The files of a MappedFileQueue (its base class), oldest first."""
+
+    files: list[Any]
+
+class ConsumeQueueState:
+    """The hot state of a ConsumeQueue (its base class): its MappedFileQueue and max physic offset."""
+
+    queue: Any
+    max_physic_offset: int
+
 class Appender:
     """The plain ASYNC put's record writer: it keeps the write position of the commitlog file attached,
     the end of the newest record and the last store timestamp; the caller holds the store lock."""

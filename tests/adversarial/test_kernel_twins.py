@@ -213,6 +213,8 @@ NOT_FUZZED = {
     "MessageBase": "the type build_message and record_at fill: fuzzed through them",
     "MappedFileState": "the state MappedFile is: put_one, Appender and query_records read and write it, fuzzed "
                        "through them",
+    "FileQueueState": "the files MappedFileQueue is: put_one reads them, fuzzed through it",
+    "ConsumeQueueState": "the state ConsumeQueue is: put_one reads and writes it, fuzzed through it",
 }
 
 

@@ -13,6 +13,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -156,6 +157,20 @@ typedef struct {
     PyObject *touched;          /* bool: the mapping budget's clock bit */
 } rs_MappedFileState;
 
+typedef struct {
+    PyObject_HEAD
+    PyObject *files; /* list of MappedFile, oldest first */
+} rs_FileQueueState;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *queue;             /* its MappedFileQueue */
+    PyObject *max_physic_offset; /* int: the end of the record of its last entry, -1 for none */
+} rs_ConsumeQueueState;
+
+/* A field of a state type as the slot `name` of Python objects. */
+#define STATE_MEMBER(Struct, name, field) {name, T_OBJECT_EX, offsetof(Struct, field), 0, NULL}
+
 /* An int field of a state type as int64 in [0, LLONG_MAX / 4]: 1 with *out set, 0 when it is unset or
  * holds another value. */
 int rs_state_int(PyObject *value, long long *out);
@@ -174,9 +189,6 @@ extern PyObject *rs_message_field_names[MESSAGE_FIELDS];
  * storage and log layers, interned by module.c. */
 enum put_attribute {
     A_TOUCHED,          /* IndexFile.touched: the mapping budget's clock bit */
-    A_MAX_PHYSIC,       /* ConsumeQueue.max_physic_offset */
-    A_QUEUE,            /* ConsumeQueue.queue: its MappedFileQueue */
-    A_FILES,            /* MappedFileQueue.files */
     A_HEADER,           /* IndexFile.header: an IndexHeader */
     A_MM,               /* IndexFile.mm */
     A_SLOTS,            /* IndexFile.slots */
@@ -186,8 +198,7 @@ enum put_attribute {
     A_INDEX_COUNT,      /* IndexHeader.index_count */
     PUT_ATTRIBUTES
 };
-#define PUT_ATTRIBUTE_NAMES "touched", \
-    "max_physic_offset", "queue", "files", "header", "mm", "slots", "max_entries", "begin_timestamp", \
+#define PUT_ATTRIBUTE_NAMES "touched", "header", "mm", "slots", "max_entries", "begin_timestamp", \
     "end_timestamp", "index_count"
 extern PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
 /* An int attribute of `obj` as int64 in [0, LLONG_MAX / 4] (log.c): 1 with *out set, 0 for another
@@ -232,7 +243,7 @@ PyObject *speedups_record_columns(PyObject *module, PyObject *const *args, Py_ss
 PyObject *speedups_record_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* storage.c */
-extern PyTypeObject rs_MappedFileStateType;
+extern PyTypeObject rs_MappedFileStateType, rs_FileQueueStateType;
 /* The traverse, clear and dealloc of a state type (only object pointers after the head, `size` bytes). */
 int rs_state_traverse(PyObject *self, visitproc visit, void *arg);
 int rs_state_clear(PyObject *self);
@@ -241,6 +252,7 @@ PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nar
 PyObject *speedups_populate(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* log.c */
+extern PyTypeObject rs_ConsumeQueueStateType;
 PyObject *speedups_index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_index_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

@@ -6,6 +6,8 @@
  *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
  *   index_damage(buffer, ...)       rocketstore.format.index.index_damage_scan
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
+ *   query_records(...)              rocketstore.store.read_path.ReadPath.query_py
+ *   ConsumeQueueState               the hot state of rocketstore.log.consume_queue.ConsumeQueue (its base)
  *
  * decode_run decodes each record through format.c's rs_record_in.
  */
@@ -1024,3 +1026,23 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     Py_DECREF(found);
     return ordered;
 }
+
+static PyMemberDef consume_queue_members[] = {
+    STATE_MEMBER(rs_ConsumeQueueState, "queue", queue),
+    STATE_MEMBER(rs_ConsumeQueueState, "max_physic_offset", max_physic_offset),
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject rs_ConsumeQueueStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.ConsumeQueueState",
+    .tp_basicsize = sizeof(rs_ConsumeQueueState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The hot state of a ConsumeQueue (its base class): its MappedFileQueue and the end of the record "
+              "of its last entry, read and written by the kernels without attribute lookups.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = rs_state_dealloc,
+    .tp_traverse = rs_state_traverse,
+    .tp_clear = rs_state_clear,
+    .tp_members = consume_queue_members,
+};

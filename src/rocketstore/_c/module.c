@@ -7,8 +7,10 @@
  *   format.c    java_hash, java_hash_concat, decode_properties, properties_at, MessageBase,
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
  *   columns.c   record_columns, record_spans
- *   storage.c   msync, populate, the type MappedFileState and what every state type shares
- *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records
+ *   storage.c   msync, populate, the types MappedFileState and FileQueueState and what every state
+ *               type shares
+ *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records, the type
+ *               ConsumeQueueState
  *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, install_message_call,
  *               put_results, and the type Appender (the plain ASYNC put's record writer)
  *
@@ -140,7 +142,8 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    PyTypeObject *types[] = {&rs_MessageBaseType, &rs_AppenderType, &rs_MappedFileStateType};
+    PyTypeObject *types[] = {&rs_MessageBaseType, &rs_AppenderType, &rs_MappedFileStateType, &rs_FileQueueStateType,
+                             &rs_ConsumeQueueStateType};
     const size_t type_count = sizeof(types) / sizeof(types[0]);
     for (size_t i = 0; i < type_count; i++) {
         if (PyType_Ready(types[i]) < 0) {

@@ -5,10 +5,9 @@
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
  *   populate(mapping, start, length) mmap.madvise(MADV_POPULATE_WRITE, ...), which keeps it too
  *   MappedFileState                 the hot state of rocketstore.storage.mapped_file.MappedFile (its base)
+ *   FileQueueState                  the files of rocketstore.storage.mapped_file_queue.MappedFileQueue (its base)
  */
 #include "common.h"
-
-#include <structmember.h>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -178,7 +177,6 @@ rs_state_touch(PyObject **field)
     }
 }
 
-#define STATE_MEMBER(Struct, name, field) {name, T_OBJECT_EX, offsetof(Struct, field), 0, NULL}
 static PyMemberDef mapped_file_members[] = {
     STATE_MEMBER(rs_MappedFileState, "_mm", mapping),
     STATE_MEMBER(rs_MappedFileState, "wrote_position", wrote_position),
@@ -200,4 +198,23 @@ PyTypeObject rs_MappedFileStateType = {
     .tp_traverse = rs_state_traverse,
     .tp_clear = rs_state_clear,
     .tp_members = mapped_file_members,
+};
+
+static PyMemberDef file_queue_members[] = {
+    STATE_MEMBER(rs_FileQueueState, "files", files),
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject rs_FileQueueStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.FileQueueState",
+    .tp_basicsize = sizeof(rs_FileQueueState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The files of a MappedFileQueue (its base class), oldest first, read by the kernels without "
+              "attribute lookups.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = rs_state_dealloc,
+    .tp_traverse = rs_state_traverse,
+    .tp_clear = rs_state_clear,
+    .tp_members = file_queue_members,
 };

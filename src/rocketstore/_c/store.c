@@ -1716,15 +1716,6 @@ speedups_prepare_many(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return Py_BuildValue("(Nn)", out, declined);
 }
 
-static int
-set_attribute_int(PyObject *obj, enum put_attribute name, long long value)
-{
-    PyObject *number = PyLong_FromLongLong(value);
-    int failed = number == NULL || PyObject_SetAttr(obj, rs_put_attribute_names[name], number) < 0;
-    Py_XDECREF(number);
-    return failed ? -1 : 0;
-}
-
 /* A MappedFile being appended to: its state, its mapping as a writable buffer, write position, size and
  * start. */
 struct appended {
@@ -1893,35 +1884,24 @@ put_one_targets_release(struct put_one_targets *t)
 static int
 put_one_queue_of(const struct put_one_call *c, struct put_one_targets *t)
 {
-    long long max_physic = 0;
-    PyObject *files = NULL;
-    PyObject *files_of = PyObject_GetAttr(c->queue, rs_put_attribute_names[A_QUEUE]);
-    if (files_of != NULL) {
-        files = PyObject_GetAttr(files_of, rs_put_attribute_names[A_FILES]);
-        Py_DECREF(files_of);
+    if (!PyObject_TypeCheck(c->queue, &rs_ConsumeQueueStateType)) {
+        return 0;
     }
-    if (files == NULL) {
-        return -1;
+    rs_ConsumeQueueState *queue = (rs_ConsumeQueueState *)c->queue;
+    PyObject *file_queue = queue->queue;
+    if (file_queue == NULL || !PyObject_TypeCheck(file_queue, &rs_FileQueueStateType)) {
+        return 0;
     }
-    PyObject *last = PyList_Check(files) && PyList_GET_SIZE(files) > 0
-                         ? PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1) : NULL;
-    Py_XINCREF(last);
-    Py_DECREF(files);
-    if (last == NULL) {
+    PyObject *files = ((rs_FileQueueState *)file_queue)->files;
+    if (files == NULL || !PyList_Check(files) || PyList_GET_SIZE(files) == 0) {
         return 0; /* the queue's first file: the Python way creates it */
     }
-    PyObject *max_physic_of = PyObject_GetAttr(c->queue, rs_put_attribute_names[A_MAX_PHYSIC]);
-    int got = max_physic_of == NULL ? -1 : 1;
-    if (max_physic_of != NULL) {
-        int fits = 1;
-        max_physic = PyLong_Check(max_physic_of) ? int_field(max_physic_of, -1, LLONG_MAX / 4, &fits) : 0;
-        got = PyLong_Check(max_physic_of) && fits;
-        Py_DECREF(max_physic_of);
+    PyObject *max_physic_of = queue->max_physic_offset;
+    int got = max_physic_of != NULL && PyLong_Check(max_physic_of);
+    long long max_physic = got ? int_field(max_physic_of, -1, LLONG_MAX / 4, &got) : 0;
+    if (got == 1) { /* the last file, which the queue's list keeps */
+        got = appended_of(PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1), &t->entry);
     }
-    if (got == 1) {
-        got = appended_of(last, &t->entry);
-    }
-    Py_DECREF(last); /* the queue's list keeps it */
     if (got != 1) {
         return got;
     }
@@ -2008,7 +1988,7 @@ put_one_write(const struct put_one_call *c, struct put_one_targets *t)
         write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)c->r.size, CQ_MESSAGE_SIZE_WIDTH);
         write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)c->tags_code, CQ_TAGS_HASH_CODE_WIDTH);
         failed = appended_to(&t->entry, t->entry.pos + UNIT_SIZE) < 0
-                 || set_attribute_int(c->queue, A_MAX_PHYSIC, phy + c->r.size) < 0;
+                 || rs_state_set_int(&((rs_ConsumeQueueState *)c->queue)->max_physic_offset, phy + c->r.size) < 0;
     }
     if (!failed && t->keys > 0) {
         rs_index_put((unsigned char *)t->index_view.buf, t->index_view.len, t->slots, t->fields, t->pairs, t->keys,
