@@ -33,6 +33,15 @@ class ConsumeQueueState:
     queue: Any
     max_physic_offset: int
 
+class IndexFileState:
+    """The hot state of an IndexFile (its base class): mapping, header, geometry and clock bit."""
+
+    _mm: Any
+    header: Any
+    slots: int
+    max_entries: int
+    touched: bool
+
 class Appender:
     """The plain ASYNC put's record writer: it keeps the write position of the commitlog file attached,
     the end of the newest record and the last store timestamp; the caller holds the store lock."""

@@ -168,6 +168,15 @@ typedef struct {
     PyObject *max_physic_offset; /* int: the end of the record of its last entry, -1 for none */
 } rs_ConsumeQueueState;
 
+typedef struct {
+    PyObject_HEAD
+    PyObject *mapping;     /* "_mm": the file's mapping, None while unmapped */
+    PyObject *header;      /* its IndexHeader, whose slots the caller hands the kernels */
+    PyObject *slots;       /* int: hash slots */
+    PyObject *max_entries; /* int */
+    PyObject *touched;     /* bool: the mapping budget's clock bit */
+} rs_IndexFileState;
+
 /* A field of a state type as the slot `name` of Python objects. */
 #define STATE_MEMBER(Struct, name, field) {name, T_OBJECT_EX, offsetof(Struct, field), 0, NULL}
 
@@ -185,25 +194,6 @@ extern PyObject *rs_attribute_size;                                            /
 /* The Message fields prepare_one (store.c) reads, in the order of the `slots` argument of prepare_plain
  * and prepare_many (rocketstore.store.prepare.MESSAGE_FIELDS). */
 extern PyObject *rs_message_field_names[MESSAGE_FIELDS];
-/* The attributes put_one (store.c) and query_records (log.c) read and write on the objects of the
- * storage and log layers, interned by module.c. */
-enum put_attribute {
-    A_TOUCHED,          /* IndexFile.touched: the mapping budget's clock bit */
-    A_HEADER,           /* IndexFile.header: an IndexHeader */
-    A_MM,               /* IndexFile.mm */
-    A_SLOTS,            /* IndexFile.slots */
-    A_MAX_ENTRIES,      /* IndexFile.max_entries */
-    A_BEGIN_TIMESTAMP,  /* IndexHeader.begin_timestamp (query_records, log.c) */
-    A_END_TIMESTAMP,    /* IndexHeader.end_timestamp */
-    A_INDEX_COUNT,      /* IndexHeader.index_count */
-    PUT_ATTRIBUTES
-};
-#define PUT_ATTRIBUTE_NAMES "touched", "header", "mm", "slots", "max_entries", "begin_timestamp", \
-    "end_timestamp", "index_count"
-extern PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
-/* An int attribute of `obj` as int64 in [0, LLONG_MAX / 4] (log.c): 1 with *out set, 0 for another
- * value, -1 after an error (a missing attribute: the names above no longer match the classes). */
-int rs_attribute_int(PyObject *obj, enum put_attribute name, long long *out);
 
 /* format.c */
 extern PyTypeObject rs_MessageBaseType;
@@ -252,7 +242,7 @@ PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nar
 PyObject *speedups_populate(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* log.c */
-extern PyTypeObject rs_ConsumeQueueStateType;
+extern PyTypeObject rs_ConsumeQueueStateType, rs_IndexFileStateType;
 PyObject *speedups_index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_index_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
@@ -288,6 +278,11 @@ PyObject *speedups_fill_slots(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *speedups_install_message_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* An index header's six fields in file order, read through `descriptors` (IndexHeader's slots in file
+ * order, handed over by the caller): 1 with `fields` set, 0 when one is not an int in range (the hash
+ * slot count may be negative), -1 after an error (TypeError for descriptors that are not the header's
+ * slots). */
+int rs_header_fields(PyObject *header, PyObject *descriptors, long long fields[INDEX_HEADER_FIELDS]);
 /* store.c: the plain ASYNC put's record writer, a type of its own (rocketstore.kernels) */
 extern PyTypeObject rs_AppenderType;
 

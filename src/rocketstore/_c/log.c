@@ -8,6 +8,7 @@
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
  *   query_records(...)              rocketstore.store.read_path.ReadPath.query_py
  *   ConsumeQueueState               the hot state of rocketstore.log.consume_queue.ConsumeQueue (its base)
+ *   IndexFileState                  the hot state of rocketstore.log.index_file.IndexFile (its base)
  *
  * decode_run decodes each record through format.c's rs_record_in.
  */
@@ -660,109 +661,58 @@ speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     return Py_BuildValue("(nLi)", c.i, c.total_bytes, state);
 }
 
-int
-rs_attribute_int(PyObject *obj, enum put_attribute name, long long *out)
+/* The mapping of the index file `state` (a new reference), mapped now by `map_file(file)` when it is
+ * not, and its clock bit set; NULL after an error. */
+static PyObject *
+index_mapping(rs_IndexFileState *state, PyObject *map_file)
 {
-    PyObject *value = PyObject_GetAttr(obj, rs_put_attribute_names[name]);
-    if (value == NULL) {
-        return -1;
+    PyObject *mm = state->mapping;
+    Py_INCREF(state); /* the list may let it go while map_file runs */
+    if (mm == NULL || mm == Py_None) {
+        mm = PyObject_CallOneArg(map_file, (PyObject *)state);
+    } else {
+        Py_INCREF(mm);
     }
-    int overflow = 0;
-    long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
-    Py_DECREF(value);
-    if (v == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (overflow || v < 0 || v > LLONG_MAX / 4) {
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* An IndexHeader's begin_phy_offset and end_phy_offset, as rs_attribute_int reads an int: 1 with both
- * set, 0 for another value, -1 after an error. */
-static int
-header_phy_offsets(PyObject *header, long long *begin_phy, long long *end_phy)
-{
-    static PyObject *begin_name, *end_name; /* interned on first use */
-    if (begin_name == NULL) {
-        begin_name = PyUnicode_InternFromString("begin_phy_offset");
-        end_name = begin_name == NULL ? NULL : PyUnicode_InternFromString("end_phy_offset");
-        if (end_name == NULL) {
-            Py_CLEAR(begin_name);
-            return -1;
-        }
-    }
-    long long *outs[2] = {begin_phy, end_phy};
-    PyObject *names[2] = {begin_name, end_name};
-    for (int i = 0; i < 2; i++) {
-        PyObject *value = PyObject_GetAttr(header, names[i]);
-        if (value == NULL) {
-            return -1;
-        }
-        int overflow = 0;
-        long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
-        Py_DECREF(value);
-        if (v == -1 && PyErr_Occurred()) {
-            return -1;
-        }
-        if (overflow || v < 0 || v > LLONG_MAX / 4) {
-            return 0;
-        }
-        *outs[i] = v;
-    }
-    return 1;
+    rs_state_touch(&state->touched);
+    Py_DECREF(state);
+    return mm;
 }
 
 /* The index walk of IndexService.query: the physical offsets of `key_hash` in [begin, end] over the
- * index files (a list of IndexFile), newest file first, until `limit` are found or a file begins
- * before `begin`. 1 when done, 0 when a file is out of what the walk takes (the caller declines), -1
- * after an error. */
+ * index files (a list of IndexFile, their headers read through `header_slots`, an unmapped one mapped by
+ * `map_file`), newest file first, until `limit` are found or a file begins before `begin`. 1 when done,
+ * 0 when a file is out of what the walk takes (the caller declines), -1 after an error. */
 static int
-query_index(PyObject *index_files, long long key_hash, long long begin, long long end, Py_ssize_t limit,
-            struct offsets *out)
+query_index(PyObject *index_files, PyObject *header_slots, PyObject *map_file, long long key_hash, long long begin,
+            long long end, Py_ssize_t limit, struct offsets *out)
 {
     for (Py_ssize_t i = PyList_GET_SIZE(index_files) - 1; i >= 0; i--) {
+        if (i >= PyList_GET_SIZE(index_files)) {
+            return 0; /* the list changed while a file was mapped */
+        }
         PyObject *file = PyList_GET_ITEM(index_files, i);
-        PyObject *header = PyObject_GetAttr(file, rs_put_attribute_names[A_HEADER]);
-        if (header == NULL) {
-            return -1;
+        if (!PyObject_TypeCheck(file, &rs_IndexFileStateType)) {
+            return 0;
         }
-        long long fb = 0, fe = 0, n_max = 0, slots = 0, begin_phy = 0, end_phy = 0;
-        /* indexCount first: the fields written before it are then at least as new */
-        int ok = rs_attribute_int(header, A_INDEX_COUNT, &n_max);
-        if (ok == 1) {
-            ok = rs_attribute_int(header, A_BEGIN_TIMESTAMP, &fb);
-        }
-        if (ok == 1) {
-            ok = rs_attribute_int(header, A_END_TIMESTAMP, &fe);
-        }
-        if (ok == 1) {
-            ok = header_phy_offsets(header, &begin_phy, &end_phy);
-        }
-        Py_DECREF(header);
-        if (ok == 1) {
-            ok = rs_attribute_int(file, A_SLOTS, &slots);
-        }
+        rs_IndexFileState *state = (rs_IndexFileState *)file;
+        long long h[INDEX_HEADER_FIELDS], slots = 0;
+        int ok = state->header == NULL || !rs_state_int(state->slots, &slots)
+                     ? 0 : rs_header_fields(state->header, header_slots, h);
         if (ok != 1) {
             return ok;
         }
+        long long fb = h[INDEX_HEADER_BEGINTIMESTAMP_FIELD], fe = h[INDEX_HEADER_ENDTIMESTAMP_FIELD];
         if ((begin < fb && end > fe) || (fb <= begin && begin <= fe) || (fb <= end && end <= fe)) { /* time_matches */
-            PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MM]); /* maps it when it is not */
-            PyObject *touched = mm == NULL ? NULL : PyObject_GetAttr(file, rs_put_attribute_names[A_TOUCHED]);
-            int marked = touched == NULL ? -1
-                         : touched == Py_True ? 0
-                                              : PyObject_SetAttr(file, rs_put_attribute_names[A_TOUCHED], Py_True);
-            Py_XDECREF(touched);
+            PyObject *mm = index_mapping(state, map_file);
             Py_buffer view;
-            if (marked < 0 || PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
-                Py_XDECREF(mm);
+            int held = mm == NULL ? -1 : PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE);
+            Py_XDECREF(mm);
+            if (held < 0) {
                 return -1;
             }
-            Py_DECREF(mm);
-            ok = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, n_max, fb, begin_phy, end_phy,
-                            begin, end, limit, out);
+            ok = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, h[INDEX_HEADER_INDEXCOUNT_FIELD],
+                            fb, h[INDEX_HEADER_BEGINPHYOFFSET_FIELD], h[INDEX_HEADER_ENDPHYOFFSET_FIELD], begin, end,
+                            limit, out);
             PyBuffer_Release(&view);
             if (ok != 1) {
                 return ok;
@@ -778,7 +728,7 @@ query_index(PyObject *index_files, long long key_hash, long long begin, long lon
 /* The arguments of one query_records call (borrowed references) and its bounds. */
 struct query_call {
     PyTypeObject *cls;
-    PyObject *index_files, *log_files, *topic, *key, *map_file;
+    PyObject *index_files, *log_files, *topic, *key, *map_file, *header_slots;
     long long file_size, max_count, begin, end;
     int any_time;
 };
@@ -877,11 +827,12 @@ newest_ascending(PyObject *found, Py_ssize_t max_count)
 static int
 query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
 {
-    if (nargs != 11 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
-        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5]) || !PyCallable_Check(args[10])) {
+    if (nargs != 12 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
+        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5]) || !PyCallable_Check(args[10])
+        || !PyTuple_Check(args[11])) {
         PyErr_SetString(PyExc_TypeError, "query_records(cls, index_files, log_files, log_file_size, topic, key, "
-                                         "max_count, begin, end, any_time, map_file): a class, two lists, an int, "
-                                         "two str and a callable");
+                                         "max_count, begin, end, any_time, map_file, header_slots): a class, two "
+                                         "lists, an int, two str, a callable and a tuple");
         return -1;
     }
     if (rs_check_message_class(args[0]) < 0) {
@@ -889,6 +840,7 @@ query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
     }
     q->cls = (PyTypeObject *)args[0];
     q->index_files = args[1], q->log_files = args[2], q->topic = args[4], q->key = args[5], q->map_file = args[10];
+    q->header_slots = args[11];
     if (!PyLong_Check(args[3]) || !PyLong_Check(args[6]) || !PyLong_Check(args[7]) || !PyLong_Check(args[8])) {
         return 0; /* a bound of another type: query_py compares it as Python does */
     }
@@ -967,13 +919,14 @@ query_found_of(const struct query_call *q, const struct offsets *offsets, PyObje
 }
 
 /* query_records(cls, index_files, log_files, log_file_size, topic, key, max_count, begin, end, any_time,
- * map_file) -> [message] or None: the loop of MessageStore.query_py over the index files (IndexService.files)
+ * map_file, header_slots) -> [message] or None: the loop of MessageStore.query_py over the index files (IndexService.files)
  * and the commitlog files (MappedFileQueue.files, each `log_file_size` bytes): the offsets the index
  * gives for `key` in [begin - 1 s, end], each record read as a `cls` (a StoredMessage) and kept when
  * its topic is `topic`, its store time in [begin, end] (unless `any_time` is true) and it carries
  * `key`; more offsets asked for until `max_count` are kept or the index has no more. The messages come
  * as `query` answers, the newest `max_count` in ascending phy order (newest_ascending). A file not
- * mapped now is mapped by calling `map_file(file)`, which answers its mapping.
+ * mapped now is mapped by calling `map_file(file)`, which answers its mapping; an index file's header is
+ * read through `header_slots`, IndexHeader's six slots in file order.
  * None, having read nothing that matters, when an index file or a text is beyond what it takes:
  * query_py answers then. */
 PyObject *
@@ -994,7 +947,7 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     Py_ssize_t limit = (Py_ssize_t)q.max_count;
     for (;;) {
         offsets.count = 0;
-        int walked = query_index(q.index_files, key_hash, widened, q.end, limit, &offsets);
+        int walked = query_index(q.index_files, q.header_slots, q.map_file, key_hash, widened, q.end, limit, &offsets);
         if (walked != 1) {
             offsets_release(&offsets);
             Py_XDECREF(found);
@@ -1045,4 +998,27 @@ PyTypeObject rs_ConsumeQueueStateType = {
     .tp_traverse = rs_state_traverse,
     .tp_clear = rs_state_clear,
     .tp_members = consume_queue_members,
+};
+
+static PyMemberDef index_file_members[] = {
+    STATE_MEMBER(rs_IndexFileState, "_mm", mapping),
+    STATE_MEMBER(rs_IndexFileState, "header", header),
+    STATE_MEMBER(rs_IndexFileState, "slots", slots),
+    STATE_MEMBER(rs_IndexFileState, "max_entries", max_entries),
+    STATE_MEMBER(rs_IndexFileState, "touched", touched),
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject rs_IndexFileStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.IndexFileState",
+    .tp_basicsize = sizeof(rs_IndexFileState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The hot state of an IndexFile (its base class): mapping, header, geometry and the mapping "
+              "budget's clock bit, read and written by the kernels without attribute lookups.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = rs_state_dealloc,
+    .tp_traverse = rs_state_traverse,
+    .tp_clear = rs_state_clear,
+    .tp_members = index_file_members,
 };

@@ -9,8 +9,8 @@
  *   columns.c   record_columns, record_spans
  *   storage.c   msync, populate, the types MappedFileState and FileQueueState and what every state
  *               type shares
- *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records, the type
- *               ConsumeQueueState
+ *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records, the types
+ *               ConsumeQueueState and IndexFileState
  *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, install_message_call,
  *               put_results, and the type Appender (the plain ASYNC put's record writer)
  *
@@ -24,7 +24,6 @@
 PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key;
 PyObject *rs_attribute_size;
 PyObject *rs_message_field_names[MESSAGE_FIELDS];
-PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
 
 /* layout(): the values this module was compiled with (_layout.h), for the test that holds them to the
  * Python declarations (rocketstore.store.c_layout.compiled_with). */
@@ -143,7 +142,7 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     PyTypeObject *types[] = {&rs_MessageBaseType, &rs_AppenderType, &rs_MappedFileStateType, &rs_FileQueueStateType,
-                             &rs_ConsumeQueueStateType};
+                             &rs_ConsumeQueueStateType, &rs_IndexFileStateType};
     const size_t type_count = sizeof(types) / sizeof(types[0]);
     for (size_t i = 0; i < type_count; i++) {
         if (PyType_Ready(types[i]) < 0) {
@@ -163,12 +162,6 @@ PyInit__speedups(void)
     static const char *const field_names[MESSAGE_FIELDS] = {MESSAGE_FIELD_NAMES};
     for (int i = 0; i < MESSAGE_FIELDS; i++) {
         if ((rs_message_field_names[i] = PyUnicode_InternFromString(field_names[i])) == NULL) {
-            return NULL;
-        }
-    }
-    static const char *const attribute_names[PUT_ATTRIBUTES] = {PUT_ATTRIBUTE_NAMES};
-    for (int i = 0; i < PUT_ATTRIBUTES; i++) {
-        if ((rs_put_attribute_names[i] = PyUnicode_InternFromString(attribute_names[i])) == NULL) {
             return NULL;
         }
     }

@@ -1862,7 +1862,8 @@ struct put_one_targets {
     struct appended log, entry;
     Py_buffer index_view;
     int index_mapped;
-    PyObject *header; /* the index file's IndexHeader, owned */
+    rs_IndexFileState *index; /* the index file (borrowed) */
+    PyObject *header; /* its IndexHeader, owned */
     long long phy, fields[INDEX_HEADER_FIELDS], slots;
     Py_ssize_t keys;
     unsigned char pairs[INDEX_KEY_SIZE * PUT_ONE_KEYS];
@@ -1915,36 +1916,53 @@ put_one_queue_of(const struct put_one_call *c, struct put_one_targets *t)
 /* The index file's header fields (t->header, t->fields), hash slots and the message's keys (t->pairs,
  * t->keys), its mapping held when there are keys: 1 when they fit, 0 when put_one declines, -1 after an
  * error. */
+int
+rs_header_fields(PyObject *header, PyObject *descriptors, long long fields[INDEX_HEADER_FIELDS])
+{
+    if (PyTuple_GET_SIZE(descriptors) != INDEX_HEADER_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "IndexHeader's six slots in file order expected");
+        return -1;
+    }
+    if (check_slots(Py_TYPE(header), descriptors, "an index header") < 0) {
+        return -1;
+    }
+    for (int i = 0; i < INDEX_HEADER_FIELDS; i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
+        PyObject *value = Py_TYPE(descriptor)->tp_descr_get(descriptor, header, (PyObject *)Py_TYPE(header));
+        if (value == NULL) {
+            return -1;
+        }
+        int fits = PyLong_Check(value);
+        fields[i] = fits ? int_field(value, i == INDEX_HEADER_HASHSLOTCOUNT_FIELD ? JAVA_INT_MIN : 0, LLONG_MAX / 4,
+                                     &fits) : 0;
+        Py_DECREF(value);
+        if (!fits) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int
 put_one_index_of(const struct put_one_call *c, struct put_one_targets *t)
 {
-    PyObject *p = c->p, *header_descriptors = c->header_descriptors;
+    PyObject *p = c->p;
     t->keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
                                  PyTuple_GET_ITEM(p, P_UNIQ_KEY));
     if (t->keys == -2) {
         return -1;
     }
+    if (!PyObject_TypeCheck(c->index_file, &rs_IndexFileStateType)) {
+        return 0;
+    }
+    t->index = (rs_IndexFileState *)c->index_file;
     long long max_entries = 0;
-    t->header = PyObject_GetAttr(c->index_file, rs_put_attribute_names[A_HEADER]);
-    int got = t->header == NULL || check_slots(Py_TYPE(t->header), header_descriptors, "put_one") < 0 ? -1 : 1;
-    for (int i = 0; got == 1 && i < INDEX_HEADER_FIELDS; i++) {
-        PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
-        PyObject *value = Py_TYPE(descriptor)->tp_descr_get(descriptor, t->header, (PyObject *)Py_TYPE(t->header));
-        if (value == NULL) {
-            got = -1;
-            break;
-        }
-        int fits = 1;
-        t->fields[i] = int_field(value, i == INDEX_HEADER_HASHSLOTCOUNT_FIELD ? JAVA_INT_MIN : 0, LLONG_MAX / 4, &fits);
-        Py_DECREF(value);
-        got = fits;
+    if (t->index->header == NULL || !rs_state_int(t->index->max_entries, &max_entries)
+        || !rs_state_int(t->index->slots, &t->slots)) {
+        return 0;
     }
-    if (got == 1) {
-        got = rs_attribute_int(c->index_file, A_MAX_ENTRIES, &max_entries);
-    }
-    if (got == 1) {
-        got = rs_attribute_int(c->index_file, A_SLOTS, &t->slots);
-    }
+    t->header = Py_NewRef(t->index->header);
+    int got = rs_header_fields(t->header, c->header_descriptors, t->fields);
     if (got != 1) {
         return got;
     }
@@ -1955,12 +1973,13 @@ put_one_index_of(const struct put_one_call *c, struct put_one_targets *t)
     rs_pack_index_keys(t->pairs, 31u * hash_units(0, PyTuple_GET_ITEM(p, P_TOPIC)) + '#', t->phy,
                        PyTuple_GET_ITEM(p, P_KEYS), PyTuple_GET_ITEM(p, P_UNIQ_KEY));
     if (t->keys > 0) {
-        PyObject *mm = PyObject_GetAttr(c->index_file, rs_put_attribute_names[A_MM]);
-        if (mm == NULL || PyObject_GetBuffer(mm, &t->index_view, PyBUF_WRITABLE) < 0) {
-            Py_XDECREF(mm);
+        PyObject *mm = t->index->mapping;
+        if (mm == NULL || mm == Py_None) {
+            return 0; /* not mapped now: the Python way maps it */
+        }
+        if (PyObject_GetBuffer(mm, &t->index_view, PyBUF_WRITABLE) < 0) {
             return -1;
         }
-        Py_DECREF(mm);
         t->index_mapped = 1;
         if (!rs_index_fits(t->index_view.len, t->slots, t->fields, t->pairs, t->keys)) {
             return 0;
@@ -1993,6 +2012,7 @@ put_one_write(const struct put_one_call *c, struct put_one_targets *t)
     if (!failed && t->keys > 0) {
         rs_index_put((unsigned char *)t->index_view.buf, t->index_view.len, t->slots, t->fields, t->pairs, t->keys,
                      c->store_ts);
+        rs_state_touch(&t->index->touched);
         for (int i = 0; !failed && i < INDEX_HEADER_FIELDS; i++) {
             PyObject *descriptor = PyTuple_GET_ITEM(c->header_descriptors, i);
             PyObject *value = PyLong_FromLongLong(t->fields[i]);

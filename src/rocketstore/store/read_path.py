@@ -23,6 +23,7 @@ from rocketstore.format.message import (
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.entry_run import EntryReader, queue_messages
+from rocketstore.log.index_file import HEADER_SLOTS
 from rocketstore.native import speedups
 from rocketstore.results import GetResult, GetStatus
 from rocketstore.store.core import (
@@ -371,7 +372,7 @@ class StoreReadPath(StoreCore):
         if _query_records is not None:
             commitlog = self.commitlog
             answer = _query_records(StoredMessage, self.index.files, commitlog.queue.files, commitlog.file_size,
-                                    topic, key, max_count, begin_ms, end, any_time, _mapping_of)
+                                    topic, key, max_count, begin_ms, end, any_time, _mapping_of, HEADER_SLOTS)
             if answer is not None:
                 return answer
         return newest_ascending(self.query_py(topic, key, max_count, begin_ms, end, any_time), max_count)
