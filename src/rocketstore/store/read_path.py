@@ -8,6 +8,7 @@ from dataclasses import fields
 from functools import partial
 from operator import attrgetter
 
+from rocketstore import kernels
 from rocketstore._types import Buffer
 from rocketstore.errors import (
     InvalidArgumentError,
@@ -375,6 +376,7 @@ class StoreReadPath(StoreCore):
                                     topic, key, max_count, begin_ms, end, any_time, _mapping_of, HEADER_SLOTS)
             if answer is not None:
                 return answer
+            kernels.declined("query_records")
         return newest_ascending(self.query_py(topic, key, max_count, begin_ms, end, any_time), max_count)
 
     def query_py(self, topic: str, key: str, max_count: int, begin_ms: int, end: int,
