@@ -13,6 +13,35 @@ from _typeshed import ReadableBuffer, WriteableBuffer
 class MessageBase:
     def __new__(cls, *args: Any, **kwargs: Any) -> MessageBase: ...
 
+class MappedFileState:
+    """The hot state of a MappedFile (its base class), read and written by the kernels."""
+
+    _mm: Any
+    wrote_position: int
+    file_size: int
+    file_from_offset: int
+    touched: bool
+
+class FileQueueState:
+    """The files of a MappedFileQueue (its base class), oldest first."""
+
+    files: list[Any]
+
+class ConsumeQueueState:
+    """The hot state of a ConsumeQueue (its base class): its MappedFileQueue and max physic offset."""
+
+    queue: Any
+    max_physic_offset: int
+
+class IndexFileState:
+    """The hot state of an IndexFile (its base class): mapping, header, geometry and clock bit."""
+
+    _mm: Any
+    header: Any
+    slots: int
+    max_entries: int
+    touched: bool
+
 class Appender:
     """The plain ASYNC put's record writer: it keeps the write position of the commitlog file attached,
     the end of the newest record and the last store timestamp; the caller holds the store lock."""

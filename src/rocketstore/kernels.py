@@ -7,10 +7,16 @@ kernel below is None and its caller runs the twin beside it (`Preparer.prepare_p
 answers and bytes (the tests hold each pair equal).
 
 What crosses the boundary: messages and prepared tuples in, buffers (a commitlog file's mapping),
-integers and the store's own tables (the queue offsets dict, packed index keys) in, results, counts and
-packed bytes out. A kernel that keeps state keeps it in a type of its own: `Appender` holds the write
-position, the end of the newest record and the last store timestamp of the plain ASYNC put. The
-callers hold the store lock and own their objects' attributes; a kernel takes no lock.
+integers, the store's own tables (the queue offsets dict, packed index keys) and the slot descriptors of
+the classes a kernel fills in, results, counts and packed bytes out; and the state types. A kernel that
+keeps state keeps it in a type of its own: `Appender` holds the write position, the end of the newest
+record and the last store timestamp of the plain ASYNC put. The state a kernel reads and writes on the
+store's objects is held by compiled types those objects are (a base class): `MappedFileState`
+(storage.mapped_file), `FileQueueState` (storage.mapped_file_queue), `ConsumeQueueState`
+(log.consume_queue) and `IndexFileState` (log.index_file), each with a pure-Python twin of the same
+`__slots__` picked once at import. The C reads their struct fields after a type check and reads no
+attribute of the store's objects by name; handed any other object, a kernel declines. The callers hold
+the store lock; a kernel takes no lock.
 
 A kernel declines what it does not take (nothing written, None answered) and the caller's twin does it;
 `declines` counts the declines by kernel name, so a test can tell that the common message (a bytes

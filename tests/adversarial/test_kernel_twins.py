@@ -211,6 +211,11 @@ NOT_FUZZED = {
     "msync": "a system call on a mapping (storage.fs); no value to compare",
     "populate": "a system call on a mapping (storage.fs); no value to compare",
     "MessageBase": "the type build_message and record_at fill: fuzzed through them",
+    "MappedFileState": "the state MappedFile is: put_one, Appender and query_records read and write it, fuzzed "
+                       "through them",
+    "FileQueueState": "the files MappedFileQueue is: put_one reads them, fuzzed through it",
+    "ConsumeQueueState": "the state ConsumeQueue is: put_one reads and writes it, fuzzed through it",
+    "IndexFileState": "the state IndexFile is: put_one and query_records read and write it, fuzzed through them",
 }
 
 

@@ -13,6 +13,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -142,41 +143,57 @@ enum layout_fault { LAYOUT_OK, LAYOUT_SHORT_HEADER, LAYOUT_BODY, LAYOUT_TOPIC, L
 #pragma GCC visibility push(hidden)
 #endif
 
+/* State types: the hot state of an object of the storage and log layers, which that object is (a
+ * compiled base class) or holds. Each field is a Python object, NULL while unset, exposed to Python as a
+ * slot of the same name; the pure-Python twin of each type is a class with the same __slots__. The
+ * kernels read and write the fields directly after a type check, and decline an object of another
+ * type. Only object pointers follow the head, so one traverse / clear / dealloc serves every type. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *mapping;          /* "_mm": the file's mapping, None while unmapped */
+    PyObject *wrote_position;   /* int */
+    PyObject *file_size;        /* int */
+    PyObject *file_from_offset; /* int */
+    PyObject *touched;          /* bool: the mapping budget's clock bit */
+} rs_MappedFileState;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *files; /* list of MappedFile, oldest first */
+} rs_FileQueueState;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *queue;             /* its MappedFileQueue */
+    PyObject *max_physic_offset; /* int: the end of the record of its last entry, -1 for none */
+} rs_ConsumeQueueState;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *mapping;     /* "_mm": the file's mapping, None while unmapped */
+    PyObject *header;      /* its IndexHeader, whose slots the caller hands the kernels */
+    PyObject *slots;       /* int: hash slots */
+    PyObject *max_entries; /* int */
+    PyObject *touched;     /* bool: the mapping budget's clock bit */
+} rs_IndexFileState;
+
+/* A field of a state type as the slot `name` of Python objects. */
+#define STATE_MEMBER(Struct, name, field) {name, T_OBJECT_EX, offsetof(Struct, field), 0, NULL}
+
+/* An int field of a state type as int64 in [0, LLONG_MAX / 4]: 1 with *out set, 0 when it is unset or
+ * holds another value. */
+int rs_state_int(PyObject *value, long long *out);
+/* `*field` = int `value`: 0, -1 after an error. */
+int rs_state_set_int(PyObject **field, long long value);
+/* `*field` = True (a clock bit). */
+void rs_state_touch(PyObject **field);
+
 /* module.c: strings interned at import */
 extern PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key; /* "TAGS", "KEYS", "UNIQ_KEY" */
 extern PyObject *rs_attribute_size;                                            /* "size" */
 /* The Message fields prepare_one (store.c) reads, in the order of the `slots` argument of prepare_plain
  * and prepare_many (rocketstore.store.prepare.MESSAGE_FIELDS). */
 extern PyObject *rs_message_field_names[MESSAGE_FIELDS];
-/* The attributes put_one (store.c) and query_records (log.c) read and write on the objects of the
- * storage and log layers, interned by module.c. */
-enum put_attribute {
-    A_MAPPING,          /* MappedFile._mm: its mapping, None while unmapped */
-    A_WROTE_POSITION,   /* MappedFile.wrote_position */
-    A_FILE_SIZE,        /* MappedFile.file_size */
-    A_FILE_FROM_OFFSET, /* MappedFile.file_from_offset */
-    A_TOUCHED,          /* MappedFile.touched: the mapping budget's clock bit */
-    A_MAX_PHYSIC,       /* ConsumeQueue.max_physic_offset */
-    A_QUEUE,            /* ConsumeQueue.queue: its MappedFileQueue */
-    A_FILES,            /* MappedFileQueue.files */
-    A_HEADER,           /* IndexFile.header: an IndexHeader */
-    A_MM,               /* IndexFile.mm */
-    A_SLOTS,            /* IndexFile.slots */
-    A_MAX_ENTRIES,      /* IndexFile.max_entries */
-    A_BEGIN_TIMESTAMP,  /* IndexHeader.begin_timestamp (query_records, log.c) */
-    A_END_TIMESTAMP,    /* IndexHeader.end_timestamp */
-    A_INDEX_COUNT,      /* IndexHeader.index_count */
-    A_TOPIC,            /* StoredMessage.topic */
-    A_RAW,              /* StoredMessage.raw: the record's bytes */
-    PUT_ATTRIBUTES
-};
-#define PUT_ATTRIBUTE_NAMES "_mm", "wrote_position", "file_size", "file_from_offset", "touched", \
-    "max_physic_offset", "queue", "files", "header", "mm", "slots", "max_entries", "begin_timestamp", \
-    "end_timestamp", "index_count", "topic", "raw"
-extern PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
-/* An int attribute of `obj` as int64 in [0, LLONG_MAX / 4] (log.c): 1 with *out set, 0 for another
- * value, -1 after an error (a missing attribute: the names above no longer match the classes). */
-int rs_attribute_int(PyObject *obj, enum put_attribute name, long long *out);
 
 /* format.c */
 extern PyTypeObject rs_MessageBaseType;
@@ -186,6 +203,8 @@ PyObject *rs_record_in(PyTypeObject *cls, const unsigned char *at, long long roo
 PyObject *rs_space_separated(PyObject *text);
 /* The topic of a message that rs_record_in made (a borrowed reference). */
 PyObject *rs_message_topic(PyObject *message);
+/* The bytes of a message that rs_record_in made (a borrowed reference). */
+PyObject *rs_message_raw(PyObject *message);
 /* message.carries_key(key) for a message that rs_record_in made (a MessageBase subclass). */
 PyObject *rs_message_carries_key(PyObject *message, PyObject *key);
 /* The checks of format.message.record_layout on `total` bytes holding one record of magic v1 or v2,
@@ -214,10 +233,16 @@ PyObject *speedups_record_columns(PyObject *module, PyObject *const *args, Py_ss
 PyObject *speedups_record_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* storage.c */
+extern PyTypeObject rs_MappedFileStateType, rs_FileQueueStateType;
+/* The traverse, clear and dealloc of a state type (only object pointers after the head, `size` bytes). */
+int rs_state_traverse(PyObject *self, visitproc visit, void *arg);
+int rs_state_clear(PyObject *self);
+void rs_state_dealloc(PyObject *self);
 PyObject *speedups_msync(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_populate(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* log.c */
+extern PyTypeObject rs_ConsumeQueueStateType, rs_IndexFileStateType;
 PyObject *speedups_index_lookup(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_index_put_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_index_damage(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
@@ -253,6 +278,11 @@ PyObject *speedups_fill_slots(PyObject *module, PyObject *const *args, Py_ssize_
 PyObject *speedups_install_message_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_results(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_put_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* An index header's six fields in file order, read through `descriptors` (IndexHeader's slots in file
+ * order, handed over by the caller): 1 with `fields` set, 0 when one is not an int in range (the hash
+ * slot count may be negative), -1 after an error (TypeError for descriptors that are not the header's
+ * slots). */
+int rs_header_fields(PyObject *header, PyObject *descriptors, long long fields[INDEX_HEADER_FIELDS]);
 /* store.c: the plain ASYNC put's record writer, a type of its own (rocketstore.kernels) */
 extern PyTypeObject rs_AppenderType;
 

@@ -608,6 +608,12 @@ rs_message_topic(PyObject *message)
     return ((MessageBase *)message)->fields[F_TOPIC];
 }
 
+PyObject *
+rs_message_raw(PyObject *message)
+{
+    return ((MessageBase *)message)->fields[F_RAW];
+}
+
 int
 rs_check_message_class(PyObject *cls)
 {

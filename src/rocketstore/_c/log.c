@@ -6,6 +6,9 @@
  *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
  *   index_damage(buffer, ...)       rocketstore.format.index.index_damage_scan
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
+ *   query_records(...)              rocketstore.store.read_path.ReadPath.query_py
+ *   ConsumeQueueState               the hot state of rocketstore.log.consume_queue.ConsumeQueue (its base)
+ *   IndexFileState                  the hot state of rocketstore.log.index_file.IndexFile (its base)
  *
  * decode_run decodes each record through format.c's rs_record_in.
  */
@@ -658,109 +661,58 @@ speedups_decode_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize
     return Py_BuildValue("(nLi)", c.i, c.total_bytes, state);
 }
 
-int
-rs_attribute_int(PyObject *obj, enum put_attribute name, long long *out)
+/* The mapping of the index file `state` (a new reference), mapped now by `map_file(file)` when it is
+ * not, and its clock bit set; NULL after an error. */
+static PyObject *
+index_mapping(rs_IndexFileState *state, PyObject *map_file)
 {
-    PyObject *value = PyObject_GetAttr(obj, rs_put_attribute_names[name]);
-    if (value == NULL) {
-        return -1;
+    PyObject *mm = state->mapping;
+    Py_INCREF(state); /* the list may let it go while map_file runs */
+    if (mm == NULL || mm == Py_None) {
+        mm = PyObject_CallOneArg(map_file, (PyObject *)state);
+    } else {
+        Py_INCREF(mm);
     }
-    int overflow = 0;
-    long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
-    Py_DECREF(value);
-    if (v == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (overflow || v < 0 || v > LLONG_MAX / 4) {
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-/* An IndexHeader's begin_phy_offset and end_phy_offset, as rs_attribute_int reads an int: 1 with both
- * set, 0 for another value, -1 after an error. */
-static int
-header_phy_offsets(PyObject *header, long long *begin_phy, long long *end_phy)
-{
-    static PyObject *begin_name, *end_name; /* interned on first use */
-    if (begin_name == NULL) {
-        begin_name = PyUnicode_InternFromString("begin_phy_offset");
-        end_name = begin_name == NULL ? NULL : PyUnicode_InternFromString("end_phy_offset");
-        if (end_name == NULL) {
-            Py_CLEAR(begin_name);
-            return -1;
-        }
-    }
-    long long *outs[2] = {begin_phy, end_phy};
-    PyObject *names[2] = {begin_name, end_name};
-    for (int i = 0; i < 2; i++) {
-        PyObject *value = PyObject_GetAttr(header, names[i]);
-        if (value == NULL) {
-            return -1;
-        }
-        int overflow = 0;
-        long long v = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : -1;
-        Py_DECREF(value);
-        if (v == -1 && PyErr_Occurred()) {
-            return -1;
-        }
-        if (overflow || v < 0 || v > LLONG_MAX / 4) {
-            return 0;
-        }
-        *outs[i] = v;
-    }
-    return 1;
+    rs_state_touch(&state->touched);
+    Py_DECREF(state);
+    return mm;
 }
 
 /* The index walk of IndexService.query: the physical offsets of `key_hash` in [begin, end] over the
- * index files (a list of IndexFile), newest file first, until `limit` are found or a file begins
- * before `begin`. 1 when done, 0 when a file is out of what the walk takes (the caller declines), -1
- * after an error. */
+ * index files (a list of IndexFile, their headers read through `header_slots`, an unmapped one mapped by
+ * `map_file`), newest file first, until `limit` are found or a file begins before `begin`. 1 when done,
+ * 0 when a file is out of what the walk takes (the caller declines), -1 after an error. */
 static int
-query_index(PyObject *index_files, long long key_hash, long long begin, long long end, Py_ssize_t limit,
-            struct offsets *out)
+query_index(PyObject *index_files, PyObject *header_slots, PyObject *map_file, long long key_hash, long long begin,
+            long long end, Py_ssize_t limit, struct offsets *out)
 {
     for (Py_ssize_t i = PyList_GET_SIZE(index_files) - 1; i >= 0; i--) {
+        if (i >= PyList_GET_SIZE(index_files)) {
+            return 0; /* the list changed while a file was mapped */
+        }
         PyObject *file = PyList_GET_ITEM(index_files, i);
-        PyObject *header = PyObject_GetAttr(file, rs_put_attribute_names[A_HEADER]);
-        if (header == NULL) {
-            return -1;
+        if (!PyObject_TypeCheck(file, &rs_IndexFileStateType)) {
+            return 0;
         }
-        long long fb = 0, fe = 0, n_max = 0, slots = 0, begin_phy = 0, end_phy = 0;
-        /* indexCount first: the fields written before it are then at least as new */
-        int ok = rs_attribute_int(header, A_INDEX_COUNT, &n_max);
-        if (ok == 1) {
-            ok = rs_attribute_int(header, A_BEGIN_TIMESTAMP, &fb);
-        }
-        if (ok == 1) {
-            ok = rs_attribute_int(header, A_END_TIMESTAMP, &fe);
-        }
-        if (ok == 1) {
-            ok = header_phy_offsets(header, &begin_phy, &end_phy);
-        }
-        Py_DECREF(header);
-        if (ok == 1) {
-            ok = rs_attribute_int(file, A_SLOTS, &slots);
-        }
+        rs_IndexFileState *state = (rs_IndexFileState *)file;
+        long long h[INDEX_HEADER_FIELDS], slots = 0;
+        int ok = state->header == NULL || !rs_state_int(state->slots, &slots)
+                     ? 0 : rs_header_fields(state->header, header_slots, h);
         if (ok != 1) {
             return ok;
         }
+        long long fb = h[INDEX_HEADER_BEGINTIMESTAMP_FIELD], fe = h[INDEX_HEADER_ENDTIMESTAMP_FIELD];
         if ((begin < fb && end > fe) || (fb <= begin && begin <= fe) || (fb <= end && end <= fe)) { /* time_matches */
-            PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MM]); /* maps it when it is not */
-            PyObject *touched = mm == NULL ? NULL : PyObject_GetAttr(file, rs_put_attribute_names[A_TOUCHED]);
-            int marked = touched == NULL ? -1
-                         : touched == Py_True ? 0
-                                              : PyObject_SetAttr(file, rs_put_attribute_names[A_TOUCHED], Py_True);
-            Py_XDECREF(touched);
+            PyObject *mm = index_mapping(state, map_file);
             Py_buffer view;
-            if (marked < 0 || PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
-                Py_XDECREF(mm);
+            int held = mm == NULL ? -1 : PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE);
+            Py_XDECREF(mm);
+            if (held < 0) {
                 return -1;
             }
-            Py_DECREF(mm);
-            ok = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, n_max, fb, begin_phy, end_phy,
-                            begin, end, limit, out);
+            ok = index_walk((const unsigned char *)view.buf, view.len, slots, key_hash, h[INDEX_HEADER_INDEXCOUNT_FIELD],
+                            fb, h[INDEX_HEADER_BEGINPHYOFFSET_FIELD], h[INDEX_HEADER_ENDPHYOFFSET_FIELD], begin, end,
+                            limit, out);
             PyBuffer_Release(&view);
             if (ok != 1) {
                 return ok;
@@ -773,46 +725,71 @@ query_index(PyObject *index_files, long long key_hash, long long begin, long lon
     return 1;
 }
 
-/* The record at `phy` of the commitlog files `log_files` (a list of MappedFile of `file_size` bytes), as
- * a `cls` (a new reference): NULL without an error when no whole record starts there, NULL with one
- * after an error. Maps the file as MappedFile.mm does. */
-static PyObject *
-log_record(PyTypeObject *cls, PyObject *log_files, long long file_size, long long phy)
+/* The arguments of one query_records call (borrowed references) and its bounds. */
+struct query_call {
+    PyTypeObject *cls;
+    PyObject *index_files, *log_files, *topic, *key, *map_file, *header_slots;
+    long long file_size, max_count, begin, end;
+    int any_time;
+};
+
+/* The start offset of the commitlog file `file`: 1 with *from set when it is a MappedFile whose start
+ * is plain, 0 when not (query_records declines). */
+static int
+log_file_from(PyObject *file, long long *from)
 {
+    return PyObject_TypeCheck(file, &rs_MappedFileStateType)
+           && rs_state_int(((rs_MappedFileState *)file)->file_from_offset, from);
+}
+
+/* The record at `phy` of the commitlog files q->log_files (a list of MappedFile of q->file_size bytes),
+ * as a q->cls in *message (a new reference, NULL when no whole record starts there): 1, 0 when a file
+ * is not a MappedFile with plain fields (query_records declines), -1 after an error. A file not mapped
+ * now is mapped by q->map_file(file). */
+static int
+log_record(const struct query_call *q, long long phy, PyObject **message)
+{
+    PyObject *log_files = q->log_files;
+    long long file_size = q->file_size;
+    *message = NULL;
     Py_ssize_t count = PyList_GET_SIZE(log_files);
     long long first = 0;
-    if (count == 0 || rs_attribute_int(PyList_GET_ITEM(log_files, 0), A_FILE_FROM_OFFSET, &first) != 1
-        || phy < first || (phy - first) / file_size >= count) {
-        return NULL; /* out of the log (or an error, which stays set) */
+    if (count == 0) {
+        return 1;
+    }
+    if (!log_file_from(PyList_GET_ITEM(log_files, 0), &first)) {
+        return 0;
+    }
+    if (phy < first || (phy - first) / file_size >= count) {
+        return 1; /* out of the log */
     }
     PyObject *file = PyList_GET_ITEM(log_files, (phy - first) / file_size);
     long long from = 0, wrote = 0;
-    if (rs_attribute_int(file, A_FILE_FROM_OFFSET, &from) != 1 || rs_attribute_int(file, A_WROTE_POSITION, &wrote) != 1
-        || phy - from < 0 || phy - from > wrote - 8) {
-        return NULL;
+    if (!log_file_from(file, &from) || !rs_state_int(((rs_MappedFileState *)file)->wrote_position, &wrote)) {
+        return 0;
     }
-    PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MAPPING]);
-    if (mm == Py_None) { /* not mapped now: the property maps it */
-        Py_DECREF(mm);
-        mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MM]);
-    } else if (mm != NULL && PyObject_SetAttr(file, rs_put_attribute_names[A_TOUCHED], Py_True) < 0) {
-        Py_CLEAR(mm);
+    if (phy - from < 0 || phy - from > wrote - 8) {
+        return 1;
     }
-    if (mm == NULL) {
-        return NULL;
+    rs_MappedFileState *state = (rs_MappedFileState *)file;
+    PyObject *mm = state->mapping;
+    if (mm == NULL || mm == Py_None) {
+        mm = PyObject_CallOneArg(q->map_file, file);
+    } else {
+        Py_INCREF(mm);
+        rs_state_touch(&state->touched);
     }
     Py_buffer view;
-    if (PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
-        Py_DECREF(mm);
-        return NULL;
+    int held = mm == NULL ? -1 : PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE);
+    Py_XDECREF(mm);
+    if (held < 0) {
+        return -1;
     }
-    Py_DECREF(mm);
-    PyObject *message = NULL;
     if (wrote <= view.len) {
-        message = rs_record_in(cls, (const unsigned char *)view.buf + (phy - from), wrote - (phy - from), phy, NULL);
+        *message = rs_record_in(q->cls, (const unsigned char *)view.buf + (phy - from), wrote - (phy - from), phy, NULL);
     }
     PyBuffer_Release(&view);
-    return message;
+    return *message != NULL || !PyErr_Occurred() ? 1 : -1;
 }
 
 /* The newest `max_count` messages of `found` ({phy: message}) in ascending phy order, as a new list
@@ -845,30 +822,25 @@ newest_ascending(PyObject *found, Py_ssize_t max_count)
     return out;
 }
 
-/* The arguments of one query_records call (borrowed references) and its bounds. */
-struct query_call {
-    PyTypeObject *cls;
-    PyObject *index_files, *log_files, *topic, *key;
-    long long file_size, max_count, begin, end;
-    int any_time;
-};
-
 /* query_records' arguments into `q`: 1 when it takes them, 0 when query_py answers (a bound of another
  * type or beyond int64, a text not ready), -1 with TypeError (or the error of reading one). */
 static int
 query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
 {
-    if (nargs != 10 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
-        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5])) {
+    if (nargs != 12 || !PyType_Check(args[0]) || !PyList_Check(args[1]) || !PyList_Check(args[2])
+        || !PyUnicode_Check(args[4]) || !PyUnicode_Check(args[5]) || !PyCallable_Check(args[10])
+        || !PyTuple_Check(args[11])) {
         PyErr_SetString(PyExc_TypeError, "query_records(cls, index_files, log_files, log_file_size, topic, key, "
-                                         "max_count, begin, end, any_time): a class, two lists, an int and two str");
+                                         "max_count, begin, end, any_time, map_file, header_slots): a class, two "
+                                         "lists, an int, two str, a callable and a tuple");
         return -1;
     }
     if (rs_check_message_class(args[0]) < 0) {
         return -1;
     }
     q->cls = (PyTypeObject *)args[0];
-    q->index_files = args[1], q->log_files = args[2], q->topic = args[4], q->key = args[5];
+    q->index_files = args[1], q->log_files = args[2], q->topic = args[4], q->key = args[5], q->map_file = args[10];
+    q->header_slots = args[11];
     if (!PyLong_Check(args[3]) || !PyLong_Check(args[6]) || !PyLong_Check(args[7]) || !PyLong_Check(args[8])) {
         return 0; /* a bound of another type: query_py compares it as Python does */
     }
@@ -895,12 +867,11 @@ query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
 static int
 query_keeps(const struct query_call *q, PyObject *message)
 {
-    PyObject *its_topic = PyObject_GetAttr(message, rs_put_attribute_names[A_TOPIC]);
-    int keep = its_topic == NULL ? -1 : PyUnicode_Check(its_topic) && PyUnicode_Compare(its_topic, q->topic) == 0;
-    Py_XDECREF(its_topic);
+    PyObject *its_topic = rs_message_topic(message); /* rs_record_in made it: both fields are set */
+    int keep = its_topic != NULL && PyUnicode_Check(its_topic) && PyUnicode_Compare(its_topic, q->topic) == 0;
     if (keep == 1 && !q->any_time) {
-        PyObject *raw = PyObject_GetAttr(message, rs_put_attribute_names[A_RAW]);
-        keep = raw == NULL ? -1 : 0;
+        PyObject *raw = rs_message_raw(message);
+        keep = 0;
         if (raw != NULL && PyBytes_Check(raw) && PyBytes_GET_SIZE(raw) >= MIN_RECORD_SIZE) {
             const unsigned char *at = (const unsigned char *)PyBytes_AS_STRING(raw);
             long long stored_at = FIXED_HEAD_SIZE + REC_AFTER_BORN_IP_STORETIMESTAMP_POS
@@ -911,10 +882,9 @@ query_keeps(const struct query_call *q, PyObject *message)
             } else {
                 keep = -2;
             }
-        } else if (raw != NULL) {
+        } else {
             keep = -2; /* not a record's bytes: the Python way */
         }
-        Py_XDECREF(raw);
     }
     if (keep == 1) {
         PyObject *carries = rs_message_carries_key(message, q->key);
@@ -932,12 +902,13 @@ query_found_of(const struct query_call *q, const struct offsets *offsets, PyObje
     for (Py_ssize_t i = 0; i < offsets->count; i++) {
         PyObject *phy = PyLong_FromLongLong(offsets->items[i]);
         int seen = phy == NULL ? -1 : PyDict_Contains(found, phy);
-        PyObject *message = seen == 0 ? log_record(q->cls, q->log_files, q->file_size, offsets->items[i]) : NULL;
-        int keep = message != NULL ? query_keeps(q, message) : 0;
+        PyObject *message = NULL;
+        int read = seen == 0 ? log_record(q, offsets->items[i], &message) : 1;
+        int keep = read != 1 ? read - 2 : message != NULL ? query_keeps(q, message) : 0; /* declined: -2 */
         if (keep == 1 && PyDict_SetItem(found, phy, message) < 0) {
             keep = -1;
         }
-        int failed = seen < 0 || keep == -1 || (message == NULL && PyErr_Occurred()) ? -1 : keep == -2 ? -2 : 0;
+        int failed = seen < 0 || keep == -1 || read < 0 ? -1 : keep == -2 ? -2 : 0;
         Py_XDECREF(phy);
         Py_XDECREF(message);
         if (failed < 0) {
@@ -947,13 +918,15 @@ query_found_of(const struct query_call *q, const struct offsets *offsets, PyObje
     return 0;
 }
 
-/* query_records(cls, index_files, log_files, log_file_size, topic, key, max_count, begin, end, any_time) ->
- * [message] or None: the loop of MessageStore.query_py over the index files (IndexService.files)
+/* query_records(cls, index_files, log_files, log_file_size, topic, key, max_count, begin, end, any_time,
+ * map_file, header_slots) -> [message] or None: the loop of MessageStore.query_py over the index files (IndexService.files)
  * and the commitlog files (MappedFileQueue.files, each `log_file_size` bytes): the offsets the index
  * gives for `key` in [begin - 1 s, end], each record read as a `cls` (a StoredMessage) and kept when
  * its topic is `topic`, its store time in [begin, end] (unless `any_time` is true) and it carries
  * `key`; more offsets asked for until `max_count` are kept or the index has no more. The messages come
- * as `query` answers, the newest `max_count` in ascending phy order (newest_ascending).
+ * as `query` answers, the newest `max_count` in ascending phy order (newest_ascending). A file not
+ * mapped now is mapped by calling `map_file(file)`, which answers its mapping; an index file's header is
+ * read through `header_slots`, IndexHeader's six slots in file order.
  * None, having read nothing that matters, when an index file or a text is beyond what it takes:
  * query_py answers then. */
 PyObject *
@@ -974,7 +947,7 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     Py_ssize_t limit = (Py_ssize_t)q.max_count;
     for (;;) {
         offsets.count = 0;
-        int walked = query_index(q.index_files, key_hash, widened, q.end, limit, &offsets);
+        int walked = query_index(q.index_files, q.header_slots, q.map_file, key_hash, widened, q.end, limit, &offsets);
         if (walked != 1) {
             offsets_release(&offsets);
             Py_XDECREF(found);
@@ -1006,3 +979,46 @@ speedups_query_records(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ss
     Py_DECREF(found);
     return ordered;
 }
+
+static PyMemberDef consume_queue_members[] = {
+    STATE_MEMBER(rs_ConsumeQueueState, "queue", queue),
+    STATE_MEMBER(rs_ConsumeQueueState, "max_physic_offset", max_physic_offset),
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject rs_ConsumeQueueStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.ConsumeQueueState",
+    .tp_basicsize = sizeof(rs_ConsumeQueueState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The hot state of a ConsumeQueue (its base class): its MappedFileQueue and the end of the record "
+              "of its last entry, read and written by the kernels without attribute lookups.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = rs_state_dealloc,
+    .tp_traverse = rs_state_traverse,
+    .tp_clear = rs_state_clear,
+    .tp_members = consume_queue_members,
+};
+
+static PyMemberDef index_file_members[] = {
+    STATE_MEMBER(rs_IndexFileState, "_mm", mapping),
+    STATE_MEMBER(rs_IndexFileState, "header", header),
+    STATE_MEMBER(rs_IndexFileState, "slots", slots),
+    STATE_MEMBER(rs_IndexFileState, "max_entries", max_entries),
+    STATE_MEMBER(rs_IndexFileState, "touched", touched),
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject rs_IndexFileStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.IndexFileState",
+    .tp_basicsize = sizeof(rs_IndexFileState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The hot state of an IndexFile (its base class): mapping, header, geometry and the mapping "
+              "budget's clock bit, read and written by the kernels without attribute lookups.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = rs_state_dealloc,
+    .tp_traverse = rs_state_traverse,
+    .tp_clear = rs_state_clear,
+    .tp_members = index_file_members,
+};

@@ -7,8 +7,10 @@
  *   format.c    java_hash, java_hash_concat, decode_properties, properties_at, MessageBase,
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
  *   columns.c   record_columns, record_spans
- *   storage.c   msync, populate
- *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records
+ *   storage.c   msync, populate, the types MappedFileState and FileQueueState and what every state
+ *               type shares
+ *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records, the types
+ *               ConsumeQueueState and IndexFileState
  *   store.c     prepare_plain, prepare_many, pack_run, put_one, fill_slots, install_message_call,
  *               put_results, and the type Appender (the plain ASYNC put's record writer)
  *
@@ -22,7 +24,6 @@
 PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key;
 PyObject *rs_attribute_size;
 PyObject *rs_message_field_names[MESSAGE_FIELDS];
-PyObject *rs_put_attribute_names[PUT_ATTRIBUTES];
 
 /* layout(): the values this module was compiled with (_layout.h), for the test that holds them to the
  * Python declarations (rocketstore.store.c_layout.compiled_with). */
@@ -140,8 +141,13 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    if (PyType_Ready(&rs_MessageBaseType) < 0 || PyType_Ready(&rs_AppenderType) < 0) {
-        return NULL;
+    PyTypeObject *types[] = {&rs_MessageBaseType, &rs_AppenderType, &rs_MappedFileStateType, &rs_FileQueueStateType,
+                             &rs_ConsumeQueueStateType, &rs_IndexFileStateType};
+    const size_t type_count = sizeof(types) / sizeof(types[0]);
+    for (size_t i = 0; i < type_count; i++) {
+        if (PyType_Ready(types[i]) < 0) {
+            return NULL;
+        }
     }
     rs_crc32_init();
     struct { PyObject **slot; const char *name; } names[] = {
@@ -159,19 +165,15 @@ PyInit__speedups(void)
             return NULL;
         }
     }
-    static const char *const attribute_names[PUT_ATTRIBUTES] = {PUT_ATTRIBUTE_NAMES};
-    for (int i = 0; i < PUT_ATTRIBUTES; i++) {
-        if ((rs_put_attribute_names[i] = PyUnicode_InternFromString(attribute_names[i])) == NULL) {
-            return NULL;
-        }
-    }
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) {
         return NULL;
     }
-    if (PyModule_AddType(module, &rs_MessageBaseType) < 0 || PyModule_AddType(module, &rs_AppenderType) < 0) {
-        Py_DECREF(module);
-        return NULL;
+    for (size_t i = 0; i < type_count; i++) {
+        if (PyModule_AddType(module, types[i]) < 0) {
+            Py_DECREF(module);
+            return NULL;
+        }
     }
     return module;
 }

@@ -1,8 +1,11 @@
 /*
- * rocketstore._speedups, storage layer: the flush of a mapping that rocketstore.storage.fs.msync runs.
+ * rocketstore._speedups, storage layer: the flush of a mapping that rocketstore.storage.fs.msync runs,
+ * and the state types' common code with the mapped file's own.
  *
  *   msync(mapping, start, length)   mmap.flush(start, length), which keeps the interpreter lock
  *   populate(mapping, start, length) mmap.madvise(MADV_POPULATE_WRITE, ...), which keeps it too
+ *   MappedFileState                 the hot state of rocketstore.storage.mapped_file.MappedFile (its base)
+ *   FileQueueState                  the files of rocketstore.storage.mapped_file_queue.MappedFileQueue (its base)
  */
 #include "common.h"
 
@@ -95,3 +98,123 @@ speedups_populate(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t
     PyBuffer_Release(&view);
     return PyBool_FromLong(rc == 0);
 }
+
+/* The object fields of a state type instance: the static state type under any Python subclasses says
+ * how many follow the head. */
+static PyObject **
+state_fields(PyObject *self, Py_ssize_t *count)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    while (type->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+        type = type->tp_base;
+    }
+    *count = (type->tp_basicsize - (Py_ssize_t)sizeof(PyObject)) / (Py_ssize_t)sizeof(PyObject *);
+    return (PyObject **)((char *)self + sizeof(PyObject));
+}
+
+int
+rs_state_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_ssize_t count;
+    PyObject **fields = state_fields(self, &count);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_VISIT(fields[i]);
+    }
+    return 0;
+}
+
+int
+rs_state_clear(PyObject *self)
+{
+    Py_ssize_t count;
+    PyObject **fields = state_fields(self, &count);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_CLEAR(fields[i]);
+    }
+    return 0;
+}
+
+void
+rs_state_dealloc(PyObject *self)
+{
+    /* a static type: a Python subclass's subtype_dealloc releases the subclass itself */
+    PyObject_GC_UnTrack(self);
+    rs_state_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+int
+rs_state_int(PyObject *value, long long *out)
+{
+    if (value == NULL || !PyLong_Check(value)) {
+        return 0;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || v < 0 || v > LLONG_MAX / 4) {
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int
+rs_state_set_int(PyObject **field, long long value)
+{
+    PyObject *number = PyLong_FromLongLong(value);
+    if (number == NULL) {
+        return -1;
+    }
+    Py_XSETREF(*field, number);
+    return 0;
+}
+
+void
+rs_state_touch(PyObject **field)
+{
+    if (*field != Py_True) {
+        Py_XSETREF(*field, Py_NewRef(Py_True));
+    }
+}
+
+static PyMemberDef mapped_file_members[] = {
+    STATE_MEMBER(rs_MappedFileState, "_mm", mapping),
+    STATE_MEMBER(rs_MappedFileState, "wrote_position", wrote_position),
+    STATE_MEMBER(rs_MappedFileState, "file_size", file_size),
+    STATE_MEMBER(rs_MappedFileState, "file_from_offset", file_from_offset),
+    STATE_MEMBER(rs_MappedFileState, "touched", touched),
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject rs_MappedFileStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.MappedFileState",
+    .tp_basicsize = sizeof(rs_MappedFileState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The hot state of a MappedFile (its base class): mapping, write position, size, start offset "
+              "and the mapping budget's clock bit, read and written by the kernels without attribute lookups.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = rs_state_dealloc,
+    .tp_traverse = rs_state_traverse,
+    .tp_clear = rs_state_clear,
+    .tp_members = mapped_file_members,
+};
+
+static PyMemberDef file_queue_members[] = {
+    STATE_MEMBER(rs_FileQueueState, "files", files),
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject rs_FileQueueStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.FileQueueState",
+    .tp_basicsize = sizeof(rs_FileQueueState),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The files of a MappedFileQueue (its base class), oldest first, read by the kernels without "
+              "attribute lookups.",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = rs_state_dealloc,
+    .tp_traverse = rs_state_traverse,
+    .tp_clear = rs_state_clear,
+    .tp_members = file_queue_members,
+};

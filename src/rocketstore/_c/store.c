@@ -1716,51 +1716,30 @@ speedups_prepare_many(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
     return Py_BuildValue("(Nn)", out, declined);
 }
 
-static int
-set_attribute_int(PyObject *obj, enum put_attribute name, long long value)
-{
-    PyObject *number = PyLong_FromLongLong(value);
-    int failed = number == NULL || PyObject_SetAttr(obj, rs_put_attribute_names[name], number) < 0;
-    Py_XDECREF(number);
-    return failed ? -1 : 0;
-}
-
-/* A MappedFile being appended to: its mapping as a writable buffer, write position, size and start. */
+/* A MappedFile being appended to: its state, its mapping as a writable buffer, write position, size and
+ * start. */
 struct appended {
-    PyObject *file; /* borrowed */
+    rs_MappedFileState *file; /* borrowed */
     Py_buffer view;
     long long pos, size, from;
     int mapped; /* the view is held */
 };
 
-/* 1 with `a` filled (a view held) when `file` is mapped and its fields are plain; 0 when not (the caller
- * declines); -1 after an error. */
+/* 1 with `a` filled (a view held) when `file` is a mapped MappedFile whose fields are plain; 0 when not
+ * (the caller declines); -1 after an error. */
 static int
 appended_of(PyObject *file, struct appended *a)
 {
-    a->file = file;
     a->mapped = 0;
-    int ok = rs_attribute_int(file, A_WROTE_POSITION, &a->pos);
-    if (ok == 1) {
-        ok = rs_attribute_int(file, A_FILE_SIZE, &a->size);
-    }
-    if (ok == 1) {
-        ok = rs_attribute_int(file, A_FILE_FROM_OFFSET, &a->from);
-    }
-    if (ok != 1) {
-        return ok;
-    }
-    PyObject *mm = PyObject_GetAttr(file, rs_put_attribute_names[A_MAPPING]);
-    if (mm == NULL) {
-        return -1;
-    }
-    if (mm == Py_None) {
-        Py_DECREF(mm);
+    if (!PyObject_TypeCheck(file, &rs_MappedFileStateType)) {
         return 0;
     }
-    int got = PyObject_GetBuffer(mm, &a->view, PyBUF_WRITABLE);
-    Py_DECREF(mm);
-    if (got < 0) {
+    rs_MappedFileState *state = a->file = (rs_MappedFileState *)file;
+    if (!rs_state_int(state->wrote_position, &a->pos) || !rs_state_int(state->file_size, &a->size)
+        || !rs_state_int(state->file_from_offset, &a->from) || state->mapping == NULL || state->mapping == Py_None) {
+        return 0;
+    }
+    if (PyObject_GetBuffer(state->mapping, &a->view, PyBUF_WRITABLE) < 0) {
         return -1;
     }
     a->mapped = 1;
@@ -1780,15 +1759,11 @@ release_appended(struct appended *a)
 static int
 appended_to(const struct appended *a, long long pos)
 {
-    if (set_attribute_int(a->file, A_WROTE_POSITION, pos) < 0) {
+    if (rs_state_set_int(&a->file->wrote_position, pos) < 0) {
         return -1;
     }
-    PyObject *touched = PyObject_GetAttr(a->file, rs_put_attribute_names[A_TOUCHED]);
-    if (touched == NULL) {
-        return -1;
-    }
-    Py_DECREF(touched);
-    return touched == Py_True ? 0 : PyObject_SetAttr(a->file, rs_put_attribute_names[A_TOUCHED], Py_True);
+    rs_state_touch(&a->file->touched);
+    return 0;
 }
 
 #define PUT_ONE_KEYS 8 /* a message with more index keys goes the Python way */
@@ -1887,7 +1862,8 @@ struct put_one_targets {
     struct appended log, entry;
     Py_buffer index_view;
     int index_mapped;
-    PyObject *header; /* the index file's IndexHeader, owned */
+    rs_IndexFileState *index; /* the index file (borrowed) */
+    PyObject *header; /* its IndexHeader, owned */
     long long phy, fields[INDEX_HEADER_FIELDS], slots;
     Py_ssize_t keys;
     unsigned char pairs[INDEX_KEY_SIZE * PUT_ONE_KEYS];
@@ -1909,35 +1885,24 @@ put_one_targets_release(struct put_one_targets *t)
 static int
 put_one_queue_of(const struct put_one_call *c, struct put_one_targets *t)
 {
-    long long max_physic = 0;
-    PyObject *files = NULL;
-    PyObject *files_of = PyObject_GetAttr(c->queue, rs_put_attribute_names[A_QUEUE]);
-    if (files_of != NULL) {
-        files = PyObject_GetAttr(files_of, rs_put_attribute_names[A_FILES]);
-        Py_DECREF(files_of);
+    if (!PyObject_TypeCheck(c->queue, &rs_ConsumeQueueStateType)) {
+        return 0;
     }
-    if (files == NULL) {
-        return -1;
+    rs_ConsumeQueueState *queue = (rs_ConsumeQueueState *)c->queue;
+    PyObject *file_queue = queue->queue;
+    if (file_queue == NULL || !PyObject_TypeCheck(file_queue, &rs_FileQueueStateType)) {
+        return 0;
     }
-    PyObject *last = PyList_Check(files) && PyList_GET_SIZE(files) > 0
-                         ? PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1) : NULL;
-    Py_XINCREF(last);
-    Py_DECREF(files);
-    if (last == NULL) {
+    PyObject *files = ((rs_FileQueueState *)file_queue)->files;
+    if (files == NULL || !PyList_Check(files) || PyList_GET_SIZE(files) == 0) {
         return 0; /* the queue's first file: the Python way creates it */
     }
-    PyObject *max_physic_of = PyObject_GetAttr(c->queue, rs_put_attribute_names[A_MAX_PHYSIC]);
-    int got = max_physic_of == NULL ? -1 : 1;
-    if (max_physic_of != NULL) {
-        int fits = 1;
-        max_physic = PyLong_Check(max_physic_of) ? int_field(max_physic_of, -1, LLONG_MAX / 4, &fits) : 0;
-        got = PyLong_Check(max_physic_of) && fits;
-        Py_DECREF(max_physic_of);
+    PyObject *max_physic_of = queue->max_physic_offset;
+    int got = max_physic_of != NULL && PyLong_Check(max_physic_of);
+    long long max_physic = got ? int_field(max_physic_of, -1, LLONG_MAX / 4, &got) : 0;
+    if (got == 1) { /* the last file, which the queue's list keeps */
+        got = appended_of(PyList_GET_ITEM(files, PyList_GET_SIZE(files) - 1), &t->entry);
     }
-    if (got == 1) {
-        got = appended_of(last, &t->entry);
-    }
-    Py_DECREF(last); /* the queue's list keeps it */
     if (got != 1) {
         return got;
     }
@@ -1951,36 +1916,53 @@ put_one_queue_of(const struct put_one_call *c, struct put_one_targets *t)
 /* The index file's header fields (t->header, t->fields), hash slots and the message's keys (t->pairs,
  * t->keys), its mapping held when there are keys: 1 when they fit, 0 when put_one declines, -1 after an
  * error. */
+int
+rs_header_fields(PyObject *header, PyObject *descriptors, long long fields[INDEX_HEADER_FIELDS])
+{
+    if (PyTuple_GET_SIZE(descriptors) != INDEX_HEADER_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "IndexHeader's six slots in file order expected");
+        return -1;
+    }
+    if (check_slots(Py_TYPE(header), descriptors, "an index header") < 0) {
+        return -1;
+    }
+    for (int i = 0; i < INDEX_HEADER_FIELDS; i++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, i);
+        PyObject *value = Py_TYPE(descriptor)->tp_descr_get(descriptor, header, (PyObject *)Py_TYPE(header));
+        if (value == NULL) {
+            return -1;
+        }
+        int fits = PyLong_Check(value);
+        fields[i] = fits ? int_field(value, i == INDEX_HEADER_HASHSLOTCOUNT_FIELD ? JAVA_INT_MIN : 0, LLONG_MAX / 4,
+                                     &fits) : 0;
+        Py_DECREF(value);
+        if (!fits) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int
 put_one_index_of(const struct put_one_call *c, struct put_one_targets *t)
 {
-    PyObject *p = c->p, *header_descriptors = c->header_descriptors;
+    PyObject *p = c->p;
     t->keys = rs_index_key_count(PyTuple_GET_ITEM(p, P_TOPIC), PyTuple_GET_ITEM(p, P_KEYS),
                                  PyTuple_GET_ITEM(p, P_UNIQ_KEY));
     if (t->keys == -2) {
         return -1;
     }
+    if (!PyObject_TypeCheck(c->index_file, &rs_IndexFileStateType)) {
+        return 0;
+    }
+    t->index = (rs_IndexFileState *)c->index_file;
     long long max_entries = 0;
-    t->header = PyObject_GetAttr(c->index_file, rs_put_attribute_names[A_HEADER]);
-    int got = t->header == NULL || check_slots(Py_TYPE(t->header), header_descriptors, "put_one") < 0 ? -1 : 1;
-    for (int i = 0; got == 1 && i < INDEX_HEADER_FIELDS; i++) {
-        PyObject *descriptor = PyTuple_GET_ITEM(header_descriptors, i);
-        PyObject *value = Py_TYPE(descriptor)->tp_descr_get(descriptor, t->header, (PyObject *)Py_TYPE(t->header));
-        if (value == NULL) {
-            got = -1;
-            break;
-        }
-        int fits = 1;
-        t->fields[i] = int_field(value, i == INDEX_HEADER_HASHSLOTCOUNT_FIELD ? JAVA_INT_MIN : 0, LLONG_MAX / 4, &fits);
-        Py_DECREF(value);
-        got = fits;
+    if (t->index->header == NULL || !rs_state_int(t->index->max_entries, &max_entries)
+        || !rs_state_int(t->index->slots, &t->slots)) {
+        return 0;
     }
-    if (got == 1) {
-        got = rs_attribute_int(c->index_file, A_MAX_ENTRIES, &max_entries);
-    }
-    if (got == 1) {
-        got = rs_attribute_int(c->index_file, A_SLOTS, &t->slots);
-    }
+    t->header = Py_NewRef(t->index->header);
+    int got = rs_header_fields(t->header, c->header_descriptors, t->fields);
     if (got != 1) {
         return got;
     }
@@ -1991,12 +1973,13 @@ put_one_index_of(const struct put_one_call *c, struct put_one_targets *t)
     rs_pack_index_keys(t->pairs, 31u * hash_units(0, PyTuple_GET_ITEM(p, P_TOPIC)) + '#', t->phy,
                        PyTuple_GET_ITEM(p, P_KEYS), PyTuple_GET_ITEM(p, P_UNIQ_KEY));
     if (t->keys > 0) {
-        PyObject *mm = PyObject_GetAttr(c->index_file, rs_put_attribute_names[A_MM]);
-        if (mm == NULL || PyObject_GetBuffer(mm, &t->index_view, PyBUF_WRITABLE) < 0) {
-            Py_XDECREF(mm);
+        PyObject *mm = t->index->mapping;
+        if (mm == NULL || mm == Py_None) {
+            return 0; /* not mapped now: the Python way maps it */
+        }
+        if (PyObject_GetBuffer(mm, &t->index_view, PyBUF_WRITABLE) < 0) {
             return -1;
         }
-        Py_DECREF(mm);
         t->index_mapped = 1;
         if (!rs_index_fits(t->index_view.len, t->slots, t->fields, t->pairs, t->keys)) {
             return 0;
@@ -2024,11 +2007,12 @@ put_one_write(const struct put_one_call *c, struct put_one_targets *t)
         write_be(unit + CQ_MESSAGE_SIZE_POS, (uint64_t)c->r.size, CQ_MESSAGE_SIZE_WIDTH);
         write_be(unit + CQ_TAGS_HASH_CODE_POS, (uint64_t)c->tags_code, CQ_TAGS_HASH_CODE_WIDTH);
         failed = appended_to(&t->entry, t->entry.pos + UNIT_SIZE) < 0
-                 || set_attribute_int(c->queue, A_MAX_PHYSIC, phy + c->r.size) < 0;
+                 || rs_state_set_int(&((rs_ConsumeQueueState *)c->queue)->max_physic_offset, phy + c->r.size) < 0;
     }
     if (!failed && t->keys > 0) {
         rs_index_put((unsigned char *)t->index_view.buf, t->index_view.len, t->slots, t->fields, t->pairs, t->keys,
                      c->store_ts);
+        rs_state_touch(&t->index->touched);
         for (int i = 0; !failed && i < INDEX_HEADER_FIELDS; i++) {
             PyObject *descriptor = PyTuple_GET_ITEM(c->header_descriptors, i);
             PyObject *value = PyLong_FromLongLong(t->fields[i]);

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocketstore.errors import StoreError, StoreLayoutError
 from rocketstore.format.consume_queue import (
@@ -21,6 +22,7 @@ from rocketstore.format.consume_queue import (
 )
 from rocketstore.format.layout import JAVA_LONG_MAX
 from rocketstore.format.store_dirs import CONSUME_QUEUE_DIR
+from rocketstore.native import speedups
 from rocketstore.storage import sparse
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.storage.mapped_file_queue import MappedFileQueue
@@ -34,7 +36,23 @@ def _zero_from(mf: MappedFile, pos: int) -> bool:
     return sparse.last_nonzero(mf.path, mf.mm, pos, mf.file_size) <= pos
 
 
-class ConsumeQueue:
+class ConsumeQueueState:
+    """The hot state of a ConsumeQueue, the fields the compiled put reads and writes: its MappedFileQueue
+    and the end (offset + size) of the record of its last entry, -1 for none. The pure-Python twin of
+    rocketstore._speedups.ConsumeQueueState, which has the same slots."""
+
+    __slots__ = ("queue", "max_physic_offset")
+    queue: MappedFileQueue
+    max_physic_offset: int
+
+
+if TYPE_CHECKING:
+    _ConsumeQueueBase = ConsumeQueueState  # the compiled base has the same fields
+else:
+    _ConsumeQueueBase = ConsumeQueueState if speedups is None else speedups.ConsumeQueueState
+
+
+class ConsumeQueue(_ConsumeQueueBase):
     """One consume queue. Queue offsets are entry numbers; byte offset = queue offset x 20."""
 
     def __init__(self, root: Path, topic: str, queue_id: int, entries_per_file: int, *,

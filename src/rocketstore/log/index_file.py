@@ -6,9 +6,11 @@ An index file is mapped when first touched and may be let go again, as every sto
 
 from __future__ import annotations
 
+import dataclasses
 import mmap
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rocketstore._types import Buffer
 from rocketstore.errors import IndexDamagedError, StoreClosedError, StoreLayoutError
@@ -61,22 +63,29 @@ def _read_header(fd: int) -> bytes:
     return raw
 
 
-class _MapOnRead:
-    """`IndexFile.mm`, the file's mapping: a read while the file is not mapped maps it. The mapping then
-    sits in the instance's dict, which Python reads before this descriptor (it has no `__set__`), so
-    every later read is a plain attribute read (from the compiled helpers too), until the budget lets
-    the mapping go.
+class IndexFileState:
+    """The hot state of an IndexFile, the fields the compiled kernels read and write: the mapping (None
+    while unmapped), the header, the geometry (hash slots, entries) and the mapping budget's clock bit.
+    The pure-Python twin of rocketstore._speedups.IndexFileState, which has the same slots."""
 
-    Raises:
-        StoreClosedError: (when mapping) the file was closed.
-        StoreResourceError: (when mapping) no file descriptor left to map it.
-    """
-
-    def __get__(self, owner: IndexFile, owner_type: type | None = None) -> mmap.mmap:
-        return owner._map()
+    __slots__ = ("_mm", "header", "slots", "max_entries", "touched")
+    _mm: mmap.mmap | None
+    header: IndexHeader
+    slots: int
+    max_entries: int
+    touched: bool
 
 
-class IndexFile:
+if TYPE_CHECKING:
+    _IndexFileBase = IndexFileState  # the compiled base has the same fields
+else:
+    _IndexFileBase = IndexFileState if speedups is None else speedups.IndexFileState
+
+HEADER_SLOTS: tuple[Any, ...] = tuple(getattr(IndexHeader, f.name) for f in dataclasses.fields(IndexHeader))
+"""IndexHeader's slots in file order: the compiled kernels read and write a header through them."""
+
+
+class IndexFile(_IndexFileBase):
     """An index file, mapped in memory when first touched (`mm`). The header is read at open, kept in
     memory and written through on every put.
 
@@ -90,11 +99,10 @@ class IndexFile:
         OSError: the file cannot be created or read.
     """
 
-    mm = _MapOnRead()
-
     def __init__(self, path: Path, slots: int, max_entries: int, *, create: bool = False,
                  read_only: bool = False) -> None:
         self.path = path
+        self._mm = None
         self.slots = slots
         self.max_entries = max_entries
         self.file_size = index_file_size(slots, max_entries)
@@ -118,20 +126,31 @@ class IndexFile:
         if self._closed:
             raise StoreClosedError(f"{self.path} is closed")
         mm = map_file(self.path, self.file_size, read_only=self.read_only)
-        self.__dict__["mm"] = mm
+        self._mm = mm
         self.touched = True
         BUDGET.admit(self)
         return mm
 
     @property
+    def mm(self) -> mmap.mmap:
+        """The file's mapping, mapped now if it was not.
+
+        Raises:
+            StoreClosedError: (when mapping) the file was closed.
+            StoreResourceError: (when mapping) no file descriptor left to map it.
+        """
+        mm = self._mm
+        return self._map() if mm is None else mm
+
+    @property
     def mapped(self) -> bool:
         """True while the file is mapped."""
-        return "mm" in self.__dict__
+        return self._mm is not None
 
     def unmap(self) -> None:
         """Let the mapping go (it is unmapped when no reader holds it any more); the next touch maps the
         file again."""
-        self.__dict__.pop("mm", None)
+        self._mm = None
 
     @property
     def full(self) -> bool:
@@ -340,7 +359,7 @@ class IndexFile:
         """Unmap (idempotent)."""
         self._closed = True
         BUDGET.release(self)
-        mm = self.__dict__.pop("mm", None)
+        mm, self._mm = self._mm, None
         if mm is not None:
             try:
                 mm.close()

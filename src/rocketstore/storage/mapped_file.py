@@ -10,14 +10,35 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocketstore.errors import StoreClosedError, StoreLayoutError
 from rocketstore.format.filenames import name_to_offset, offset_to_name
+from rocketstore.native import speedups
 from rocketstore.storage import fs
 from rocketstore.storage.mapping_budget import BUDGET, map_file, with_descriptors
 
 
-class MappedFile:
+class MappedFileState:
+    """The hot state of a MappedFile, the fields the compiled kernels read and write: the mapping (None
+    while unmapped), the write position, the size, the start offset and the mapping budget's clock bit.
+    The pure-Python twin of rocketstore._speedups.MappedFileState, which has the same slots."""
+
+    __slots__ = ("_mm", "wrote_position", "file_size", "file_from_offset", "touched")
+    _mm: mmap.mmap | None
+    wrote_position: int
+    file_size: int
+    file_from_offset: int
+    touched: bool
+
+
+if TYPE_CHECKING:
+    _MappedFileBase = MappedFileState  # the compiled base has the same fields
+else:
+    _MappedFileBase = MappedFileState if speedups is None else speedups.MappedFileState
+
+
+class MappedFile(_MappedFileBase):
     """A fixed-size file, mapped in memory when first touched (`mm`).
 
     No descriptor stays open for the file itself: the mapping holds one, and the process's

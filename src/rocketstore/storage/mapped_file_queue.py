@@ -5,9 +5,11 @@ global offset. File i covers [from_i, from_i + file_size); consecutive files dif
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocketstore.errors import StoreLayoutError
 from rocketstore.format.filenames import name_to_offset
+from rocketstore.native import speedups
 from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
 
@@ -28,7 +30,21 @@ def _make_durable_dirs(directory: Path) -> None:
         fs.fsync_dir(path.parent)
 
 
-class MappedFileQueue:
+class FileQueueState:
+    """The files of a MappedFileQueue, oldest first, as the compiled kernels read them: the pure-Python
+    twin of rocketstore._speedups.FileQueueState, which has the same slot."""
+
+    __slots__ = ("files",)
+    files: list[MappedFile]
+
+
+if TYPE_CHECKING:
+    _FileQueueBase = FileQueueState  # the compiled base has the same field
+else:
+    _FileQueueBase = FileQueueState if speedups is None else speedups.FileQueueState
+
+
+class MappedFileQueue(_FileQueueBase):
     """Ordered fixed-size files in one directory.
 
     Raises:
@@ -39,7 +55,7 @@ class MappedFileQueue:
         self.directory = directory
         self.file_size = file_size
         self.read_only = read_only
-        self.files: list[MappedFile] = []
+        self.files = []
 
     def load(self) -> None:
         """Map every offset-named file of the directory, positions provisionally at their end.

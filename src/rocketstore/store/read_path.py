@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import fields
 from functools import partial
+from operator import attrgetter
 
+from rocketstore import kernels
+from rocketstore._types import Buffer
 from rocketstore.errors import (
     InvalidArgumentError,
     MessageNotFoundError,
@@ -21,6 +24,7 @@ from rocketstore.format.message import (
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.entry_run import EntryReader, queue_messages
+from rocketstore.log.index_file import HEADER_SLOTS
 from rocketstore.native import speedups
 from rocketstore.results import GetResult, GetStatus
 from rocketstore.store.core import (
@@ -43,6 +47,9 @@ _get_result: Callable[[GetStatus, int, int, int, list[StoredMessage]], GetResult
     else partial(speedups.fill_slots, GetResult, tuple(getattr(GetResult, f.name) for f in fields(GetResult))))
 """`GetResult(status, next_offset, min_offset, max_offset, messages)`, its frozen slots filled in one
 compiled call (the dataclass's __init__ would set each through object.__setattr__, several times slower)."""
+_mapping_of: Callable[[object], Buffer] = attrgetter("mm")
+"""The mapping of a commitlog or index file, mapped now if it was not: `query_records` calls it for a file
+it finds unmapped."""
 
 
 def newest_ascending(found: dict[int, StoredMessage], max_count: int) -> list[StoredMessage]:
@@ -366,9 +373,10 @@ class StoreReadPath(StoreCore):
         if _query_records is not None:
             commitlog = self.commitlog
             answer = _query_records(StoredMessage, self.index.files, commitlog.queue.files, commitlog.file_size,
-                                    topic, key, max_count, begin_ms, end, any_time)
+                                    topic, key, max_count, begin_ms, end, any_time, _mapping_of, HEADER_SLOTS)
             if answer is not None:
                 return answer
+            kernels.declined("query_records")
         return newest_ascending(self.query_py(topic, key, max_count, begin_ms, end, any_time), max_count)
 
     def query_py(self, topic: str, key: str, max_count: int, begin_ms: int, end: int,

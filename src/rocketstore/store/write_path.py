@@ -19,8 +19,8 @@ from rocketstore.errors import (
     StoreReadOnlyError,
 )
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
-from rocketstore.format.index import IndexHeader
 from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.index_file import HEADER_SLOTS
 from rocketstore.message import Message
 from rocketstore.results import PutResult, PutStatus
 from rocketstore.services.dispatch import (
@@ -106,8 +106,7 @@ def put_one_for(store_ip: bytes, store_port: int, msg_id_prefix: str) -> Callabl
     if kernels.put_one is None or _put_result is PutResult:
         return None
     descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
-    header = tuple(getattr(IndexHeader, f.name) for f in dataclasses.fields(IndexHeader))
-    return partial(kernels.put_one, PutResult, descriptors, PutStatus.PUT_OK, header, store_ip, store_port,
+    return partial(kernels.put_one, PutResult, descriptors, PutStatus.PUT_OK, HEADER_SLOTS, store_ip, store_port,
                    msg_id_prefix)
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.format.message import StoredMessage
+from rocketstore.log.index_file import HEADER_SLOTS
 from rocketstore.native import speedups
 from rocketstore.store import read_path
 
@@ -101,12 +102,14 @@ def test_query_records_declines_bounds_it_does_not_take(store_root):
         args = (StoredMessage, store.index.files, store.commitlog.queue.files, store.commitlog.file_size, "Orders",
                 "k1", 64)
         assert read_path._query_records is not None
-        assert read_path._query_records(*args, 0.5, 2**63 - 1, False) is None  # a float: query_py compares it
-        assert read_path._query_records(*args, 0, 2**64, False) is None  # past int64
-        found = read_path._query_records(*args, 0, 2**63 - 1, True)
+        more = (read_path._mapping_of, HEADER_SLOTS)
+        assert read_path._query_records(*args, 0.5, 2**63 - 1, False, *more) is None  # a float: query_py compares it
+        assert read_path._query_records(*args, 0, 2**64, False, *more) is None  # past int64
+        found = read_path._query_records(*args, 0, 2**63 - 1, True, *more)
         assert found and all(isinstance(m, StoredMessage) for m in found)
         twin = store.query_py("Orders", "k1", 64, 0, 2**63 - 1, True)
         assert [m.phy_offset for m in found] == sorted(twin) == [m.phy_offset for m in read_path.newest_ascending(
             twin, 64)]
-        assert [m.phy_offset for m in read_path._query_records(*args[:-1], 2, 0, 2**63 - 1, True)] == sorted(twin)[-2:]
+        assert [m.phy_offset for m in read_path._query_records(*args[:-1], 2, 0, 2**63 - 1, True,
+                                                                              *more)] == sorted(twin)[-2:]
         assert store.query("Orders", "k1", begin_ms=0.5) == store.query("Orders", "k1")  # type: ignore[arg-type]
