@@ -74,7 +74,8 @@ def test_damaged_entries_give_what_the_message_path_gives(tmp_path, monkeypatch)
     entry.pack_into(data, 4 * entry.size, phy + 1, size, tags)  # not a record start
     entry.pack_into(data, 5 * entry.size, 0, 0x7FFFFFFF, 0)  # a filler
     path.write_bytes(bytes(data))
-    options: dict[str, Any] = {**geometry_options(small_config()), "path": str(root), "topics": "TopicA"}
+    options: dict[str, Any] = {**geometry_options(small_config()), "path": str(root), "topics": "TopicA",
+                               "scan": "queues"}  # the queue path: what the damaged entries point to
     want = _read(options, monkeypatch, False)
     got = _read(options, monkeypatch, True)
     assert got.equals(want)

@@ -27,7 +27,8 @@ MODES = [
     {"bytesPerPartition": "4096"},  # log order: commitlog ranges keeping the queues' records
     {"scan": "commitlog", "bytesPerPartition": "4096"},
     {"scan": "queues", "messagesPerPartition": "40"},
-    {"topics": "B", "messagesPerPartition": "25"},
+    {"topics": "B", "bytesPerPartition": "4096"},  # log order, passing over the other topics' records
+    {"topics": "B", "scan": "queues", "messagesPerPartition": "25"},
 ]
 
 

@@ -1,7 +1,7 @@
-"""A read that nothing narrows to queues reads the queues' records in log order: the rows of
+"""A read that nothing narrows but by topic or queue reads the queues' records in log order: the rows of
 `scan=queues` (every column equal), none of the records only the commitlog holds (PREPARED and ROLLBACK
-transaction records, records of a queue that is gone), in commitlog order; any bound reads through the
-queues, and `scan=queues` / `scan=commitlog` still read as they say."""
+transaction records, records of a queue that is gone), in commitlog order; any other bound reads through
+the queues, and `scan=queues` / `scan=commitlog` still read as they say."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_the_default_reads_the_queues_rows_in_log_order(store: Path) -> None:
         int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK)}
 
 
-def test_the_default_plans_commitlog_ranges_unless_an_option_narrows_to_queues(store: Path) -> None:
+def test_the_default_plans_commitlog_ranges_unless_an_option_bounds_more_than_topics(store: Path) -> None:
     def kinds(**options: str) -> set[type]:
         opts = ReadOptions.parse({**{k: str(v) for k, v in SMALL.items()}, "path": str(store), **options})
         return {type(p) for p in plan_partitions(opts)}
@@ -70,7 +70,7 @@ def test_the_default_plans_commitlog_ranges_unless_an_option_narrows_to_queues(s
     assert all(p.queues for p in plan_partitions(ReadOptions.parse({**{k: str(v) for k, v in SMALL.items()},
                                                                     "path": str(store)})))
     assert kinds(scan="queues") == {QueueRange}
-    assert kinds(topics="TopicA") == {QueueRange}
+    assert kinds(topics="TopicA") == {CommitLogRange}
     assert kinds(startingOffsets='{"TopicA": {"0": 3}}') == {QueueRange}
     assert kinds(endingTimestamp="9999999999999") == {QueueRange}
     assert kinds(scan="commitlog") == {CommitLogRange}
@@ -78,12 +78,12 @@ def test_the_default_plans_commitlog_ranges_unless_an_option_narrows_to_queues(s
     assert all(p.queues is None for p in plan_partitions(commitlog))
 
 
-def test_a_filter_reads_through_the_queues_with_the_same_rows(store: Path) -> None:
+def test_a_filter_on_a_queue_reads_in_log_order_with_the_same_rows(store: Path) -> None:
     preds = [("queueId", "=", 1)]
     opts = ReadOptions.parse({**{k: str(v) for k, v in SMALL.items()}, "path": str(store)})
     from rocketstore.scan.filters import Prune, predicates
 
-    assert {type(p) for p in plan_partitions(opts, Prune.of(predicates(preds)))} == {QueueRange}
+    assert {type(p) for p in plan_partitions(opts, Prune.of(predicates(preds)))} == {CommitLogRange}
     got = rocketstore.arrow.read(str(store), SMALL, filters=preds).read_all()
     assert _rows(got) == [r for r in _rows(_read(store)) if r["queueId"] == 1]
 

@@ -35,20 +35,26 @@ from rocketstore.format.message import (
     PHY_OFFSET_POS,
     QUEUE_ID_POS,
     QUEUE_OFFSET_POS,
+    SYS_FLAG_POS,
+    header_struct,
 )
 from rocketstore.format.spans import SPANS_FULL, SPANS_NOT_TAKEN, record_spans
+from rocketstore.format.sysflag import SysFlag
 from rocketstore.native import speedups
 from rocketstore.scan.columnar import BATCH_BYTES, BATCH_ROWS, columns_of, run_batches
 from rocketstore.scan.records import ARROW_SCHEMA
 from rocketstore.scan.stores import LogReader
 
-__all__ = ["AVAILABLE", "log_batches", "queue_batches"]
+__all__ = ["AVAILABLE", "log_batches", "queue_batches", "topic_rows"]
 
 _record_columns = None if speedups is None else speedups.record_columns
 AVAILABLE = _record_columns is not None
 """True when the compiled `record_columns` is there (without it, readers take the message path)."""
 
 _ENTRY = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+_BODY_POS = header_struct(4, 4).size
+"""Where the body of a record with IPv4 hosts begins; its length is the int32 before it."""
+_HOST_BITS = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
 
 
 def _at(u8: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
@@ -77,10 +83,15 @@ def queue_batches(log: LogReader, topic: str, queue_id: int, start: int, end: in
         lo += count
 
 
-def log_batches(log: LogReader, start: int, end: int, broker: str) -> Iterator[pa.RecordBatch]:
+def log_batches(log: LogReader, start: int, end: int, broker: str,
+                topics: frozenset[str] | None = None) -> Iterator[pa.RecordBatch]:
     """The records starting in physical offsets `[start, end)` (`start` a record start) as record
     batches of at most `BATCH_ROWS` rows and about `BATCH_BYTES` record bytes, in log order: the rows
-    `run_batches(log.scan_runs(start, end))` gives (its batches may end elsewhere: at each file's end)."""
+    `run_batches(log.scan_runs(start, end))` gives (its batches may end elsewhere: at each file's end).
+
+    With `topics`, a record whose topic is none of them may be left out before its columns are built
+    (`topic_rows`); the caller still filters the rows by topic, as rows of any topic may come."""
+    wanted = _topic_bytes(topics)
     file_size = log.config.commitlog_file_size
     starts, ends = np.empty(BATCH_ROWS, dtype=np.int64), np.empty(BATCH_ROWS, dtype=np.int64)
     at = start
@@ -93,7 +104,7 @@ def log_batches(log: LogReader, start: int, end: int, broker: str) -> Iterator[p
         while stop == SPANS_FULL:
             count, pos, stop = record_spans(mm, pos, limit, written, file_start, BATCH_ROWS, BATCH_BYTES, starts, ends)
             if count:
-                yield from _log_chunk(log, mm, file_start, starts[:count], ends[:count], broker)
+                yield from _log_chunk(log, mm, file_start, starts[:count], ends[:count], broker, wanted)
         if stop == SPANS_NOT_TAKEN:  # the message path decides what lies here and after
             yield from run_batches(log.scan_runs(file_start + pos, end), broker)
             return
@@ -101,13 +112,63 @@ def log_batches(log: LogReader, start: int, end: int, broker: str) -> Iterator[p
 
 
 def _log_chunk(log: LogReader, mm: Any, file_start: int, starts: np.ndarray, ends: np.ndarray,
-               broker: str) -> Iterator[pa.RecordBatch]:
-    """The batch of the whole records at `[starts[i], ends[i])` of one mapped file."""
+               broker: str, topics: tuple[bytes, ...] | None = None) -> Iterator[pa.RecordBatch]:
+    """The batch of the whole records at `[starts[i], ends[i])` of one mapped file (with `topics`, of
+    those `topic_rows` does not leave out)."""
+    if topics is not None:
+        keep = topic_rows(mm, starts, ends, topics)
+        if keep is not None:
+            if not keep.any():
+                return
+            if not keep.all():
+                rows = np.flatnonzero(keep)
+                starts, ends = starts[rows], ends[rows]
     batch = columns_of(mm, starts, ends, broker)
     if batch is None:
         yield from run_batches(log.scan_runs(file_start + int(starts[0]), file_start + int(ends[-1])), broker)
     else:
         yield batch
+
+
+def _topic_bytes(topics: frozenset[str] | None) -> tuple[bytes, ...] | None:
+    """The topics as the records hold them (UTF-8); None (no leaving out) without topics, or when a
+    topic holds U+FFFD, which a record's undecodable topic bytes would also decode to."""
+    if topics is None or any("\ufffd" in topic for topic in topics):
+        return None
+    return tuple(sorted(topic.encode() for topic in topics))
+
+
+def topic_rows(data: Any, starts: np.ndarray, ends: np.ndarray, topics: tuple[bytes, ...]) -> np.ndarray | None:
+    """Which of the whole records at `[starts[i], ends[i])` of `data` have one of `topics` (UTF-8
+    bytes), read from the bytes without building a column: the body's length, then the topic's length
+    and bytes after the body. None (decide nothing) when a record has IPv6 hosts, is neither record
+    version, or has a length that does not fit inside it: the full decode then decides every row."""
+    u8 = np.frombuffer(data, dtype=np.uint8)
+    sizes = ends - starts
+    if len(starts) == 0 or (sizes < MIN_RECORD_SIZE).any():
+        return None
+    magic = _at(u8, starts + 4, ">u4")
+    v2 = magic == MAGIC_V2
+    if not (v2 | (magic == MAGIC_V1)).all() or (_at(u8, starts + SYS_FLAG_POS, ">i4") & _HOST_BITS).any():
+        return None
+    body_length = _at(u8, starts + _BODY_POS - 4, ">i4").astype(np.int64)
+    field = np.where(v2, 2, 1)
+    if ((body_length < 0) | (_BODY_POS + body_length + field > sizes)).any():
+        return None
+    at = starts + _BODY_POS + body_length  # the topic's length field
+    length = u8[at].view(np.int8).astype(np.int64)  # signed, as RocketMQ reads it: v1 one byte, v2 two
+    length[v2] = (length[v2] << 8) | u8[at[v2] + 1]
+    begin = at + field
+    if ((length < 0) | (begin + length > ends)).any():
+        return None
+    keep = np.zeros(len(starts), dtype=bool)
+    for topic in topics:
+        rows = np.flatnonzero(length == len(topic))
+        if len(rows) and topic:
+            same = (u8[begin[rows, None] + np.arange(len(topic))] == np.frombuffer(topic, dtype=np.uint8)).all(axis=1)
+            rows = rows[same]
+        keep[rows] = True
+    return keep
 
 
 def _bytes_cut(sizes: np.ndarray) -> int:

@@ -163,6 +163,12 @@ class Prune:
         """True when the prune leaves nothing out."""
         return self == EVERYTHING
 
+    @property
+    def only_topics_and_queues(self) -> bool:
+        """True when the prune leaves out topics and queues at most (no offset, time or tags bounds), and
+        not everything."""
+        return replace(self, topics=None, not_topics=frozenset(), queue_ids=None, queue_id=Interval()) == EVERYTHING
+
     def keeps_topic(self, topic: str) -> bool:
         """False when no row of `topic` passes."""
         return not self.nothing and topic not in self.not_topics and (self.topics is None or topic in self.topics)

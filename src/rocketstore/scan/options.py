@@ -273,9 +273,9 @@ class ReadOptions:
         return self.ending_timestamp_ms is None or store_timestamp_ms < self.ending_timestamp_ms
 
     @property
-    def narrows_to_queues(self) -> bool:
-        """True when an option bounds the read by topic, queue offset, store time or key."""
-        return bool(self.topics or self.starting != OffsetSpec(EARLIEST) or self.ending != OffsetSpec(LATEST)
+    def narrows_beyond_topics(self) -> bool:
+        """True when an option bounds the read by queue offset, store time or key."""
+        return bool(self.starting != OffsetSpec(EARLIEST) or self.ending != OffsetSpec(LATEST)
                     or self.starting_timestamp_ms is not None or self.ending_timestamp_ms is not None
                     or self.key is not None)
 

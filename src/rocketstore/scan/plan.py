@@ -9,11 +9,13 @@ Three ways to read, chosen by options (`options.ReadOptions`):
   range of about `bytesPerPartition` bytes, split at record starts.
 * `key=...`: the messages the store's index finds for a key, one partition per store and topic.
 
-Without option `scan`, a read that nothing narrows to queues (no topics, offsets, store times, key, nor
-a prune) reads the queues' records in log order: the commitlog ranges of `scan=commitlog`, each keeping
-only the records a queue holds (a NOT or COMMIT record whose queue offset lies inside its queue's
-`[min, max)` at planning), so the rows are those of `scan=queues` without a page touched per record.
-Any such bound reads through the queues.
+Without option `scan`, a read that nothing narrows but by topic and queue (option `topics`, a prune of
+topics and queue ids; no offsets, store times, key, tags codes nor physical offsets) reads the queues'
+records in log order: the commitlog ranges of `scan=commitlog`, each keeping only the records a queue
+it reads holds (a NOT or COMMIT record whose queue offset lies inside its queue's `[min, max)` at
+planning), so the rows are those of `scan=queues` without a page touched per record. A record of a
+topic the read leaves out is passed over on its bytes, before any column of it is built
+(`direct.topic_rows`). Any other bound reads through the queues.
 
 `startingTimestamp` / `endingTimestamp` bound every mode by store time, `[start, end)`.
 
@@ -81,13 +83,15 @@ QueueBounds = tuple[tuple[str, int, int, int], ...]
 @dataclass(frozen=True)
 class CommitLogRange:
     """Records starting in physical offsets `[start, end)` of one store; `start` is a record start. With
-    `queues`, only the records those queues hold (NOT or COMMIT records inside their queue's bounds)."""
+    `queues`, only the records those queues hold (NOT or COMMIT records inside their queue's bounds);
+    with `topics`, only records of those topics."""
 
     root: str
     start: int
     end: int
     config: StoreConfig
     queues: QueueBounds | None = None
+    topics: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -174,7 +178,11 @@ def _plan_queues(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
 def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
     config = store_config(root, opts.geometry)
     lo, hi = commitlog_extent(root, config)
-    return list(_commitlog_ranges(opts, prune, root, config, lo, hi, record_starts))
+    topics = frozenset(opts.topics) if opts.topics else None
+    if prune.topics is not None:
+        topics = prune.topics if topics is None else topics & prune.topics
+    return [replace(part, topics=topics) for part in _commitlog_ranges(opts, prune, root, config, lo, hi,
+                                                                        record_starts)]
 
 
 def _commitlog_ranges(opts: ReadOptions, prune: Prune, root: str, config: StoreConfig, lo: int, hi: int,
@@ -189,16 +197,22 @@ def _commitlog_ranges(opts: ReadOptions, prune: Prune, root: str, config: StoreC
 
 
 def _plan_log_order(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
-    """`_plan_commitlog`'s ranges, each keeping only the records the store's queues hold; one read-only
-    open gives the queues' bounds and the log's extent."""
+    """`_plan_commitlog`'s ranges, each keeping only the records the queues it reads hold (those of
+    option `topics` and of the prune's topics and queue ids); one read-only open gives the queues'
+    bounds and the log's extent."""
     with open_read_only(root, opts.geometry) as store:
+        every = sorted((topic, queue_id) for topic, queue_ids in store.queues().items() for queue_id in queue_ids)
+        read = [(topic, queue_id) for topic, queue_id in every
+                if (not opts.topics or topic in opts.topics) and prune.keeps_queue(topic, queue_id)]
         queues = tuple((topic, queue_id, store.min_offset(topic, queue_id), store.max_offset(topic, queue_id))
-                       for topic, queue_ids in sorted(store.queues().items()) for queue_id in sorted(queue_ids))
+                       for topic, queue_id in read)
         config, lo, hi = store.config, store.commitlog.min_offset, store.recovery.end_offset
     queues = tuple(q for q in queues if q[2] < q[3])
     if not queues:
         return []
-    return [replace(part, queues=queues) for part in _commitlog_ranges(opts, prune, root, config, lo, hi, cut_points)]
+    topics = frozenset(q[0] for q in queues) if len(read) < len(every) else None
+    return [replace(part, queues=queues, topics=topics)
+            for part in _commitlog_ranges(opts, prune, root, config, lo, hi, cut_points)]
 
 
 def _plan_key(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
@@ -221,7 +235,7 @@ def plan_partitions(opts: ReadOptions, prune: Prune = EVERYTHING) -> list[Partit
         planner = _plan_key
     elif opts.scan == "commitlog":
         planner = _plan_commitlog
-    elif opts.scan is None and not opts.narrows_to_queues and prune.everything:
+    elif opts.scan is None and not opts.narrows_beyond_topics and prune.only_topics_and_queues:
         planner = _plan_log_order
     else:
         planner = _plan_queues
@@ -261,8 +275,8 @@ def _read(opts: ReadOptions, partition: Partition) -> Iterator[pa.RecordBatch]:
     elif isinstance(partition, CommitLogRange):
         with LogReader(partition.root, partition.config) as log:
             if direct.AVAILABLE:
-                made = _bounded_batches(opts, direct.log_batches(log, partition.start, partition.end, partition.root),
-                                        topics=opts.topics)
+                made = _bounded_batches(opts, direct.log_batches(log, partition.start, partition.end, partition.root,
+                                                                 partition.topics), topics=opts.topics)
             else:
                 runs = log.scan_runs(partition.start, partition.end)
                 made = run_batches(_bounded_runs(opts, runs, filter_topics=True), partition.root)
