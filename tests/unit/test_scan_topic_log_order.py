@@ -155,3 +155,16 @@ def test_topic_rows_never_leaves_out_a_record_the_decoder_gives_with_a_wanted_to
                 assert bool(keep[i - lo]) == (topic.encode() in wanted), (seed, i, topic)
                 decided += 1
     assert decided > 0
+
+
+@pytest.mark.parametrize(("rows", "nbytes"), [(5, 1 << 20), (4096, 700), (3, 100)])
+def test_the_kept_records_make_batches_within_a_batchs_rows_and_bytes(
+        store: Path, monkeypatch: pytest.MonkeyPatch, rows: int, nbytes: int) -> None:
+    want = _rows(rocketstore.arrow.read(str(store), {**SMALL, "topics": "TopicA,TopicB"}).read_all())
+    monkeypatch.setattr(direct, "BATCH_ROWS", rows)
+    monkeypatch.setattr(direct, "BATCH_BYTES", nbytes)
+    batches = list(rocketstore.arrow.read(str(store), {**SMALL, "topics": "TopicA,TopicB"}))
+    for batch in batches:
+        sizes = batch.column("storeSize").to_pylist()
+        assert len(sizes) <= rows and (sum(sizes) <= nbytes or len(sizes) == 1), (len(sizes), sum(sizes))
+    assert _rows(pa.Table.from_batches(batches)) == want

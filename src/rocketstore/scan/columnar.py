@@ -193,8 +193,19 @@ def _msg_ids(headers: np.ndarray) -> pa.Array:
 
 
 def _same(text: str, n: int) -> pa.Array:
-    """`text` in each of `n` rows."""
-    return pa.repeat(pa.scalar(text, pa.string()), n)
+    """`text` in each of `n` rows: a slice of one array made once per text (a read has one broker per
+    store), as `pa.repeat` copies the text into every row each time."""
+    made = _SAME.get(text)
+    if made is None or len(made) < n:
+        if len(_SAME) >= _SAME_TEXTS:
+            _SAME.clear()
+        made = _SAME[text] = pa.repeat(pa.scalar(text, pa.string()), max(n, BATCH_ROWS))
+    return made.slice(0, n)
+
+
+_SAME: dict[str, pa.Array] = {}
+_SAME_TEXTS = 64
+"""Texts `_SAME` keeps arrays of, at most (then it starts again): stores a process reads at once."""
 
 
 def _mask(flags: pa.Array) -> np.ndarray:

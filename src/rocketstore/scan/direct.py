@@ -55,6 +55,9 @@ _ENTRY = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 _BODY_POS = header_struct(4, 4).size
 """Where the body of a record with IPv4 hosts begins; its length is the int32 before it."""
 _HOST_BITS = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+_PREFIX = np.dtype({"names": ["magic", "sysFlag", "bodyLength"], "formats": [">u4", ">i4", ">i4"],
+                    "offsets": [4, SYS_FLAG_POS, _BODY_POS - 4], "itemsize": _BODY_POS})
+"""What `topic_rows` reads of a record's header (IPv4 hosts)."""
 
 
 def _at(u8: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
@@ -90,39 +93,88 @@ def log_batches(log: LogReader, start: int, end: int, broker: str,
     `run_batches(log.scan_runs(start, end))` gives (its batches may end elsewhere: at each file's end).
 
     With `topics`, a record whose topic is none of them may be left out before its columns are built
-    (`topic_rows`); the caller still filters the rows by topic, as rows of any topic may come."""
+    (`topic_rows`), and the records kept from consecutive walks make one batch; the caller still filters
+    the rows by topic, as rows of any topic may come."""
     wanted = _topic_bytes(topics)
     file_size = log.config.commitlog_file_size
-    starts, ends = np.empty(BATCH_ROWS, dtype=np.int64), np.empty(BATCH_ROWS, dtype=np.int64)
+    walk = BATCH_ROWS if wanted is None else TOPIC_WALK * BATCH_ROWS  # records a walk goes over at most
+    walk_bytes = BATCH_BYTES if wanted is None else TOPIC_WALK * BATCH_BYTES
+    starts, ends = np.empty(walk, dtype=np.int64), np.empty(walk, dtype=np.int64)
     at = start
     while at < end:
         file_start, written, mm = log.commitlog.readable_file(at)
         if written < 0:
             return
         pos, limit = at - file_start, min(written, end - file_start)
+        kept = _Kept(log, mm, file_start, broker)
         stop = SPANS_FULL
         while stop == SPANS_FULL:
-            count, pos, stop = record_spans(mm, pos, limit, written, file_start, BATCH_ROWS, BATCH_BYTES, starts, ends)
-            if count:
-                yield from _log_chunk(log, mm, file_start, starts[:count], ends[:count], broker, wanted)
+            count, pos, stop = record_spans(mm, pos, limit, written, file_start, walk, walk_bytes, starts, ends)
+            if not count:
+                continue
+            if wanted is None:
+                yield from _log_chunk(log, mm, file_start, starts[:count], ends[:count], broker)
+                continue
+            keep = topic_rows(mm, starts[:count], ends[:count], wanted)
+            if keep is None:  # undecided: every record of the walk goes to the batch builder
+                yield from kept.add(starts[:count].copy(), ends[:count].copy())
+            else:
+                rows = np.flatnonzero(keep)
+                yield from kept.add(starts[rows], ends[rows])
+        yield from kept.batches()
         if stop == SPANS_NOT_TAKEN:  # the message path decides what lies here and after
             yield from run_batches(log.scan_runs(file_start + pos, end), broker)
             return
         at = file_start + file_size
 
 
+TOPIC_WALK = 4
+"""A walk of a read that passes over other topics' records goes over this many batches' records and bytes
+at most (it keeps about a batch of a topic of four)."""
+
+
+class _Kept:
+    """The records `topic_rows` kept from consecutive walks over one mapped file, made into batches of up
+    to `BATCH_ROWS` rows and about `BATCH_BYTES` record bytes."""
+
+    def __init__(self, log: LogReader, mm: Any, file_start: int, broker: str) -> None:
+        self.log, self.mm, self.file_start, self.broker = log, mm, file_start, broker
+        self.starts: list[np.ndarray] = []
+        self.ends: list[np.ndarray] = []
+        self.rows = self.bytes = 0
+
+    def add(self, starts: np.ndarray, ends: np.ndarray) -> Iterator[pa.RecordBatch]:
+        """Keep the records at `[starts[i], ends[i])` (arrays the caller no longer changes), making a
+        batch of those kept whenever the next would take it past a batch's rows or bytes."""
+        sizes = np.cumsum(ends - starts)
+        at = 0
+        while at < len(starts):
+            room = BATCH_BYTES - self.bytes + (int(sizes[at - 1]) if at else 0)
+            take = min(BATCH_ROWS - self.rows, int(np.searchsorted(sizes, room, side="right")) - at)
+            if take <= 0 and self.rows:
+                yield from self.batches()
+                continue
+            take = max(take, 1)  # a record bigger than a batch's bytes makes a batch of its own
+            self.starts.append(starts[at:at + take])
+            self.ends.append(ends[at:at + take])
+            self.rows += take
+            self.bytes += int(sizes[at + take - 1]) - (int(sizes[at - 1]) if at else 0)
+            at += take
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The batch of the records kept so far (none when none is), and forget them."""
+        if not self.rows:
+            return
+        starts, ends = np.concatenate(self.starts), np.concatenate(self.ends)
+        self.starts, self.ends, self.rows, self.bytes = [], [], 0, 0
+        yield from _log_chunk(self.log, self.mm, self.file_start, starts, ends, self.broker)
+
+
 def _log_chunk(log: LogReader, mm: Any, file_start: int, starts: np.ndarray, ends: np.ndarray,
-               broker: str, topics: tuple[bytes, ...] | None = None) -> Iterator[pa.RecordBatch]:
-    """The batch of the whole records at `[starts[i], ends[i])` of one mapped file (with `topics`, of
-    those `topic_rows` does not leave out)."""
-    if topics is not None:
-        keep = topic_rows(mm, starts, ends, topics)
-        if keep is not None:
-            if not keep.any():
-                return
-            if not keep.all():
-                rows = np.flatnonzero(keep)
-                starts, ends = starts[rows], ends[rows]
+               broker: str) -> Iterator[pa.RecordBatch]:
+    """The batch of the whole records at `[starts[i], ends[i])` of one mapped file (in log order; where the
+    batch builder declines one, the message path reads every record from the first's start to the last's
+    end)."""
     batch = columns_of(mm, starts, ends, broker)
     if batch is None:
         yield from run_batches(log.scan_runs(file_start + int(starts[0]), file_start + int(ends[-1])), broker)
@@ -147,17 +199,19 @@ def topic_rows(data: Any, starts: np.ndarray, ends: np.ndarray, topics: tuple[by
     sizes = ends - starts
     if len(starts) == 0 or (sizes < MIN_RECORD_SIZE).any():
         return None
-    magic = _at(u8, starts + 4, ">u4")
+    head = _rows_of(u8, starts, _BODY_POS).view(_PREFIX).reshape(-1)  # one copy of each header, then views
+    magic = head["magic"]
     v2 = magic == MAGIC_V2
-    if not (v2 | (magic == MAGIC_V1)).all() or (_at(u8, starts + SYS_FLAG_POS, ">i4") & _HOST_BITS).any():
+    if not (v2 | (magic == MAGIC_V1)).all() or (head["sysFlag"] & _HOST_BITS).any():
         return None
-    body_length = _at(u8, starts + _BODY_POS - 4, ">i4").astype(np.int64)
+    body_length = head["bodyLength"].astype(np.int64)
     field = np.where(v2, 2, 1)
     if ((body_length < 0) | (_BODY_POS + body_length + field > sizes)).any():
         return None
     at = starts + _BODY_POS + body_length  # the topic's length field
     length = u8[at].view(np.int8).astype(np.int64)  # signed, as RocketMQ reads it: v1 one byte, v2 two
-    length[v2] = (length[v2] << 8) | u8[at[v2] + 1]
+    if v2.any():
+        length[v2] = (length[v2] << 8) | u8[at[v2] + 1]
     begin = at + field
     if ((length < 0) | (begin + length > ends)).any():
         return None
@@ -165,10 +219,17 @@ def topic_rows(data: Any, starts: np.ndarray, ends: np.ndarray, topics: tuple[by
     for topic in topics:
         rows = np.flatnonzero(length == len(topic))
         if len(rows) and topic:
-            same = (u8[begin[rows, None] + np.arange(len(topic))] == np.frombuffer(topic, dtype=np.uint8)).all(axis=1)
+            same = (_rows_of(u8, begin[rows], len(topic)) == np.frombuffer(topic, dtype=np.uint8)).all(axis=1)
             rows = rows[same]
         keep[rows] = True
     return keep
+
+
+def _rows_of(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """The `width` bytes at each position, one row each (copied)."""
+    windows = np.lib.stride_tricks.as_strided(u8, shape=(max(len(u8) - width + 1, 0), width), strides=(1, 1),
+                                              writeable=False)
+    return windows[pos]
 
 
 def _bytes_cut(sizes: np.ndarray) -> int:

@@ -276,7 +276,8 @@ def _read(opts: ReadOptions, partition: Partition) -> Iterator[pa.RecordBatch]:
         with LogReader(partition.root, partition.config) as log:
             if direct.AVAILABLE:
                 made = _bounded_batches(opts, direct.log_batches(log, partition.start, partition.end, partition.root,
-                                                                 partition.topics), topics=opts.topics)
+                                                                 partition.topics),
+                                        topics=opts.topics if partition.queues is None else ())  # _queued keeps them
             else:
                 runs = log.scan_runs(partition.start, partition.end)
                 made = run_batches(_bounded_runs(opts, runs, filter_topics=True), partition.root)
