@@ -199,20 +199,29 @@ def _commitlog_ranges(opts: ReadOptions, prune: Prune, root: str, config: StoreC
 def _plan_log_order(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
     """`_plan_commitlog`'s ranges, each keeping only the records the queues it reads hold (those of
     option `topics` and of the prune's topics and queue ids); one read-only open gives the queues'
-    bounds and the log's extent."""
+    bounds and the log's extent. A read of some queues takes ranges as much longer as its queues hold
+    fewer of the messages (at most `MAX_RANGE_SCALE` times), so that each range still gives about
+    `bytesPerPartition` bytes of records."""
     with open_read_only(root, opts.geometry) as store:
-        every = sorted((topic, queue_id) for topic, queue_ids in store.queues().items() for queue_id in queue_ids)
-        read = [(topic, queue_id) for topic, queue_id in every
-                if (not opts.topics or topic in opts.topics) and prune.keeps_queue(topic, queue_id)]
-        queues = tuple((topic, queue_id, store.min_offset(topic, queue_id), store.max_offset(topic, queue_id))
-                       for topic, queue_id in read)
+        every = tuple((topic, queue_id, store.min_offset(topic, queue_id), store.max_offset(topic, queue_id))
+                      for topic, queue_ids in sorted(store.queues().items()) for queue_id in sorted(queue_ids))
         config, lo, hi = store.config, store.commitlog.min_offset, store.recovery.end_offset
-    queues = tuple(q for q in queues if q[2] < q[3])
+    every = tuple(q for q in every if q[2] < q[3])
+    queues = tuple(q for q in every if (not opts.topics or q[0] in opts.topics) and prune.keeps_queue(q[0], q[1]))
     if not queues:
         return []
-    topics = frozenset(q[0] for q in queues) if len(read) < len(every) else None
+    topics = None
+    if len(queues) < len(every):
+        topics = frozenset(q[0] for q in queues)
+        share = sum(q[3] - q[2] for q in queues) / sum(q[3] - q[2] for q in every)
+        scale = min(MAX_RANGE_SCALE, max(1, int(1 / share)))
+        opts = replace(opts, bytes_per_partition=opts.bytes_per_partition * scale)
     return [replace(part, queues=queues, topics=topics)
             for part in _commitlog_ranges(opts, prune, root, config, lo, hi, cut_points)]
+
+
+MAX_RANGE_SCALE = 16
+"""How many times `bytesPerPartition` a range of a log-order read of some queues spans at most."""
 
 
 def _plan_key(opts: ReadOptions, prune: Prune, root: str) -> list[Partition]:
