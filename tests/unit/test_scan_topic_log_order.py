@@ -171,8 +171,8 @@ def test_the_kept_records_make_batches_within_a_batchs_rows_and_bytes(
 
 
 def test_a_read_of_some_queues_takes_ranges_as_much_longer_as_they_hold_fewer_messages(store: Path) -> None:
-    every = plan_partitions(_opts(store, bytesPerPartition="2048"))
-    one = plan_partitions(_opts(store, bytesPerPartition="2048", topics="TopicA"))  # a fifth of the messages
+    every = plan_partitions(_opts(store, bytesPerPartition="4096"))
+    one = plan_partitions(_opts(store, bytesPerPartition="4096", topics="TopicA"))  # a fifth of the messages
     assert all(isinstance(p, CommitLogRange) for p in every + one)
-    assert (one[0].end - one[0].start) >= 5 * 2048 > (every[0].end - every[0].start)
+    assert (one[0].end - one[0].start) >= 5 * 4096 > (every[0].end - every[0].start)
     assert one[0].start == every[0].start and one[-1].end == every[-1].end
