@@ -179,6 +179,19 @@ typedef struct {
 
 /* A field of a state type as the slot `name` of Python objects. */
 #define STATE_MEMBER(Struct, name, field) {name, T_OBJECT_EX, offsetof(Struct, field), 0, NULL}
+/* The type of a state struct: a base class the Python object derives from, its fields the `members`. */
+#define STATE_TYPE(cname, qualname, Struct, doc, members)                                               \
+    PyTypeObject cname = {                                                                               \
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = qualname,                                               \
+        .tp_basicsize = sizeof(Struct),                                                                  \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,                       \
+        .tp_doc = doc,                                                                                   \
+        .tp_new = PyType_GenericNew,                                                                     \
+        .tp_dealloc = rs_state_dealloc,                                                                  \
+        .tp_traverse = rs_state_traverse,                                                                \
+        .tp_clear = rs_state_clear,                                                                      \
+        .tp_members = members,                                                                           \
+    }
 
 /* An int field of a state type as int64 in [0, LLONG_MAX / 4]: 1 with *out set, 0 when it is unset or
  * holds another value. */

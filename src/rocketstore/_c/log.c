@@ -986,19 +986,10 @@ static PyMemberDef consume_queue_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-PyTypeObject rs_ConsumeQueueStateType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "rocketstore._speedups.ConsumeQueueState",
-    .tp_basicsize = sizeof(rs_ConsumeQueueState),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The hot state of a ConsumeQueue (its base class): its MappedFileQueue and the end of the record "
-              "of its last entry, read and written by the kernels without attribute lookups.",
-    .tp_new = PyType_GenericNew,
-    .tp_dealloc = rs_state_dealloc,
-    .tp_traverse = rs_state_traverse,
-    .tp_clear = rs_state_clear,
-    .tp_members = consume_queue_members,
-};
+STATE_TYPE(rs_ConsumeQueueStateType, "rocketstore._speedups.ConsumeQueueState", rs_ConsumeQueueState,
+           "The hot state of a ConsumeQueue (its base class): its MappedFileQueue and the end of the record "
+           "of its last entry, read and written by the kernels without attribute lookups.",
+           consume_queue_members);
 
 static PyMemberDef index_file_members[] = {
     STATE_MEMBER(rs_IndexFileState, "_mm", mapping),
@@ -1009,16 +1000,7 @@ static PyMemberDef index_file_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-PyTypeObject rs_IndexFileStateType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "rocketstore._speedups.IndexFileState",
-    .tp_basicsize = sizeof(rs_IndexFileState),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The hot state of an IndexFile (its base class): mapping, header, geometry and the mapping "
-              "budget's clock bit, read and written by the kernels without attribute lookups.",
-    .tp_new = PyType_GenericNew,
-    .tp_dealloc = rs_state_dealloc,
-    .tp_traverse = rs_state_traverse,
-    .tp_clear = rs_state_clear,
-    .tp_members = index_file_members,
-};
+STATE_TYPE(rs_IndexFileStateType, "rocketstore._speedups.IndexFileState", rs_IndexFileState,
+           "The hot state of an IndexFile (its base class): mapping, header, geometry and the mapping "
+           "budget's clock bit, read and written by the kernels without attribute lookups.",
+           index_file_members);

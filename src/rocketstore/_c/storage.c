@@ -186,35 +186,17 @@ static PyMemberDef mapped_file_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-PyTypeObject rs_MappedFileStateType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "rocketstore._speedups.MappedFileState",
-    .tp_basicsize = sizeof(rs_MappedFileState),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The hot state of a MappedFile (its base class): mapping, write position, size, start offset "
-              "and the mapping budget's clock bit, read and written by the kernels without attribute lookups.",
-    .tp_new = PyType_GenericNew,
-    .tp_dealloc = rs_state_dealloc,
-    .tp_traverse = rs_state_traverse,
-    .tp_clear = rs_state_clear,
-    .tp_members = mapped_file_members,
-};
+STATE_TYPE(rs_MappedFileStateType, "rocketstore._speedups.MappedFileState", rs_MappedFileState,
+           "The hot state of a MappedFile (its base class): mapping, write position, size, start offset "
+           "and the mapping budget's clock bit, read and written by the kernels without attribute lookups.",
+           mapped_file_members);
 
 static PyMemberDef file_queue_members[] = {
     STATE_MEMBER(rs_FileQueueState, "files", files),
     {NULL, 0, 0, 0, NULL},
 };
 
-PyTypeObject rs_FileQueueStateType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "rocketstore._speedups.FileQueueState",
-    .tp_basicsize = sizeof(rs_FileQueueState),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The files of a MappedFileQueue (its base class), oldest first, read by the kernels without "
-              "attribute lookups.",
-    .tp_new = PyType_GenericNew,
-    .tp_dealloc = rs_state_dealloc,
-    .tp_traverse = rs_state_traverse,
-    .tp_clear = rs_state_clear,
-    .tp_members = file_queue_members,
-};
+STATE_TYPE(rs_FileQueueStateType, "rocketstore._speedups.FileQueueState", rs_FileQueueState,
+           "The files of a MappedFileQueue (its base class), oldest first, read by the kernels without "
+           "attribute lookups.",
+           file_queue_members);

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +78,15 @@ def test_the_catch_up_rebuilds_what_the_store_wrote(tmp_path, monkeypatch, build
     assert len(index) > 2 and _index(copy) == index
 
 
+def _ranges(commitlog: Any) -> list[tuple[int, int]]:
+    """(start, end) pairs of a written log: starts at records, ends at a record start, inside a record,
+    just before one, at and past a file's end, at the last record, at and past the log's end."""
+    starts = [m.phy_offset for m in commitlog.scan()]
+    ends = [starts[40], starts[40] + 3, starts[300] - 1, CONFIG.commitlog_file_size,
+            CONFIG.commitlog_file_size + 17, starts[-1], commitlog.max_offset, commitlog.max_offset + 100]
+    return [(start, end) for start in (starts[0], starts[7], starts[250]) for end in ends if end > start]
+
+
 def test_the_requests_of_a_range_are_those_of_the_records_scan_gives(tmp_path):
     """`requests_from(..., end)` (the Spark rebuild's ranges) gives the requests of exactly the records
     `CommitLog.scan(start, end)` gives: those starting before `end`, also when `end` falls inside a
@@ -86,15 +96,11 @@ def test_the_requests_of_a_range_are_those_of_the_records_scan_gives(tmp_path):
     delays = CONFIG.delay_level_millis()
     with MessageStore.open(root, CONFIG, read_only=True) as store:
         commitlog = store.commitlog
-        starts = [m.phy_offset for m in commitlog.scan()]
-        ends = [starts[40], starts[40] + 3, starts[300] - 1, CONFIG.commitlog_file_size,
-                CONFIG.commitlog_file_size + 17, starts[-1], commitlog.max_offset, commitlog.max_offset + 100]
-        for start in (starts[0], starts[7], starts[250]):
-            for end in [e for e in ends if e > start]:
-                for batch in (3, 1024):
-                    got = [r for run in dispatch.requests_from(commitlog, start, delays, batch, end) for r in run]
-                    expected = [dispatch.request_from_message(m, delays) for m in commitlog.scan(start, end)]
-                    assert got == expected, (start, end, batch)
+        for start, end in _ranges(commitlog):
+            for batch in (3, 1024):
+                got = [r for run in dispatch.requests_from(commitlog, start, delays, batch, end) for r in run]
+                expected = [dispatch.request_from_message(m, delays) for m in commitlog.scan(start, end)]
+                assert got == expected, (start, end, batch)
 
 
 Flat = tuple[dict[tuple[str, int], list[tuple[int, bytes]]], list[tuple[int, bytes]], list[bool]]
@@ -125,16 +131,12 @@ def test_the_packed_dispatch_of_a_range_is_that_of_the_records_ending_by_its_end
     delays = CONFIG.delay_level_millis()
     with MessageStore.open(root, CONFIG, read_only=True) as store:
         commitlog = store.commitlog
-        starts = [m.phy_offset for m in commitlog.scan()]
-        ends = [starts[40], starts[40] + 3, starts[300] - 1, CONFIG.commitlog_file_size,
-                CONFIG.commitlog_file_size + 17, starts[-1], commitlog.max_offset, commitlog.max_offset + 100]
-        for start in (starts[0], starts[7], starts[250]):
-            for end in [e for e in ends if e > start]:
-                records = [m for m in commitlog.scan(start, end) if m.phy_offset + m.size <= end]
-                assert records
-                expected = _flat([dispatch.pack_requests_py(
-                    [dispatch.request_from_message(m, delays) for m in records], 0, 0, True)])
-                for batch in (3, 1024):
-                    got = _flat([(p.runs, p.groups)
-                                 for p in dispatch.packed_from(commitlog, start, delays, batch, 0, 0, True, end)])
-                    assert got == expected, (start, end, batch)
+        for start, end in _ranges(commitlog):
+            records = [m for m in commitlog.scan(start, end) if m.phy_offset + m.size <= end]
+            assert records
+            expected = _flat([dispatch.pack_requests_py(
+                [dispatch.request_from_message(m, delays) for m in records], 0, 0, True)])
+            for batch in (3, 1024):
+                got = _flat([(p.runs, p.groups)
+                             for p in dispatch.packed_from(commitlog, start, delays, batch, 0, 0, True, end)])
+                assert got == expected, (start, end, batch)
