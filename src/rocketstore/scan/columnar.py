@@ -54,7 +54,8 @@ from rocketstore.scan.records import ARROW_SCHEMA, to_record_batch
 if TYPE_CHECKING:
     from rocketstore import StoredMessage
 
-__all__ = ["BATCH_BYTES", "BATCH_ROWS", "batches", "columns_of", "record_batch", "run_batches"]
+__all__ = ["BATCH_BYTES", "BATCH_ROWS", "NotColumnar", "RecordLayout", "batches", "columns_of", "gather_rows",
+           "record_batch", "run_batches"]
 
 BATCH_ROWS = 4096
 """Rows per Arrow record batch a reader yields, at most."""
@@ -85,7 +86,7 @@ _HEADER = np.dtype({
 _HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint8).reshape(256, 2)
 
 
-class _NotColumnar(Exception):
+class NotColumnar(Exception):
     """The batch holds a row this path does not cover."""
 
 
@@ -95,7 +96,7 @@ def record_batch(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBat
         return to_record_batch(messages, broker)
     try:
         return _columnar(messages, broker)
-    except _NotColumnar:
+    except NotColumnar:
         return to_record_batch(messages, broker)
 
 
@@ -132,7 +133,7 @@ def run_batches(runs: Iterable[Sequence[StoredMessage]], broker: str, rows: int 
         yield record_batch(chunk, broker)
 
 
-def _gather(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+def gather_rows(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """The `width` bytes at each position, one row each (rows of a window view, copied)."""
     windows = np.lib.stride_tricks.as_strided(u8, shape=(max(len(u8) - width + 1, 0), width), strides=(1, 1),
                                               writeable=False)
@@ -167,7 +168,7 @@ def _utf8(binary: pa.Array) -> pa.Array:
     try:
         return binary.cast(pa.string())
     except pa.ArrowInvalid:
-        raise _NotColumnar from None  # decoding with replacement is the row path's job
+        raise NotColumnar from None  # decoding with replacement is the row path's job
 
 
 def _hosts(packed: np.ndarray) -> pa.Array:
@@ -249,7 +250,7 @@ def _properties(text: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]
     # a name given twice in one row moves to its later place: left to the row path
     row_names = pc.binary_join_element_wise(pc.cast(pa.array(parents), pa.string()), names, "\x00")
     if pc.count_distinct(row_names).as_py() != len(row_names):
-        raise _NotColumnar
+        raise NotColumnar
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
     mapping = pa.MapArray.from_arrays(pa.array(offsets), names, values)
@@ -288,7 +289,7 @@ def _columnar(messages: Sequence[StoredMessage], broker: str) -> pa.RecordBatch:
     np.cumsum(sizes[:-1], out=starts[1:])
     batch = columns_of(buf, starts, starts + sizes, broker)
     if batch is None:
-        raise _NotColumnar
+        raise NotColumnar
     return batch
 
 
@@ -300,7 +301,7 @@ def columns_of(data: Any, starts: np.ndarray, ends: np.ndarray, broker: str) -> 
     if _numpy_route(built):
         try:
             return _columnar_py(data, starts, ends - starts, broker, built)
-        except _NotColumnar:
+        except NotColumnar:
             return None  # rows record_columns declines too
     buffers = _compiled(data, starts, ends)
     return None if buffers is None else _from_buffers(len(starts), buffers, broker, built)
@@ -362,25 +363,25 @@ def _from_buffers(n: int, buffers: tuple[bytes, ...], broker: str,
     return pa.RecordBatch.from_arrays([makers[field.name]() for field in schema], schema=schema)
 
 
-class _Layout:
+class RecordLayout:
     """Each record's header fields and where its variable parts lie (record v1 and v2 with IPv4 hosts),
-    its lengths checked the way `record_columns` checks them (`_NotColumnar` where they do not add up)."""
+    its lengths checked the way `record_columns` checks them (`NotColumnar` where they do not add up)."""
 
     def __init__(self, u8: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> None:
         if (sizes < MIN_RECORD_SIZE).any():
-            raise _NotColumnar
-        self.raw = _gather(u8, starts, _BODY_POS)
+            raise NotColumnar
+        self.raw = gather_rows(u8, starts, _BODY_POS)
         self.header = self.raw.view(_HEADER).reshape(-1)
         if (self.header["sysFlag"] & _HOST_BITS).any():
-            raise _NotColumnar  # IPv6 hosts move every later field
+            raise NotColumnar  # IPv6 hosts move every later field
         magic = self.header["magic"]
         v2 = magic == MAGIC_V2
         if not (v2 | (magic == MAGIC_V1)).all():
-            raise _NotColumnar
+            raise NotColumnar
         body_length = self.int("bodyLength", np.int64)
         topic_field = np.where(v2, 2, 1)
         if ((body_length < 0) | (_BODY_POS + body_length + topic_field > sizes)).any():
-            raise _NotColumnar
+            raise NotColumnar
         self.body_begin = starts + _BODY_POS
         self.body_end = self.body_begin + body_length
         topic_length = np.empty(len(starts), dtype=np.int64)
@@ -390,10 +391,10 @@ class _Layout:
         self.topic_end = self.topic_begin + topic_length
         props_length_pos = self.topic_end - starts
         if ((topic_length < 0) | (props_length_pos + 2 > sizes)).any():
-            raise _NotColumnar
+            raise NotColumnar
         props_length = _int16(u8, self.topic_end)
         if (props_length_pos + 2 + props_length.clip(0) != sizes).any():
-            raise _NotColumnar
+            raise NotColumnar
         self.props_begin = self.topic_end + 2
 
     def int(self, name: str, kind: type | None = None) -> np.ndarray:
@@ -411,7 +412,7 @@ def _columnar_py(data: Any, starts: np.ndarray, sizes: np.ndarray, broker: str,
     the columns `built` (every column for None)."""
     u8 = np.frombuffer(data, dtype=np.uint8)
     buf = pa.py_buffer(data)
-    at = _Layout(u8, starts, sizes)
+    at = RecordLayout(u8, starts, sizes)
 
     @cache
     def parsed() -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:

@@ -35,13 +35,18 @@ from rocketstore.format.message import (
     PHY_OFFSET_POS,
     QUEUE_ID_POS,
     QUEUE_OFFSET_POS,
-    SYS_FLAG_POS,
-    header_struct,
 )
 from rocketstore.format.spans import SPANS_FULL, SPANS_NOT_TAKEN, record_spans
-from rocketstore.format.sysflag import SysFlag
 from rocketstore.native import speedups
-from rocketstore.scan.columnar import BATCH_BYTES, BATCH_ROWS, columns_of, run_batches
+from rocketstore.scan.columnar import (
+    BATCH_BYTES,
+    BATCH_ROWS,
+    NotColumnar,
+    RecordLayout,
+    columns_of,
+    gather_rows,
+    run_batches,
+)
 from rocketstore.scan.records import ARROW_SCHEMA
 from rocketstore.scan.stores import LogReader
 
@@ -52,12 +57,6 @@ AVAILABLE = _record_columns is not None
 """True when the compiled `record_columns` is there (without it, readers take the message path)."""
 
 _ENTRY = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])
-_BODY_POS = header_struct(4, 4).size
-"""Where the body of a record with IPv4 hosts begins; its length is the int32 before it."""
-_HOST_BITS = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
-_PREFIX = np.dtype({"names": ["magic", "sysFlag", "bodyLength"], "formats": [">u4", ">i4", ">i4"],
-                    "offsets": [4, SYS_FLAG_POS, _BODY_POS - 4], "itemsize": _BODY_POS})
-"""What `topic_rows` reads of a record's header (IPv4 hosts)."""
 
 
 def _at(u8: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
@@ -192,44 +191,24 @@ def _topic_bytes(topics: frozenset[str] | None) -> tuple[bytes, ...] | None:
 
 def topic_rows(data: Any, starts: np.ndarray, ends: np.ndarray, topics: tuple[bytes, ...]) -> np.ndarray | None:
     """Which of the whole records at `[starts[i], ends[i])` of `data` have one of `topics` (UTF-8
-    bytes), read from the bytes without building a column: the body's length, then the topic's length
-    and bytes after the body. None (decide nothing) when a record has IPv6 hosts, is neither record
-    version, or has a length that does not fit inside it: the full decode then decides every row."""
+    bytes), read from the bytes without building a column, where the batch builder's numpy route finds
+    each record's topic (`columnar.RecordLayout`). None (decide nothing) when a record has IPv6 hosts,
+    is neither record version, or has lengths that do not add up: the full decode then decides every row."""
     u8 = np.frombuffer(data, dtype=np.uint8)
-    sizes = ends - starts
-    if len(starts) == 0 or (sizes < MIN_RECORD_SIZE).any():
+    try:
+        layout = RecordLayout(u8, starts, ends - starts)
+    except NotColumnar:
         return None
-    head = _rows_of(u8, starts, _BODY_POS).view(_PREFIX).reshape(-1)  # one copy of each header, then views
-    magic = head["magic"]
-    v2 = magic == MAGIC_V2
-    if not (v2 | (magic == MAGIC_V1)).all() or (head["sysFlag"] & _HOST_BITS).any():
-        return None
-    body_length = head["bodyLength"].astype(np.int64)
-    field = np.where(v2, 2, 1)
-    if ((body_length < 0) | (_BODY_POS + body_length + field > sizes)).any():
-        return None
-    at = starts + _BODY_POS + body_length  # the topic's length field
-    length = u8[at].view(np.int8).astype(np.int64)  # signed, as RocketMQ reads it: v1 one byte, v2 two
-    if v2.any():
-        length[v2] = (length[v2] << 8) | u8[at[v2] + 1]
-    begin = at + field
-    if ((length < 0) | (begin + length > ends)).any():
-        return None
+    length = layout.topic_end - layout.topic_begin
     keep = np.zeros(len(starts), dtype=bool)
     for topic in topics:
         rows = np.flatnonzero(length == len(topic))
         if len(rows) and topic:
-            same = (_rows_of(u8, begin[rows], len(topic)) == np.frombuffer(topic, dtype=np.uint8)).all(axis=1)
+            same = (gather_rows(u8, layout.topic_begin[rows], len(topic)) == np.frombuffer(topic, dtype=np.uint8)
+                    ).all(axis=1)
             rows = rows[same]
         keep[rows] = True
     return keep
-
-
-def _rows_of(u8: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """The `width` bytes at each position, one row each (copied)."""
-    windows = np.lib.stride_tricks.as_strided(u8, shape=(max(len(u8) - width + 1, 0), width), strides=(1, 1),
-                                              writeable=False)
-    return windows[pos]
 
 
 def _bytes_cut(sizes: np.ndarray) -> int:
