@@ -165,8 +165,8 @@ class Prune:
 
     @property
     def only_topics_and_queues(self) -> bool:
-        """True when the prune leaves out topics and queues at most (no offset, time or tags bounds), and
-        not everything."""
+        """True when the prune leaves out topics and queues at most: no offset, time or tags bounds, and not
+        every row (a prune that leaves nothing out is one)."""
         return replace(self, topics=None, not_topics=frozenset(), queue_ids=None, queue_id=Interval()) == EVERYTHING
 
     def keeps_topic(self, topic: str) -> bool:
