@@ -159,7 +159,7 @@ def test_verify_tells_puts_left_behind_their_dispatch_from_queues_that_lost_entr
             assert store.put(Message("T", b"m%d" % i, keys=(f"k{i}",))).ok
         store.max_offset("T", 0)  # the first 20 dispatched
         behind = [store.put(Message("T", b"b%d" % i, keys=(f"b{i}",))) for i in range(5)]
-        assert store._behind_to > store._dispatched_to
+        assert store._writes.behind_to > store._writes.dispatched_to
         shutil.copytree(root, copy)
     result = verify_store(copy, CONFIG)
     assert result.ok, result.problems

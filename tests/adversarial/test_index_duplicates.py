@@ -14,7 +14,7 @@ CFG = StoreConfig(index_hash_slots=8, index_max_entries=5, deliver_delayed_messa
 def test_a_message_indexed_twice_across_a_file_boundary_is_answered_once(tmp_path):
     with MessageStore.open(tmp_path, CFG) as store:
         results = [store.put(Message("T", f"m{i}".encode(), keys=(f"k{i}",))) for i in range(4)]
-        store._dispatch_behind()  # the index keys of puts follow behind the log
+        store._writes.dispatch_behind()  # the index keys of puts follow behind the log
         boundary = results[3]  # the last key of the first file (4 entries: capacity is max_entries - 1)
         first = store.index.files[0]
         assert first.full and first.header.end_phy_offset == boundary.phy_offset
@@ -23,7 +23,7 @@ def test_a_message_indexed_twice_across_a_file_boundary_is_answered_once(tmp_pat
         assert len(packed) == KEY.size
         current.put_keys(packed, store.message_at(boundary.phy_offset).store_timestamp)
         results += [store.put(Message("T", f"m{i}".encode(), keys=(f"k{i}",))) for i in range(4, 6)]
-        store._dispatch_behind()
+        store._writes.dispatch_behind()
         assert store.index.files == [first, current] and current.header.index_count == 4
         assert first.find_damage(full=True) is None and current.find_damage(full=True) is None
         assert store.index_lookup("T", "k3") == [boundary.phy_offset] * 2

@@ -193,7 +193,7 @@ def _put_behind(store: MessageStore, first: int, acked: dict[int, Ack]) -> None:
         r = store.put(message_for(seq))
         assert r.ok
         acked[seq] = Ack(seq, r.phy_offset, r.queue_offset, r.size)
-    assert store._behind_to > store._dispatched_to, "the puts did not leave their dispatch behind"
+    assert store._writes.behind_to > store._writes.dispatched_to, "the puts did not leave their dispatch behind"
 
 
 def test_every_seam_call_of_a_catch_up_can_fail_without_losing_a_put(tmp_path, monkeypatch):

@@ -61,7 +61,7 @@ class PageCache:
 
 def _mapped_files(store: MessageStore) -> list[tuple[Path, mmap.mmap]]:
     found = [(mf.path, mf.mm) for mf in store.commitlog.queue.files]
-    for cq in store._queues.values():
+    for cq in store._queues.all():
         found += [(mf.path, mf.mm) for mf in cq.queue.files]
     found += [(f.path, f.mm) for f in store.index.files]
     assert store.checkpoint is not None and store.checkpoint.mm is not None

@@ -71,10 +71,10 @@ def test_put_one_declines_objects_that_are_not_its_state_types(tmp_path):
                          index_max_entries=64, deliver_delayed_messages=False)
     with MessageStore.open(tmp_path / "store", config) as store:
         store.put(Message("Boundary", b"first", queue_id=0))
-        put_one = store._put_one
+        put_one = store._writes._put_one
         assert put_one is not None
         log = store.commitlog.queue.files[-1]
-        p = store._preparer.prepare(Message("Boundary", b"second", queue_id=0))
+        p = store._writes.preparer.prepare(Message("Boundary", b"second", queue_id=0))
         fake = SimpleNamespace(**{k: getattr(log, k) for k in MappedFileState.__slots__})  # the same fields
         before = bytes(log.mm)
         assert put_one(p, fake, 1, 1, 0, None, None) is None

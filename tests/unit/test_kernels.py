@@ -64,7 +64,7 @@ def _bodies(store: MessageStore, topic: str, queues: int) -> list[bytes]:
 def test_the_common_message_put_behind_takes_the_compiled_appender(tmp_path):
     with MessageStore.open(tmp_path, CONFIG) as store:
         store.put(_common(0))  # the first put creates the log's first file: the twin writes it and attaches
-        appender = store._appender
+        appender = store._writes._appender
         assert appender is not None
         kernels.declines.clear()
         written = appender.written
@@ -159,7 +159,9 @@ def test_a_message_the_kernels_decline_is_counted_and_written_by_the_twin(tmp_pa
 @compiled_only
 def test_the_appender_writes_the_twins_bytes_into_the_buffer_it_is_given(tmp_path):
     with MessageStore.open(tmp_path, CONFIG, clock=lambda: 1_700_000_000_123) as store:
-        appender = write_path.appender_for(store)
+        w = store._writes
+        appender = write_path.appender_for(w.preparer, w._store_ip, w._store_port, w._msg_id_prefix,
+                                           store._queues.next_offsets, store.clock)
         assert appender is not None
         buffer = bytearray(4096)
         appender.attach(buffer, 8192, len(buffer), 100)
@@ -169,12 +171,12 @@ def test_the_appender_writes_the_twins_bytes_into_the_buffer_it_is_given(tmp_pat
         result = appender.put_behind(message, 100)
         assert result is not None
         assert (result.phy_offset, result.queue_offset, result.store_timestamp) == (8292, 0, 1_700_000_000_123)
-        prepared = store._preparer.prepare_py(message)
-        record = encode_record(prepared, 8292, 0, 1_700_000_000_123, store._store_ip, store._store_port)
+        prepared = store._writes.preparer.prepare_py(message)
+        record = encode_record(prepared, 8292, 0, 1_700_000_000_123, w._store_ip, w._store_port)
         assert bytes(buffer[100:100 + len(record)]) == record
         assert buffer[:100] == bytes(100) and not any(buffer[100 + len(record):])
         assert (appender.position, appender.end, appender.written) == (100 + len(record), 8292 + len(record), 1)
-        assert store._queue_table[("KernelTopic", 1)] == 1
+        assert store._queues.next_offsets[("KernelTopic", 1)] == 1
         with pytest.raises(ValueError, match="shorter than the file"):
             appender.attach(bytearray(10), 0, 4096, 0)
         with pytest.raises(BufferError):

@@ -116,3 +116,85 @@ def test_the_protocol_stands_on_the_codecs_only():
             target = _layer(module)
             if target is not None:
                 assert target in allowed, f"{path.relative_to(SRC)} imports {module}"
+
+
+def test_the_top_level_modules_stand_on_the_codecs_alone():
+    """`config`, `results`, `message`, `errors` and the other top-level modules every layer uses import
+    nothing above the codecs (`format`) but one another: a layer that imports them never reaches, through
+    them, a layer above itself."""
+    allowed = {"format", "message", "results"} | BASE
+    for name in ("config", "results", "message", "errors", "_types", "native", "_readable", "kernels"):
+        for module in _imports(SRC / f"{name}.py"):
+            target = _layer(module)
+            if target is not None:
+                assert target in allowed, f"{name}.py imports {module}"
+
+
+def test_only_native_loads_the_compiled_module():
+    """The compiled module is loaded in one place (`native`, which picks it or none once at import);
+    `kernels` names its types for the checker only. Everything else reaches it through those two."""
+    for path in SRC.rglob("*.py"):
+        if path.name in ("native.py", "kernels.py"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            named = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.endswith("_speedups") for n in named), f"{path.relative_to(SRC)} imports _speedups"
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                assert node.func.attr != "import_module" or "_speedups" not in ast.unparse(node), path
+
+
+STORE_PARTS = SRC / "store"
+FOREIGN_WRITES = {
+    # (module, target): why a store part sets an attribute of an object that is not its own
+    ("write_path.py", "mf.wrote_position"): "the compiled appender wrote into the file's mapping; its position follows",
+    ("write_path.py", "mf.touched"): "the mapping budget's clock bit of the file the appender wrote into",
+    ("message_store.py", "method.__doc__"): "a facade method takes the docstring of the part's method",
+    ("message_store.py", "store.geometry_inferred"): "the store `open` made",
+    ("message_store.py", "self.recovery.state_files"): "the recovery report the open made",
+    ("message_store.py", "self.index.on_file_flushed"): "the index's callback, wired at the open",
+    ("message_store.py", "queue_flush.logics_timestamp"): "the queue flush's checkpoint time, set per queue entry",
+    ("message_store.py", "self.checkpoint.values.index_msg_timestamp"): "the checkpoint the facade's flush writes",
+    ("message_store.py", "self.checkpoint.values.physic_msg_timestamp"): "the checkpoint the facade's flush writes",
+    ("message_store.py", "self.checkpoint.values.logics_msg_timestamp"): "the checkpoint the facade's flush writes",
+    ("background.py", "self.flush.before_sync"): "the group commit the part made drains put_nowait's queue",
+    ("background.py", "service.on_error"): "the services the part made",
+    ("open_recovery.py", "report.odd_files"): "the recovery report the part fills",
+    ("open_recovery.py", "report.queue_entries_dispatched"): "the recovery report the part fills",
+    ("open_recovery.py", "report.index_records_dispatched"): "the recovery report the part fills",
+    ("pending_put.py", "pending._service"): "a PendingPut the module's own class method makes",
+    ("pending_put.py", "pending._deadline"): "a PendingPut the module's own class method makes",
+    ("pending_put.py", "pending._result"): "a PendingPut the module's own code settles",
+    ("pending_put.py", "pending._final"): "a PendingPut the module's own code settles",
+    ("pending_put.py", "pending._error"): "a PendingPut the module's own code settles",
+}
+
+
+def _foreign_writes(path: Path) -> set[tuple[str, str]]:
+    """(module, target) of every assignment in `path` to an attribute of anything but `self` itself."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else [])
+        for target in targets:
+            for one in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if isinstance(one, ast.Attribute) and not (isinstance(one.value, ast.Name) and one.value.id == "self"):
+                    found.add((path.name, ast.unparse(one)))
+    return found
+
+
+def test_the_store_is_parts_that_own_their_state():
+    """`MessageStore` is one class over parts (no mixins), no part imports the facade, and a part sets
+    attributes of itself only: the other parts' state changes through their methods. The few writes into
+    another object that remain are named here, each with its reason."""
+    from rocketstore.store import MessageStore
+
+    assert MessageStore.__bases__ == (object,)
+    found: set[tuple[str, str]] = set()
+    for path in STORE_PARTS.glob("*.py"):
+        if path.name != "message_store.py" and path.name != "__init__.py":
+            assert "rocketstore.store.message_store" not in _imports(path), f"{path.name} imports the facade"
+        found |= _foreign_writes(path)
+    assert found - FOREIGN_WRITES.keys() == set(), "a store part sets another object's attribute"
+    assert FOREIGN_WRITES.keys() - found == set(), "listed writes that are gone: take them off the list"

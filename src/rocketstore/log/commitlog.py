@@ -175,6 +175,13 @@ class CommitLog:
             yield mf, offset - mf.file_from_offset
             offset = mf.end_offset
 
+    def end_read_only(self, end: int) -> None:
+        """Take `end` as the end of the log in memory, writing nothing (a read-only open): a pre-allocated
+        file after it is forgotten, and each file's positions stop at it."""
+        self.queue.forget_after(end)  # a pre-allocated next file holds nothing yet
+        for mf in self.queue.files:
+            mf.wrote_position = mf.flushed_position = max(0, min(mf.file_size, end - mf.file_from_offset))
+
     def close(self) -> None:
         """Unmap every file."""
         self.queue.close()

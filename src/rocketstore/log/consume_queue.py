@@ -16,6 +16,7 @@ from rocketstore.format.consume_queue import (
     first_at_or_after,
     iter_units,
     iter_written_units,
+    kept_prefix,
     pack_unit,
     scan_entries,
     unpack_unit,
@@ -355,6 +356,27 @@ class ConsumeQueue(_ConsumeQueueBase):
             if stop < mf.file_size:
                 break
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def end_read_only(self, phy_end: int, recent_files: int) -> None:
+        """Find the queue's end in memory, writing nothing (a read-only open): its valid entries that point
+        below `phy_end`, looked for in the `recent_files` newest files (older files are whole, as
+        recovery takes them); the files after the end are closed and forgotten."""
+        files = self.queue.files
+        checked = max(0, len(files) - recent_files)
+        for mf in files[:checked]:
+            mf.wrote_position = mf.flushed_position = mf.file_size
+        for i in range(checked, len(files)):
+            mf = files[i]
+            kept, last_end = kept_prefix(mf.mm, phy_end)
+            if last_end is not None:
+                self.max_physic_offset = last_end
+            end = kept * UNIT_SIZE
+            mf.wrote_position = mf.flushed_position = end
+            if end < mf.file_size:
+                for later in files[i + 1:]:
+                    later.close()
+                del files[i + 1:]
+                break
 
     def last_unit(self) -> CqUnit | None:
         """The newest entry, None for an empty queue."""

@@ -77,6 +77,11 @@ class DerivedEnds:
         """Raised (under the store lock) when queues leave the store (a topic deleted): a snapshot
         taken before may no longer be written."""
 
+    def next_generation(self) -> int:
+        """Queues left the store: raise `generation` (under the store lock) and answer it."""
+        self.generation += 1
+        return self.generation
+
     def load(self, *, quarantine: Path | None) -> tuple[Ends | None, StateFileProblem | None]:
         """The recorded ends (None: no record, as in a store RocketMQ wrote) and what was wrong with the
         file (`json_config.load_state`: a damaged file is replaced by its .bak, or set aside).

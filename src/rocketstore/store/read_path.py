@@ -1,5 +1,6 @@
-"""The read path: `get` (RocketMQ's getMessage), `query` by key, offsets by time, whole-queue and
-whole-log iteration, and single records by offset or message id."""
+"""The read path, a part of `MessageStore`: `get` (RocketMQ's getMessage), `query` by key, offsets by time,
+whole-queue and whole-log iteration, and single records by offset or message id. It writes nothing: what
+puts left behind the log is dispatched (by the write path) before a read of the queues or the index."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from operator import attrgetter
 
 from rocketstore import kernels
 from rocketstore._types import Buffer
+from rocketstore.config import StoreConfig
 from rocketstore.errors import (
     InvalidArgumentError,
     MessageNotFoundError,
@@ -22,20 +24,24 @@ from rocketstore.format.message import (
     store_timestamp_in,
 )
 from rocketstore.format.msgid import decode_msg_id
+from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.entry_run import EntryReader, queue_messages
 from rocketstore.log.index_file import HEADER_SLOTS
+from rocketstore.log.index_service import IndexService
 from rocketstore.native import speedups
 from rocketstore.results import GetResult, GetStatus
-from rocketstore.store.core import (
+from rocketstore.store.checks import (
     LONG_MAX,
     LONG_MIN,
-    StoreCore,
-    _check_int,
-    _check_optional_int,
-    _check_queue,
-    _is_int,
+    check_int,
+    check_optional_int,
+    check_queue,
+    is_int,
 )
+from rocketstore.store.queues import ConsumeQueues
+from rocketstore.store.running_flags import RunningFlags
+from rocketstore.store.write_path import WritePath
 
 MAX_TRANSFER_BYTES = 256 * 1024  # RocketMQ maxTransferBytesOnMessageInMemory
 CQ_SCAN_ENTRIES = 800  # RocketMQ scans at most 16000 bytes of consume queue per get
@@ -79,8 +85,8 @@ def _check_get(topic: object, queue_id: object, offset: object) -> None:
     Raises:
         InvalidArgumentError: a topic that is not a str, a queue id or offset that is not an int.
     """
-    _check_queue("get", topic, queue_id)
-    if not _is_int(offset):
+    check_queue("get", topic, queue_id)
+    if not is_int(offset):
         raise InvalidArgumentError(f"get: offset must be an int, not {offset!r}")
 
 
@@ -94,8 +100,20 @@ def _check_time_bounds(what: str, begin_ms: object, end_ms: object) -> None:
             raise InvalidArgumentError(f"{what}: {name} must be a number of epoch milliseconds, not {value!r}")
 
 
-class StoreReadPath(StoreCore):
-    """The read path (a part of `MessageStore`)."""
+class ReadPath:
+    """The reads of a store (a part of `MessageStore`)."""
+
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, queues: ConsumeQueues, index: IndexService,
+                 flags: RunningFlags, writes: WritePath) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self._queue_part = queues
+        self._queues = queues.by_key  # looked up on every get: the dict itself, which only `queues` changes
+        self.index = index
+        self._flags = flags
+        self._writes = writes
+        self._max_query_results = config.max_query_results  # the config is frozen
+        self._max_get_count = max(1, config.max_get_count)
 
     @property
     def min_phy_offset(self) -> int:
@@ -104,7 +122,7 @@ class StoreReadPath(StoreCore):
         Raises:
             StoreClosedError: the store was closed.
         """
-        self._check_open()
+        self._flags.check_open()
         return self.commitlog.min_offset
 
     @property
@@ -114,7 +132,7 @@ class StoreReadPath(StoreCore):
         Raises:
             StoreClosedError: the store was closed.
         """
-        self._check_open()
+        self._flags.check_open()
         return self.commitlog.max_offset
 
     def queues(self) -> dict[str, list[int]]:
@@ -123,8 +141,8 @@ class StoreReadPath(StoreCore):
         Raises:
             StoreClosedError: the store was closed.
         """
-        self._check_open()
-        self._dispatch_behind()
+        self._flags.check_open()
+        self._writes.dispatch_behind()
         result: dict[str, list[int]] = {}
         for topic, queue_id in sorted(self._queues):
             result.setdefault(topic, []).append(queue_id)
@@ -137,10 +155,10 @@ class StoreReadPath(StoreCore):
             StoreClosedError: the store was closed.
             InvalidArgumentError: a topic that is not a str, a queue id that is not an int.
         """
-        self._check_open()
+        self._flags.check_open()
         if type(topic) is not str or type(queue_id) is not int:
-            _check_queue("min_offset", topic, queue_id)
-        self._dispatch_behind()
+            check_queue("min_offset", topic, queue_id)
+        self._writes.dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return cq.min_offset if cq else 0
 
@@ -151,10 +169,10 @@ class StoreReadPath(StoreCore):
             StoreClosedError: the store was closed.
             InvalidArgumentError: a topic that is not a str, a queue id that is not an int.
         """
-        self._check_open()
+        self._flags.check_open()
         if type(topic) is not str or type(queue_id) is not int:
-            _check_queue("max_offset", topic, queue_id)
-        self._dispatch_behind()
+            check_queue("max_offset", topic, queue_id)
+        self._writes.dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return cq.max_offset if cq else 0
 
@@ -166,8 +184,8 @@ class StoreReadPath(StoreCore):
             InvalidArgumentError: `phy_offset` is not an int.
             MessageNotFoundError: no record starts there.
         """
-        self._check_open()
-        if type(phy_offset) is not int and not _is_int(phy_offset):
+        self._flags.check_open()
+        if type(phy_offset) is not int and not is_int(phy_offset):
             raise InvalidArgumentError(f"message_at: phy_offset must be an int, not {phy_offset!r}")
         return self.commitlog.message_at(phy_offset)
 
@@ -181,7 +199,7 @@ class StoreReadPath(StoreCore):
         """
         from rocketstore.errors import FormatError
 
-        self._check_open()
+        self._flags.check_open()
         if not isinstance(msg_id, str):
             raise InvalidArgumentError(f"message_by_id: msg_id must be a str, not {type(msg_id).__name__}")
         try:
@@ -198,11 +216,11 @@ class StoreReadPath(StoreCore):
             StoreClosedError: the store was closed.
             InvalidArgumentError: a topic that is not a str, a queue id, start or end that is not an int.
         """
-        self._check_open()
-        _check_queue("queue_entries", topic, queue_id)
-        _check_optional_int("queue_entries: start", start)
-        _check_optional_int("queue_entries: end", end)
-        self._dispatch_behind()
+        self._flags.check_open()
+        check_queue("queue_entries", topic, queue_id)
+        check_optional_int("queue_entries: start", start)
+        check_optional_int("queue_entries: end", end)
+        self._writes.dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return iter(())
@@ -220,22 +238,22 @@ class StoreReadPath(StoreCore):
             InvalidArgumentError: a topic that is not a str, a queue id, start or end that is not an int,
                 a chunk that is not an int of at least 1.
         """
-        self._check_open()
-        _check_queue("iter_queue", topic, queue_id)
-        _check_optional_int("iter_queue: start", start)
-        _check_optional_int("iter_queue: end", end)
-        _check_int("iter_queue: chunk", chunk, LONG_MAX, 1)
+        self._flags.check_open()
+        check_queue("iter_queue", topic, queue_id)
+        check_optional_int("iter_queue: start", start)
+        check_optional_int("iter_queue: end", end)
+        check_int("iter_queue: chunk", chunk, LONG_MAX, 1)
         return self._iter_queue(topic, queue_id, start, end, chunk)
 
     def _iter_queue(self, topic: str, queue_id: int, start: int | None, end: int | None,
                     chunk: int) -> Iterator[StoredMessage]:
-        self._dispatch_behind()
-        self._check_open()
+        self._writes.dispatch_behind()
+        self._flags.check_open()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return
         yield from queue_messages(self.commitlog, cq, cq.min_offset if start is None else start,
-                                  cq.max_offset if end is None else end, chunk, self._passed_over)
+                                  cq.max_offset if end is None else end, chunk, self._queue_part.passed_over)
 
     def scan(self, start: int | None = None, end: int | None = None) -> Iterator[StoredMessage]:
         """Every record of the commitlog in log order from physical offset `start` (a record start;
@@ -246,9 +264,9 @@ class StoreReadPath(StoreCore):
             InvalidArgumentError: `start` or `end` is neither None nor an int of at least 0.
             MessageNotFoundError: `start` is inside the stored log but no record starts there.
         """
-        self._check_open()
-        _check_optional_int("scan: start", start, 0)
-        _check_optional_int("scan: end", end, 0)
+        self._flags.check_open()
+        check_optional_int("scan: start", start, 0)
+        check_optional_int("scan: end", end, 0)
         if start is not None and self.commitlog.min_offset <= start < self.commitlog.max_offset:
             self.commitlog.message_at(start)  # raises, naming the offset, unless a record starts there
         return self.commitlog.scan(start, end)
@@ -272,10 +290,11 @@ class StoreReadPath(StoreCore):
                 caller asking for none is more likely a bug), a topic or tags that are not a str, a
                 queue id or offset that is not an int.
         """
-        if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
-            self._dispatch_behind()
-        if self._is_closed:
-            self._check_open()
+        writes = self._writes
+        if writes.behind_to > writes.dispatched_to:  # `dispatch_behind`'s test, inline on a hot path
+            writes.dispatch_behind()
+        if self._flags.closed:
+            self._flags.check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"get: max_count must be an int of at least 1, not {max_count!r}")
         if type(topic) is not str or type(queue_id) is not int or type(offset) is not int:
@@ -313,7 +332,7 @@ class StoreReadPath(StoreCore):
             position += want
             window *= 4
         if reader.misplaced:
-            self._passed_over(topic, queue_id, reader.misplaced)
+            self._queue_part.passed_over(topic, queue_id, reader.misplaced)
         if messages:
             status = GetStatus.FOUND
         else:
@@ -330,14 +349,14 @@ class StoreReadPath(StoreCore):
             InvalidArgumentError: `max_count` below 1, a topic or key that is not a str, time bounds
                 that are not numbers.
         """
-        self._check_open()
+        self._flags.check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"index_lookup: max_count must be an int of at least 1, not {max_count!r}")
         if not (isinstance(topic, str) and isinstance(key, str)):
             raise InvalidArgumentError(f"index_lookup: topic and key must be str, not {type(topic).__name__} and "
                                        f"{type(key).__name__}")
         _check_time_bounds("index_lookup", begin_ms, end_ms)
-        self._dispatch_behind()
+        self._writes.dispatch_behind()
         max_count = min(max_count, self.config.max_query_results)
         offsets = self.index.query(topic, key, max_count, begin_ms, LONG_MAX if end_ms is None else end_ms)
         return sorted(offsets)
@@ -355,10 +374,11 @@ class StoreReadPath(StoreCore):
             InvalidArgumentError: `max_count` below 1, a topic or key that is not a str, time bounds
                 that are not numbers.
         """
-        if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
-            self._dispatch_behind()
-        if self._is_closed:
-            self._check_open()
+        writes = self._writes
+        if writes.behind_to > writes.dispatched_to:  # `dispatch_behind`'s test, inline on a hot path
+            writes.dispatch_behind()
+        if self._flags.closed:
+            self._flags.check_open()
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"query: max_count must be an int of at least 1, not {max_count!r}")
         if (type(topic) is not str or type(key) is not str) and not (isinstance(topic, str) and isinstance(key, str)):
@@ -388,7 +408,7 @@ class StoreReadPath(StoreCore):
         Raises:
             StoreClosedError: the store was closed.
         """
-        self._check_open()
+        self._flags.check_open()
         # index times: whole seconds after the file's begin; any time: none filtered (a record whose store
         # time was damaged, which no CRC covers, misplaces the times of its whole index file)
         widened_begin = LONG_MIN if any_time else 0 if begin_ms <= 1000 else begin_ms - 1000
@@ -421,10 +441,10 @@ class StoreReadPath(StoreCore):
             InvalidArgumentError: a topic that is not a str, a queue id that is not an int, a time that
                 is not an int64.
         """
-        self._check_open()
-        _check_queue("offset_by_time", topic, queue_id)
-        _check_int("offset_by_time: timestamp_ms", timestamp_ms, LONG_MAX, LONG_MIN)
-        self._dispatch_behind()
+        self._flags.check_open()
+        check_queue("offset_by_time", topic, queue_id)
+        check_int("offset_by_time: timestamp_ms", timestamp_ms, LONG_MAX, LONG_MIN)
+        self._writes.dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return 0
@@ -444,10 +464,10 @@ class StoreReadPath(StoreCore):
             StoreClosedError: the store was closed.
             InvalidArgumentError: a topic that is not a str, a queue id or queue offset that is not an int.
         """
-        self._check_open()
-        _check_queue("store_timestamp_at", topic, queue_id)
-        _check_int("store_timestamp_at: queue_offset", queue_offset, LONG_MAX, LONG_MIN)
-        self._dispatch_behind()
+        self._flags.check_open()
+        check_queue("store_timestamp_at", topic, queue_id)
+        check_int("store_timestamp_at: queue_offset", queue_offset, LONG_MAX, LONG_MIN)
+        self._writes.dispatch_behind()
         cq = self._queues.get((topic, queue_id))
         return -1 if cq is None else self._store_time_at(cq, queue_offset)
 

@@ -1,7 +1,8 @@
-"""The write path: `put`, `put_nowait`, `put_batch` and the broker's own records. A message is checked
-and shaped by `prepare`, its records packed by `append_run` (or `_append_one` for a single put), then
-dispatched to its consume queue and the index under the store lock; `pending_put` queues puts for SYNC
-group commit."""
+"""The write path, a part of `MessageStore`: `put`, `put_nowait`, `put_batch` and the broker's own records.
+A message is checked and shaped by `prepare`, its records packed by `append_run` (or `_append_one` for a
+single put), then dispatched to its consume queue and the index under the store lock; `pending_put`
+queues puts for SYNC group commit. It owns where the log's records are dispatched to (`dispatched_to`),
+the puts left behind the dispatch (`behind_to`), and the newest store timestamp."""
 
 from __future__ import annotations
 
@@ -9,37 +10,44 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from functools import partial
 from operator import itemgetter
-from pathlib import Path
+from threading import Lock
 from typing import TYPE_CHECKING
 
 from rocketstore import kernels
 from rocketstore._types import Clock
-from rocketstore.config import StoreConfig
 from rocketstore.errors import (
     StoreReadOnlyError,
 )
 from rocketstore.format.consume_queue import UNIT, UNIT_SIZE
+from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_file import HEADER_SLOTS
+from rocketstore.log.index_service import IndexService
 from rocketstore.message import Message
 from rocketstore.results import PutResult, PutStatus
 from rocketstore.services.dispatch import (
+    DISPATCH_BATCH,
+    Dispatcher,
     delivery_tags_code,
+    packed_from,
 )
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService
 from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
 from rocketstore.store.append_run import BatchRun, encode_record
-from rocketstore.store.core import StoreCore, _system_clock
-from rocketstore.store.pending_put import PendingPut, with_status
+from rocketstore.store.checks import system_clock
+from rocketstore.store.pending_put import PendingPut, PutCombiner, with_status
 from rocketstore.store.prepare import (
     BLANK_RECORD_SIZE,
     Prepared,
+    Preparer,
     checked_messages,
 )
+from rocketstore.store.queues import ConsumeQueues
+from rocketstore.store.running_flags import RunningFlags
 
 if TYPE_CHECKING:
-    from rocketstore._speedups import Appender as AppenderType
+    from rocketstore.kernels import AppenderType
 
 
 def _put_result_factory() -> Callable[..., PutResult]:
@@ -112,19 +120,20 @@ def put_one_for(store_ip: bytes, store_port: int, msg_id_prefix: str) -> Callabl
 
 PUT_BEHIND_BYTES = 1 << 20
 """How far (bytes of records) plain puts may run ahead of the dispatch: the put that goes further
-dispatches everything behind it (`StoreCore._dispatch_behind`); readers and the queue flush catch up first."""
+dispatches everything behind it (`WritePath.dispatch_behind`); readers and the queue flush catch up first."""
 
 
-def appender_for(store: StoreWritePath) -> AppenderType | None:
-    """The compiled `Appender` of `store`: PutResult's slots, the store host, the limits and prepare's
-    arguments, the store's queue offsets table and clock; None with the pure backend or when PutResult's
-    fields changed."""
+def appender_for(preparer: Preparer, store_ip: bytes, store_port: int, msg_id_prefix: str,
+                 next_offsets: dict[tuple[str, int], int], clock: Clock) -> AppenderType | None:
+    """The compiled `Appender`: PutResult's slots, the store host, the limits and prepare's arguments,
+    the queues' next offsets (which it advances) and the clock; None with the pure backend or when
+    PutResult's fields changed."""
     if kernels.Appender is None or _put_result is PutResult:
         return None
     descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
-    return kernels.Appender(PutResult, descriptors, PutStatus.PUT_OK, store._store_ip, store._store_port,
-                            store._msg_id_prefix, fs.PWRITE_MIN, BLANK_RECORD_SIZE, store._preparer.plain_arguments,
-                            store._queue_table, None if store.clock is _system_clock else store.clock)
+    return kernels.Appender(PutResult, descriptors, PutStatus.PUT_OK, store_ip, store_port, msg_id_prefix,
+                            fs.PWRITE_MIN, BLANK_RECORD_SIZE, preparer.plain_arguments, next_offsets,
+                            None if clock is system_clock else clock)
 
 
 def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
@@ -136,26 +145,123 @@ def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
     return None
 
 
+QueueEntryCallback = Callable[[str, int, int, int], None]
+"""(topic, queue id, queue offset, store timestamp): a queue took the entry at that offset."""
 
 
-class StoreWritePath(StoreCore):
-    """The write path (a part of `MessageStore`)."""
+class WritePath:
+    """Puts, under the store lock, and the dispatch of what they wrote (a part of `MessageStore`)."""
 
-    def __init__(self, root: Path, config: StoreConfig, *, read_only: bool, clock: Clock) -> None:
-        super().__init__(root, config, read_only=read_only, clock=clock)
-        self._put_one = put_one_for(self._store_ip, self._store_port, self._msg_id_prefix)
-        self._appender = appender_for(self)
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueues, index: IndexService, dispatcher: Dispatcher,
+                 preparer: Preparer, flags: RunningFlags, lock: Lock, clock: Clock, *, store_host: tuple[bytes, int],
+                 msg_id_prefix: str, delay_millis: list[int], sync_flush_timeout_ms: int,
+                 on_queue_entry: QueueEntryCallback) -> None:
+        self._commitlog = commitlog
+        self._queues = queues
+        self._next_offsets = queues.next_offsets
+        self._index = index
+        self._dispatcher = dispatcher
+        self.preparer = preparer
+        self._flags = flags
+        self._lock = lock
+        self._clock = clock
+        self._store_ip, self._store_port = store_host
+        self._msg_id_prefix = msg_id_prefix
+        self._delay_millis = delay_millis
+        self._sync_flush_timeout_ms = sync_flush_timeout_ms
+        self._on_queue_entry = on_queue_entry
+        self.combiner = PutCombiner(self._append_locked)
+        self.flush_service: CommitLogFlushService | GroupCommitService | None = None
+        """The commitlog's flush, once the store's services started (`attach_flush`)."""
+        self.last_store_timestamp = 0
+        """The store timestamp of the newest record written (the checkpoint's physic time)."""
+        # A plain ASYNC put writes its record only (`_put_behind`, see `put`); its queue entry and index keys
+        # follow in `dispatch_behind`, as RocketMQ's ReputMessageService dispatches behind the log. Records
+        # below `dispatched_to` are dispatched; `behind_to` is the end of the newest record written without
+        # dispatch.
+        self.dispatched_to = 0
+        self.behind_to = 0
+        self._listening = False
+        self._put_behind: Callable[[Message], PutResult | None] | None = None
+        self._put_one = put_one_for(self._store_ip, self._store_port, msg_id_prefix)
+        self._appender = appender_for(preparer, self._store_ip, self._store_port, msg_id_prefix, self._next_offsets,
+                                      clock)
         self._appending: MappedFile | None = None  # the commitlog file the appender is attached to
         self._put_behind_compiled = None if self._appender is None else self._put_behind_appended
+
+    def start(self, flush_service: CommitLogFlushService | GroupCommitService, *, last_store_timestamp: int) -> None:
+        """Start writing after the open's recovery: everything in the log is dispatched, `flush_service`
+        flushes what puts write."""
+        self.flush_service = flush_service
+        self.last_store_timestamp = last_store_timestamp
+        self.dispatched_to = self._commitlog.max_offset
+        self._put_behind = self._put_behind_or_none()
+
+    def stop(self) -> None:
+        """Puts stop leaving their dispatch behind (the store is closing)."""
+        self._put_behind = None
+
+    def forget_behind(self) -> None:
+        """What a closed store kept behind its log is the next open's to dispatch."""
+        self.behind_to = 0
+
+    def set_listening(self, listening: bool) -> None:
+        """Someone listens for arrivals (or stopped): puts dispatch at once (or may leave it behind again).
+        Called under the store lock."""
+        self._listening = listening
+        self._put_behind = self._put_behind_or_none()
+
+    def turn_read_only(self, reason: str) -> None:
+        """Refuse puts from now on, for `reason`."""
+        self._put_behind = None
+        self._flags.turn_read_only(reason)
+
+    def writable_again(self) -> None:
+        """The store is writable again (a full disk has room)."""
+        self._put_behind = self._put_behind_or_none()
 
     def _put_behind_or_none(self) -> Callable[[Message], PutResult | None] | None:
         """What `put` writes a message with while nothing needs its dispatch at once (the store is
         writable, ASYNC, and nobody listens for arrivals): the compiled `put_behind`, or its twin without
         the compiled module; else None."""
-        if (self._closed or self._read_only_reason is not None or self._arrival_listeners
-                or not isinstance(self._flush_service, CommitLogFlushService)):
+        if (self._flags.closed or self._flags.read_only_reason is not None or self._listening
+                or not isinstance(self.flush_service, CommitLogFlushService)):
             return None
         return self._put_behind_compiled or self._put_behind_py
+
+    def dispatch_behind(self) -> None:
+        """Dispatch the records puts left behind, before anything reads the queues or the index.
+
+        Raises:
+            StoreReadOnlyError: a queue or index file could not be written: the store turned read-only,
+                and the records not dispatched stay in the log only, for the next open's recovery to
+                dispatch (later reads answer from what was dispatched).
+        """
+        if self.behind_to > self.dispatched_to:
+            with self._lock:
+                self.dispatch_behind_locked()
+
+    def dispatch_behind_locked(self) -> None:
+        """`dispatch_behind` with the store lock held: the queue entries and index keys of every record from
+        `dispatched_to` to the end of the log, in batches (`packed_from`, `Dispatcher.write_packed`), and
+        the queue-entry callbacks."""
+        start = self.dispatched_to
+        if self.behind_to <= start:
+            return
+        try:
+            for packed in packed_from(self._commitlog, start, self._delay_millis, DISPATCH_BATCH, start, start,
+                                      True):
+                self._dispatcher.write_packed(packed.runs, packed.groups)
+        except OSError as exc:
+            self.turn_read_only(f"dispatch failed: {exc}")
+            self.behind_to = 0  # given up: recovery dispatches the rest
+            raise StoreReadOnlyError(self._flags.read_only_reason or str(exc)) from exc
+        self.dispatched_to = self._commitlog.max_offset
+
+    def caught_up_queues(self) -> list[ConsumeQueue]:
+        """Every consume queue, after the catch-up (the store lock held: the queue flush's view)."""
+        self.dispatch_behind_locked()
+        return self._queues.all()
 
     def _put_behind_appended(self, message: Message) -> PutResult | None:
         """`_put_behind_py` through the compiled `Appender`, under the store lock: the record of the
@@ -182,8 +288,8 @@ class StoreWritePath(StoreCore):
             if result is not None:
                 mf.wrote_position = appender.position
                 mf.touched = True  # the mapping budget's clock bit: the file being written stays mapped
-                self._behind_to = appender.end
-                self._last_store_timestamp = appender.last_store_timestamp
+                self.behind_to = appender.end
+                self.last_store_timestamp = appender.last_store_timestamp
                 return result
         kernels.declined("put_behind")
         return None
@@ -199,30 +305,30 @@ class StoreWritePath(StoreCore):
         """A put without its dispatch, for any message: the twin of the compiled `put_behind`, and what
         takes the messages it declines (properties, a record of 16 KiB or more, a file that rolls). The
         record goes at the log's write position, stamped by the clock, with the next queue offset of
-        its queue; the consume-queue entry and the index keys are left to `_dispatch_behind`. None
+        its queue; the consume-queue entry and the index keys are left to `dispatch_behind`. None
         (nothing written) when the store stopped putting behind: the caller's put dispatches at once.
 
         Raises:
             InvalidMessageError: the message breaks a rule (nothing was written).
             StoreReadOnlyError: the write failed (the store turned read-only).
         """
-        p = self._preparer.prepare(message)
+        p = self.preparer.prepare(message)
         (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, _, _, _, _, _) = p
         with self._lock:
             if self._put_behind is None:
                 return None
             try:
-                mf = self.commitlog.file_for_append(size)
-                store_ts = self.clock()
-                queue_offset = self._queue_table.get(queue_key, 0) if in_queue else 0
+                mf = self._commitlog.file_for_append(size)
+                store_ts = self._clock()
+                queue_offset = self._next_offsets.get(queue_key, 0) if in_queue else 0
                 phy = mf.file_from_offset + mf.wrote_position
                 mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
             except OSError as exc:
                 raise self._write_failed(exc) from exc
             if in_queue:
-                self._queue_table[queue_key] = queue_offset + 1
-            self._last_store_timestamp = store_ts
-            self._behind_to = phy + size
+                self._next_offsets[queue_key] = queue_offset + 1
+            self.last_store_timestamp = store_ts
+            self.behind_to = phy + size
             self._attach_appender(mf)
             return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}",
                                store_ts, topic, queue_id)
@@ -242,7 +348,7 @@ class StoreWritePath(StoreCore):
             StoreClosedError: the store was closed.
         """
         put_behind = self._put_behind
-        if put_behind is not None:  # the record only: its dispatch follows in `_dispatch_behind`
+        if put_behind is not None:  # the record only: its dispatch follows in `dispatch_behind`
             try:
                 result = put_behind(message) if fs.write_mapped is _WRITE_MAPPED else None
             except (TypeError, AttributeError, OverflowError):
@@ -250,16 +356,16 @@ class StoreWritePath(StoreCore):
             if result is None:  # what the compiled call declines, or the fs seam is replaced: in Python
                 result = self._put_behind_py(message)
             if result is not None:
-                if result.phy_offset - self._dispatched_to >= PUT_BEHIND_BYTES:
-                    self._dispatch_behind()
+                if result.phy_offset - self.dispatched_to >= PUT_BEHIND_BYTES:
+                    self.dispatch_behind()
                 return result
-        self._check_writable()
-        prepared = self._preparer.prepare(message)
-        if self._combiner.used or isinstance(self._flush_service, GroupCommitService):
+        self._flags.check_writable()
+        prepared = self.preparer.prepare(message)
+        if self.combiner.used or isinstance(self.flush_service, GroupCommitService):
             return self._write([prepared])[0]
         with self._lock:  # the usual ASYNC put: `_write`'s steps for one message, without its lists
-            if self._read_only_reason is not None:
-                raise StoreReadOnlyError(self._read_only_reason)
+            if self._flags.read_only_reason is not None:
+                raise StoreReadOnlyError(self._flags.read_only_reason)
             try:
                 return self._append_one(prepared)
             except OSError as exc:
@@ -274,14 +380,14 @@ class StoreWritePath(StoreCore):
         Raises:
             the errors of `put` about the message and the store, at once (nothing is queued then).
         """
-        self._check_writable()
-        prepared = self._preparer.prepare(message)
-        service = self._flush_service
+        self._flags.check_writable()
+        prepared = self.preparer.prepare(message)
+        service = self.flush_service
         if not isinstance(service, GroupCommitService):
             return PendingPut.settled(self._write([prepared])[0])
-        pending = PendingPut(service if prepared.wait else None, self.config.sync_flush_timeout_ms,
-                             self._on_flush_error, self._combiner)
-        self._combiner.submit(prepared, pending)
+        pending = PendingPut(service if prepared.wait else None, self._sync_flush_timeout_ms,
+                             self._on_flush_error, self.combiner)
+        self.combiner.submit(prepared, pending)
         service.wakeup()
         return pending
 
@@ -296,8 +402,8 @@ class StoreWritePath(StoreCore):
             StoreReadOnlyError: the store is read-only.
             StoreClosedError: the store was closed.
         """
-        self._check_writable()
-        prepared = self._preparer.prepare_many(messages)
+        self._flags.check_writable()
+        prepared = self.preparer.prepare_many(messages)
         if not prepared:
             return []
         return self._write(prepared)
@@ -313,25 +419,25 @@ class StoreWritePath(StoreCore):
             StoreReadOnlyError: the store is read-only.
             StoreClosedError: the store was closed.
         """
-        self._check_writable()
-        prepared = [self._preparer.prepare_py(m, broker_written=True)
+        self._flags.check_writable()
+        prepared = [self.preparer.prepare_py(m, broker_written=True)
                     for m in checked_messages("put_broker_records", messages)]
         return self._write(prepared) if prepared else []
 
-    def _put_delivered(self, message: Message) -> PutResult:
+    def put_delivered(self, message: Message) -> PutResult:
         """Put the due copy of a delayed record (the schedule service's delivery): to its own topic and
         queue, the DELAY it carries kept and not acted on.
 
         Raises:
             the errors of `put`.
         """
-        self._check_writable()
-        return self._write([self._preparer.prepare_py(message, delivered=True)])[0]
+        self._flags.check_writable()
+        return self._write([self.preparer.prepare_py(message, delivered=True)])[0]
 
     def _write(self, prepared: list[Prepared]) -> list[PutResult]:
         """Append prepared messages, then wait for the flush SYNC mode asks for."""
-        if self._combiner.used:  # after the puts queued so far, among them this thread's own
-            with self._combiner.exclusive():
+        if self.combiner.used:  # after the puts queued so far, among them this thread's own
+            with self.combiner.exclusive():
                 results = self._append_locked(prepared)
         else:
             results = self._append_locked(prepared)
@@ -340,8 +446,8 @@ class StoreWritePath(StoreCore):
     def _append_locked(self, prepared: list[Prepared]) -> list[PutResult]:
         """Append prepared messages under the lock; a write error turns the store read-only."""
         with self._lock:
-            if self._read_only_reason is not None:
-                raise StoreReadOnlyError(self._read_only_reason)
+            if self._flags.read_only_reason is not None:
+                raise StoreReadOnlyError(self._flags.read_only_reason)
             try:
                 return [self._append_one(prepared[0])] if len(prepared) == 1 else self._append(prepared)
             except OSError as exc:
@@ -349,32 +455,32 @@ class StoreWritePath(StoreCore):
 
     def _write_failed(self, exc: OSError) -> StoreReadOnlyError:
         """Turn the store read-only after a failed write; the error to raise."""
-        self._turn_read_only(f"write failed: {exc}")
-        return StoreReadOnlyError(self._read_only_reason or str(exc))
+        self.turn_read_only(f"write failed: {exc}")
+        return StoreReadOnlyError(self._flags.read_only_reason or str(exc))
 
     def _await_flush(self, prepared: list[Prepared], results: list[PutResult]) -> list[PutResult]:
-        service = self._flush_service
+        service = self.flush_service
         if not isinstance(service, GroupCommitService) or not results:
             return results
         if not any(p.wait for p in prepared):
             service.wakeup()
             return results
         last = results[-1]
-        if service.confirm(last.phy_offset + last.size, self.config.sync_flush_timeout_ms, self._on_flush_error):
+        if service.confirm(last.phy_offset + last.size, self._sync_flush_timeout_ms, self._on_flush_error):
             return results
         return [with_status(r, PutStatus.FLUSH_DISK_TIMEOUT) if p.wait else r
                 for p, r in zip(prepared, results, strict=True)]
 
     def _on_flush_error(self, error: BaseException) -> None:
-        self._turn_read_only(f"flush failed: {error}")
+        self.turn_read_only(f"flush failed: {error}")
 
     def _append(self, prepared: list[Prepared]) -> list[PutResult]:
         """Write the records, one run and one mmap write per commitlog file touched (`pack_run`), all
         with one store timestamp (as RocketMQ's putMessages stamps a batch), then dispatch them to the
         consume queues and, in one pass, to the index. Called under the lock."""
-        self._dispatch_behind_locked()
-        commitlog = self.commitlog
-        run = BatchRun(self.clock(), self._queue_table, self._store_ip, self._store_port, self._delay_millis)
+        self.dispatch_behind_locked()
+        commitlog = self._commitlog
+        run = BatchRun(self._clock(), self._next_offsets, self._store_ip, self._store_port, self._delay_millis)
         i, n = 0, len(prepared)
         while i < n:
             mf = commitlog.queue.last
@@ -384,9 +490,9 @@ class StoreWritePath(StoreCore):
                                   mf.file_size - mf.wrote_position - BLANK_RECORD_SIZE)
             if records:
                 mf.append(records)
-        self._last_store_timestamp = run.store_ts
+        self.last_store_timestamp = run.store_ts
         self._dispatch_appended(run, prepared)
-        self._dispatched_to = commitlog.max_offset
+        self.dispatched_to = commitlog.max_offset
         return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, run.placed)
 
     def _append_one(self, p: Prepared) -> PutResult:
@@ -395,36 +501,36 @@ class StoreWritePath(StoreCore):
         the plain case, else through `_append_one_py`. Called under the lock."""
         (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
          tags_code, _, _) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
-        if self._behind_to > self._dispatched_to:  # `_dispatch_behind`'s test, inline on a hot path
-            self._dispatch_behind_locked()
-        commitlog = self.commitlog
+        if self.behind_to > self.dispatched_to:  # `dispatch_behind`'s test, inline on a hot path
+            self.dispatch_behind_locked()
+        commitlog = self._commitlog
         mf = commitlog.queue.last
         if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
             mf = commitlog.file_for_append(size)
-        store_ts = self.clock()
+        store_ts = self._clock()
         queue_offset = 0
         cq = None
         if in_queue:
-            queue_offset = self._queue_table.get(queue_key, 0)
-            self._queue_table[queue_key] = queue_offset + 1
+            queue_offset = self._next_offsets.get(queue_key, 0)
+            self._next_offsets[queue_key] = queue_offset + 1
             if delay_level:
                 tags_code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
-            cq = self._queue_for(topic, queue_id)
-        self._last_store_timestamp = store_ts
+            cq = self._queues.queue_for(topic, queue_id)
+        self.last_store_timestamp = store_ts
         put_one = self._put_one
         if put_one is not None and size < fs.PWRITE_MIN and fs.write_mapped is _WRITE_MAPPED:
-            index_files = self.index.files
+            index_files = self._index.files
             if not indexed or index_files:
                 result = put_one(p, mf, store_ts, queue_offset, tags_code, cq, index_files[-1] if indexed else None)
                 if result is not None:
-                    self._dispatched_to = result.phy_offset + size
+                    self.dispatched_to = result.phy_offset + size
                     if cq is not None:
-                        self._queue_advanced(topic, queue_id, queue_offset, store_ts)
+                        self._on_queue_entry(topic, queue_id, queue_offset, store_ts)
                     return result
         if put_one is not None:  # declined, or not offered (a large record, a first file, the fs seam replaced)
             kernels.declined("put_one")
         result = self._append_one_py(p, mf, store_ts, queue_offset, tags_code, cq)
-        self._dispatched_to = result.phy_offset + size
+        self.dispatched_to = result.phy_offset + size
         return result
 
     def _append_one_py(self, p: Prepared, mf: MappedFile, store_ts: int, queue_offset: int, tags_code: int,
@@ -436,9 +542,9 @@ class StoreWritePath(StoreCore):
         phy = mf.file_from_offset + mf.wrote_position
         mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
         if cq is not None and cq.put(phy, size, tags_code, queue_offset):
-            self._queue_advanced(topic, queue_id, queue_offset, store_ts)
+            self._on_queue_entry(topic, queue_id, queue_offset, store_ts)
         if indexed:
-            self.index.build(topic, phy, store_ts, keys, uniq_key)
+            self._index.build(topic, phy, store_ts, keys, uniq_key)
         return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
                            topic, queue_id)
 
@@ -450,13 +556,13 @@ class StoreWritePath(StoreCore):
         store_ts = run.store_ts
         newest: list[tuple[int, str, int, int]] = []
         for (topic, queue_id), (first, units) in run.per_queue.items():
-            last = self._queue_for(topic, queue_id).put_units(first, units)
+            last = self._queues.queue_for(topic, queue_id).put_units(first, units)
             if last >= 0:
                 newest.append((UNIT.unpack_from(units, last * UNIT_SIZE)[0], topic, queue_id, first + last))
         keyless = _last_indexed_keyless(prepared)
         if keyless is not None:  # as `build` of each: even keyless messages roll a full index file
-            self.index.build_keys(run.index_keys, store_ts, keyless)
+            self._index.build_keys(run.index_keys, store_ts, keyless)
         if len(newest) > 1:
             newest.sort(key=itemgetter(0))
         for _, topic, queue_id, queue_offset in newest:
-            self._queue_advanced(topic, queue_id, queue_offset, store_ts)
+            self._on_queue_entry(topic, queue_id, queue_offset, store_ts)

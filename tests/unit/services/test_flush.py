@@ -195,7 +195,7 @@ def test_a_full_index_file_on_disk_becomes_the_checkpoints_index_timestamp(tmp_p
         for i in range(5):  # 3 keys fill a 4-entry index file (entry 0 is unused)
             clock.now += 1000
             store.put(Message("T", b"x", keys=[f"k{i}"]))
-        store._dispatch_behind()  # the index keys of puts follow behind the log
+        store._writes.dispatch_behind()  # the index keys of puts follow behind the log
         assert len(store.index.files) >= 2
         full_end = store.index.files[0].header.end_timestamp
         on_disk = FIELDS_V4.unpack((tmp_path / "checkpoint").read_bytes()[:FIELDS_V4.size])

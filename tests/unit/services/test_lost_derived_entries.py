@@ -300,7 +300,7 @@ def test_a_snapshot_taken_before_a_topic_was_deleted_is_not_written_after_it(tmp
         store.put(Message("U", b"u"))
         store.flush()
         generation = store._derived_ends.generation
-        stale = snapshot(store._queues.values(), store.index, store.commitlog.min_offset,
+        stale = snapshot(store._queues.all(), store.index, store.commitlog.min_offset,
                          store.commitlog.queue.flushed_offset)
         assert store.delete_topic("T")
         store._derived_ends.persist(stale, generation)  # the queue flush's write, after the delete

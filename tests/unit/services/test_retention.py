@@ -96,7 +96,7 @@ def test_old_files_go_at_the_delete_hour_and_queues_index_and_min_offsets_follow
         on_disk = sorted(p.name for p in (tmp_path / "commitlog").iterdir())
         assert on_disk == [mf.path.name for mf in files[expired:]]
         for queue_id in (0, 1):
-            cq = store._queues[(TOPIC, queue_id)]
+            cq = store._queues.by_key[(TOPIC, queue_id)]
             for mf in cq.queue.files[:-1]:
                 assert UNIT.unpack_from(mf.mm, mf.file_size - UNIT_SIZE)[0] >= new_min
             lo = store.min_offset(TOPIC, queue_id)

@@ -1,4 +1,4 @@
-"""A plain ASYNC put leaves its queue entry and index keys behind the log (`StoreCore._dispatch_behind`):
+"""A plain ASYNC put leaves its queue entry and index keys behind the log (`WritePath.dispatch_behind`):
 when the catch-up runs (every read of the queues or the index, 1 MiB of log, the queue flush pass,
 listeners, SYNC mode), and that a reader never sees less than what was put. The bytes it writes are
 held equal to the at-once path's by tests/unit/store/test_put_one.py."""
@@ -39,9 +39,9 @@ def test_every_read_sees_the_puts_before_it(tmp_path):
         for i in range(30):
             r = store.put(Message("T", b"m%d" % i, queue_id=i % 2, keys=(f"k{i}",)))
             assert r.queue_offset == i // 2
-        assert store._behind_to > store._dispatched_to  # left behind so far
+        assert store._writes.behind_to > store._writes.dispatched_to  # left behind so far
         assert store.max_offset("T", 1) == 15
-        assert store._behind_to <= store._dispatched_to
+        assert store._writes.behind_to <= store._writes.dispatched_to
         store.put(Message("T", b"last", keys=("k-last",)))
         assert [m.body for m in store.query("T", "k-last")] == [b"last"]
         store.put(Message("T", b"more", queue_id=1))
@@ -57,7 +57,7 @@ def test_a_put_past_the_bound_dispatches_what_is_behind(tmp_path):
         count = 3 * PUT_BEHIND_BYTES // len(body)
         for _ in range(count):
             store.put(Message("T", body))
-            assert store._behind_to - store._dispatched_to <= PUT_BEHIND_BYTES + 2 * len(body)
+            assert store._writes.behind_to - store._writes.dispatched_to <= PUT_BEHIND_BYTES + 2 * len(body)
         on_disk = _entries_on_disk(tmp_path, "T", 0)
         assert count - PUT_BEHIND_BYTES // len(body) <= on_disk < count
 
@@ -78,13 +78,13 @@ def test_a_listener_hears_of_each_put_as_it_happens(tmp_path):
     with MessageStore.open(tmp_path, CONFIG) as store:
         store.put(Message("T", b"before"))
         remove = store.add_arrival_listener(lambda topic, queue_id, end: heard.append((topic, queue_id, end)))
-        assert heard == [] and store._dispatched_to == store.max_phy_offset  # the catch-up ran first
+        assert heard == [] and store._writes.dispatched_to == store.max_phy_offset  # the catch-up ran first
         store.put(Message("T", b"heard"))
         assert heard == [("T", 0, 2)]  # during the put: the broker's long polling wakes at once
         remove()
         store.put(Message("T", b"behind again"))
         assert heard == [("T", 0, 2)]
-        assert store._behind_to > store._dispatched_to
+        assert store._writes.behind_to > store._writes.dispatched_to
         assert store.max_offset("T", 0) == 3
         assert heard == [("T", 0, 2)]  # a listener removed hears nothing of the catch-up
 
@@ -92,11 +92,11 @@ def test_a_listener_hears_of_each_put_as_it_happens(tmp_path):
 def test_sync_puts_and_batches_dispatch_at_once(tmp_path):
     with MessageStore.open(tmp_path / "sync", StoreConfig(flush_mode=FlushMode.SYNC)) as store:
         store.put(Message("T", b"sync"))
-        assert store._put_behind is None and _entries_on_disk(tmp_path / "sync", "T", 0) == 1
+        assert store._writes._put_behind is None and _entries_on_disk(tmp_path / "sync", "T", 0) == 1
     with MessageStore.open(tmp_path / "async", CONFIG) as store:
         store.put(Message("T", b"behind"))
         store.put_batch([Message("T", b"batch %d" % i) for i in range(3)])  # the catch-up first, then its own
-        assert store._dispatched_to == store.max_phy_offset
+        assert store._writes.dispatched_to == store.max_phy_offset
         assert _entries_on_disk(tmp_path / "async", "T", 0) == 4
 
 
@@ -104,7 +104,7 @@ def test_a_store_closed_with_puts_behind_reopens_clean_with_all_of_them(tmp_path
     with MessageStore.open(tmp_path, CONFIG) as store:
         for i in range(100):
             store.put(Message("T", b"m%d" % i, keys=(f"k{i}",)))
-        assert store._behind_to > store._dispatched_to
+        assert store._writes.behind_to > store._writes.dispatched_to
     assert _entries_on_disk(tmp_path, "T", 0) == 100
     with MessageStore.open(tmp_path, CONFIG) as store:
         assert store.recovery.mode.value == "normal"
@@ -123,7 +123,7 @@ def test_what_the_compiled_put_declines_goes_behind_too(tmp_path):
         bodies = [b"p" * 10, b"B" * (17 * 1024), b"r" * 30_000, b"s" * 30_000, b"after the roll"]
         results = [store.put(Message("T", body, keys=(f"k{i}",), properties={"A": "b"} if i == 0 else None))
                    for i, body in enumerate(bodies)]
-        assert store._behind_to == results[-1].phy_offset + results[-1].size > store._dispatched_to
+        assert store._writes.behind_to == results[-1].phy_offset + results[-1].size > store._writes.dispatched_to
         assert results[-1].phy_offset >= config.commitlog_file_size  # a file rolled
         assert _entries_on_disk(tmp_path, "T", 0) == 1
         got = store.get("T", 0, 1, 8)
@@ -139,7 +139,7 @@ def test_a_store_closed_after_a_write_failure_with_puts_behind_answers_as_closed
     store = MessageStore.open(tmp_path, CONFIG)
     for i in range(3):
         store.put(Message("T", b"m%d" % i))
-    store._turn_read_only("write failed: test")
+    store._writes.turn_read_only("write failed: test")
     store.close()
     with pytest.raises(StoreClosedError, match=f"store {tmp_path} is closed"):
         store.get("T", 0, 0)

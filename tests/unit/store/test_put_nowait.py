@@ -92,7 +92,7 @@ def test_a_queued_put_is_written_by_the_next_group_commit(tmp_path):
 
 def test_queued_puts_and_direct_puts_of_a_thread_keep_its_order(tmp_path):
     with MessageStore.open(tmp_path, _config(flush_mode=FlushMode.SYNC)) as store:
-        store._flush_service.before_sync = None  # only the thread itself writes its queue
+        store._background.flush.before_sync = None  # only the thread itself writes its queue
         queued = [store.put_nowait(Message("T", b"q%d" % i)) for i in range(3)]
         assert store.max_offset("T", 0) == 0, "fewer than the write threshold: still queued"
         assert store.put(Message("T", b"direct")).ok
@@ -103,7 +103,7 @@ def test_queued_puts_and_direct_puts_of_a_thread_keep_its_order(tmp_path):
 
 def test_a_producer_writes_the_queue_once_it_reaches_the_threshold(tmp_path):
     with MessageStore.open(tmp_path, _config(flush_mode=FlushMode.SYNC)) as store:
-        store._flush_service.before_sync = None
+        store._background.flush.before_sync = None
         pending = [store.put_nowait(Message("T", b"%d" % i)) for i in range(WRITE_THRESHOLD)]
         assert store.max_offset("T", 0) == WRITE_THRESHOLD
         assert [p.result().queue_offset for p in pending] == list(range(WRITE_THRESHOLD))
@@ -141,7 +141,7 @@ def test_a_message_with_wait_false_does_not_wait_for_the_sync(tmp_path, gate):
 
 def test_the_stores_own_flush_confirms_pending_puts(tmp_path):
     with MessageStore.open(tmp_path, _config(flush_mode=FlushMode.SYNC, sync_flush_timeout_ms=60_000)) as store:
-        store._flush_service.stop()  # no group commit runs: only flush() writes and confirms
+        store._background.flush.stop()  # no group commit runs: only flush() writes and confirms
         pending = [store.put_nowait(Message("T", b"m%d" % i)) for i in range(3)]
         assert not any(p.done() for p in pending)
         store.flush()
@@ -183,6 +183,6 @@ def test_producer_threads_with_puts_pending_get_every_put_confirmed(tmp_path):
         for t in threads:
             t.join()
         assert statuses == [PutStatus.PUT_OK] * 800
-        assert store._flush_service.syncs < 800
+        assert store._background.flush.syncs < 800
         for t in range(4):
             assert [m.body for m in store.iter_queue("T", t)] == [b"%d-%d" % (t, i) for i in range(200)]

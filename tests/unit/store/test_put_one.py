@@ -1,5 +1,5 @@
 """A single put writes the same bytes through the compiled `put_one` as through its twin
-`StoreWritePath._append_one_py`: records, consume queues, index files and results, over several topics
+`WritePath._append_one_py`: records, consume queues, index files and results, over several topics
 and queues, keys and UNIQ_KEY beyond ASCII, delayed and transactional messages, IPv6 hosts, bodies past
 the size the compiled call takes, and files of all three kinds rolled over (where the compiled call
 declines and the twin writes). A put that leaves its dispatch behind (the compiled `put_behind` and its
@@ -45,16 +45,17 @@ def _put_each(root: Path, messages: list[Message], compiled: bool,
     twin_puts = [0]
     behind_puts = [0]
     with MessageStore.open(root, CONFIG, clock=lambda: now[0]) as store:
-        twin = store._append_one_py
+        twin = store._writes._append_one_py
 
         def counted(*args: object) -> PutResult:
             twin_puts[0] += 1
             return twin(*args)  # type: ignore[arg-type]
 
-        store._append_one_py = counted  # type: ignore[method-assign]
+        store._writes._append_one_py = counted  # type: ignore[method-assign]
         if not compiled:
-            store._put_one = None
-        put_behind = {None: None, "compiled": store._put_behind_compiled, "twin": store._put_behind_py}[behind]
+            store._writes._put_one = None
+        writes = store._writes
+        put_behind = {None: None, "compiled": writes._put_behind_compiled, "twin": writes._put_behind_py}[behind]
 
         def left_behind(message: Message) -> PutResult | None:
             assert put_behind is not None
@@ -62,7 +63,7 @@ def _put_each(root: Path, messages: list[Message], compiled: bool,
             behind_puts[0] += result is not None
             return result
 
-        store._put_behind = None if behind is None else left_behind
+        store._writes._put_behind = None if behind is None else left_behind
         results = []
         for message in messages:
             now[0] += 7

@@ -107,7 +107,7 @@ def test_query_records_declines_bounds_it_does_not_take(store_root):
         assert read_path._query_records(*args, 0, 2**64, False, *more) is None  # past int64
         found = read_path._query_records(*args, 0, 2**63 - 1, True, *more)
         assert found and all(isinstance(m, StoredMessage) for m in found)
-        twin = store.query_py("Orders", "k1", 64, 0, 2**63 - 1, True)
+        twin = store._reads.query_py("Orders", "k1", 64, 0, 2**63 - 1, True)
         assert [m.phy_offset for m in found] == sorted(twin) == [m.phy_offset for m in read_path.newest_ascending(
             twin, 64)]
         assert [m.phy_offset for m in read_path._query_records(*args[:-1], 2, 0, 2**63 - 1, True,
