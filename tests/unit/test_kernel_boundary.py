@@ -22,14 +22,8 @@ BY_NAME = re.compile(r"\b(?:PyObject_(?:Get|Set|Has|Del)Attr(?:String)?|_PyObjec
                      r"PyObject_GenericGetAttr)\s*\((?P<args>[^;]*)")
 """A call that reads, writes or probes an attribute by name."""
 
-READS_OF_THE_CALLERS_VALUES = {
-    ("store.c", "message, rs_message_field_names[field])"):
-        "a Message subclass's field (prepare_one); the exact class is read through its slots",
-    ("store.c", "PyTuple_GET_ITEM(shape, 0), rs_attribute_size)"):
-        "the size of the header Struct that the caller's shape function answers",
-}
-"""The attribute reads left in the compiled code, each of a value the caller hands over, not of a store
-object: any other read by name fails the test below."""
+SLOT_BY_OFFSET = re.compile(r"\(char \*\)\s*\w+\s*\+\s*\w*(?:->)?\w*offset")
+"""A read of an object's memory at a slot's offset, computed by hand (`*(PyObject **)((char *)o + offset)`)."""
 
 STATES = [(MappedFile, MappedFileState, "MappedFileState"), (MappedFileQueue, FileQueueState, "FileQueueState"),
           (ConsumeQueue, ConsumeQueueState, "ConsumeQueueState"), (IndexFile, IndexFileState, "IndexFileState")]
@@ -44,10 +38,19 @@ def _reads_by_name() -> set[tuple[str, str]]:
             for m in BY_NAME.finditer(" ".join(source.read_text().split()))}
 
 
-def test_the_c_sources_read_no_store_object_attribute_by_name():
+def test_the_c_sources_read_no_attribute_by_name_and_no_slot_by_offset():
+    """No compiled code reads an attribute by name, or a slot at an offset of its own computing: the
+    state types' fields are struct fields, a Message's are read through the members its slot descriptors
+    define (a message of any other class is declined)."""
     assert C_SOURCES.is_dir()
-    assert _reads_by_name() == set(READS_OF_THE_CALLERS_VALUES)
+    assert _reads_by_name() == set()
     assert not any("attribute_names" in s.read_text() for s in C_SOURCES.glob("*.[ch]"))
+    for source in sorted(C_SOURCES.glob("*.[ch]")):
+        assert not SLOT_BY_OFFSET.search(source.read_text()), f"{source.name} reads a slot by offset"
+
+
+def test_the_offset_scan_catches_a_slot_read():
+    assert SLOT_BY_OFFSET.search("PyObject *v = *(PyObject **)((char *)message + layout->offset[field]);")
 
 
 def test_the_scan_catches_a_read_by_name():

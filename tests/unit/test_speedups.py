@@ -690,10 +690,10 @@ def test_prepare_many_asks_for_the_shape_again_when_the_flag_or_the_tags_change(
 
 
 class _SubMessage(Message):
-    """A Message subclass: the compiled prepare reads its fields by getattr, not from Message's slots."""
+    """A Message subclass: the compiled prepare declines it (a subclass may override a field)."""
 
 
-def test_prepare_reads_slots_of_a_message_and_getattr_of_anything_else():
+def test_prepare_reads_the_slots_of_a_message_and_declines_anything_else():
     checked_topic("T")
     slots = prepare_module.message_slots()
     assert slots is not None and [s.__name__ for s in slots] == list(prepare_module.MESSAGE_FIELDS)
@@ -701,10 +701,12 @@ def test_prepare_reads_slots_of_a_message_and_getattr_of_anything_else():
     sub = _SubMessage("T", b"body", queue_id=2, tags="TagA", keys=("k",), flag=7, born_timestamp=5)
     expected = PREPARER.prepare_py(message)
     assert _speedups.prepare_plain(message, *PREPARE_ARGS) == expected
-    assert _speedups.prepare_plain(sub, *PREPARE_ARGS) == expected
+    assert _speedups.prepare_plain(sub, *PREPARE_ARGS) is None
+    assert _speedups.prepare_many([sub, message], *PREPARE_ARGS) == ([None, expected], 1)
+    assert PREPARER.prepare(sub) == expected  # the twin answers what the compiled prepare declines
     no_slots = PREPARE_ARGS[:-1] + (None,)
-    assert _speedups.prepare_plain(message, *no_slots) == expected
-    assert _speedups.prepare_many([sub, message], *no_slots) == ([expected, expected], 0)
+    assert _speedups.prepare_plain(message, *no_slots) is None
+    assert _speedups.prepare_many([sub, message], *no_slots) == ([None, None], 2)
     for bad in (slots[:-1], slots[1:] + slots[:1], (PutResult.status,) + slots[1:], "slots"):
         with pytest.raises(TypeError, match="slots"):
             _speedups.prepare_plain(message, *PREPARE_ARGS[:-1], bad)

@@ -22,7 +22,6 @@
 
 /* Interned at import (common.h says who reads them). */
 PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key;
-PyObject *rs_attribute_size;
 PyObject *rs_message_field_names[MESSAGE_FIELDS];
 
 /* layout(): the values this module was compiled with (_layout.h), for the test that holds them to the
@@ -152,7 +151,6 @@ PyInit__speedups(void)
     rs_crc32_init();
     struct { PyObject **slot; const char *name; } names[] = {
         {&rs_property_tags, "TAGS"}, {&rs_property_keys, "KEYS"}, {&rs_property_uniq_key, "UNIQ_KEY"},
-        {&rs_attribute_size, "size"},
     };
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) {

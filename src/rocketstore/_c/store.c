@@ -258,11 +258,11 @@ has_separator(PyObject *text)
     return PyUnicode_FindChar(text, 0x01, 0, n, 1) != -1 || PyUnicode_FindChar(text, 0x02, 0, n, 1) != -1;
 }
 
-/* Where a message's fields sit: the slot offsets of the class (`type`) whose member descriptors were
- * given, or no class (every field through getattr). */
+/* Where a message's fields sit: the member definitions of the class (`type`) whose member descriptors
+ * were given, or no class (the prepare declines every message). */
 struct message_layout {
     PyTypeObject *type;
-    Py_ssize_t offset[MESSAGE_FIELDS];
+    PyMemberDef *member[MESSAGE_FIELDS];
 };
 
 /* The last `slots` tuple checked and its layout (a put passes the same tuple every time). */
@@ -299,7 +299,7 @@ message_layout_of(PyObject *slots, struct message_layout *layout)
             return -1;
         }
         type = ((PyDescrObject *)descriptor)->d_type;
-        layout->offset[i] = ((PyMemberDescrObject *)descriptor)->d_member->offset;
+        layout->member[i] = ((PyMemberDescrObject *)descriptor)->d_member;
     }
     layout->type = type;
     Py_XSETREF(checked_slots, Py_NewRef(slots)); /* it keeps the descriptors, and they the class */
@@ -307,18 +307,12 @@ message_layout_of(PyObject *slots, struct message_layout *layout)
     return 0;
 }
 
-/* A new reference to field `field` of `message`: straight from its slot when the message is exactly
- * of the layout's class (a subclass may override a field), else through getattr. */
+/* A new reference to field `field` of `message`, an object of exactly the layout's class, read through the
+ * member its descriptor defines (AttributeError when the slot is unset). */
 static PyObject *
 message_field(PyObject *message, const struct message_layout *layout, int field)
 {
-    if (Py_TYPE(message) == layout->type) {
-        PyObject *value = *(PyObject **)((char *)message + layout->offset[field]);
-        if (value != NULL) {
-            return Py_NewRef(value);
-        }
-    }
-    return PyObject_GetAttr(message, rs_message_field_names[field]);
+    return PyMember_GetOne((const char *)message, layout->member[field]);
 }
 
 /* The last shape prepare_one asked message_shape for, kept over the messages of one prepare_many
@@ -542,6 +536,9 @@ static int
 prepare_parts_of(PyObject *message, const struct prepare_call *call, struct prepare_parts *m)
 {
     const struct message_layout *layout = &call->layout;
+    if (layout->type == NULL || Py_TYPE(message) != layout->type) {
+        return 0; /* a subclass may override a field: prepare_py reads it */
+    }
     PyObject *host = NULL;
 #define GET(var, field) \
     if ((var = message_field(message, layout, field)) == NULL) { return -1; }
@@ -860,15 +857,16 @@ shape_of(struct shape_memo *memo, const struct prepare_call *call, PyObject *sys
     if (shape == NULL) {
         return NULL;
     }
-    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 5) {
-        PyErr_SetString(PyExc_TypeError, "prepare_plain: shape must return a 5-tuple");
+    if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 6 || !PyLong_CheckExact(PyTuple_GET_ITEM(shape, 5))) {
+        PyErr_SetString(PyExc_TypeError, "prepare_plain: shape must return a 6-tuple ending in the header size");
         Py_DECREF(shape);
         return NULL;
     }
-    PyObject *head_size = PyObject_GetAttr(PyTuple_GET_ITEM(shape, 0), rs_attribute_size);
-    *header = head_size == NULL ? -1 : PyLong_AsSsize_t(head_size);
-    Py_XDECREF(head_size);
-    if (*header == -1 && PyErr_Occurred()) {
+    *header = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 5));
+    if (*header < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "prepare_plain: a negative header size");
+        }
         Py_DECREF(shape);
         return NULL;
     }

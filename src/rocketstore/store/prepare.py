@@ -58,8 +58,9 @@ MESSAGE_FIELDS = ("topic", "body", "queue_id", "tags", "keys", "properties", "bo
 
 
 def message_slots() -> tuple[Any, ...] | None:
-    """Message's slot descriptors for MESSAGE_FIELDS, in order (the compiled prepare reads a Message's
-    fields straight from them), or None when Message has no such slots (it then reads by getattr)."""
+    """Message's slot descriptors for MESSAGE_FIELDS, in order (the compiled prepare reads the fields of
+    a message of exactly that class through the members they define, and declines any other object), or
+    None when Message has no such slots (the compiled prepare then declines every message)."""
     slots = tuple(vars(Message).get(name) for name in MESSAGE_FIELDS)
     return slots if all(isinstance(slot, types.MemberDescriptorType) for slot in slots) else None
 
@@ -209,11 +210,13 @@ def parsed_host(host: str) -> tuple[bytes, int]:
 
 @lru_cache(maxsize=4096)
 def message_shape(sys_flag: int, tags: str | None, born_ip: bytes, store_ip: bytes
-                  ) -> tuple[struct.Struct, int, bool, bool, int]:
+                  ) -> tuple[struct.Struct, int, bool, bool, int, int]:
     """What a record's layout and dispatch take from these inputs (cached: producers repeat them):
-    header layout, stored sys flag, queue entry?, index entry?, tags code."""
-    return (header_struct(len(born_ip), len(store_ip)), record_sys_flag(sys_flag, born_ip, store_ip),
-            gets_queue_entry(sys_flag), gets_index_entry(sys_flag), tags_code(tags))
+    header layout, stored sys flag, queue entry?, index entry?, tags code, and the header's size (what
+    the compiled prepare reads of the layout)."""
+    head = header_struct(len(born_ip), len(store_ip))
+    return (head, record_sys_flag(sys_flag, born_ip, store_ip), gets_queue_entry(sys_flag),
+            gets_index_entry(sys_flag), tags_code(tags), head.size)
 
 
 def shorthand_properties(tags: str | None, keys: tuple[str, ...]
@@ -404,7 +407,7 @@ class Preparer:
                                       f"{props.MAX_PROPERTIES_LENGTH}", PutStatus.PROPERTIES_SIZE_EXCEEDED)
         born_ip, born_port = parsed_host(message.born_host) if message.born_host else (self._store_ip, 0)
         sys_flag = message.sys_flag
-        head, record_sys_flag, in_queue, indexed, code = message_shape(sys_flag, tags, born_ip, self._store_ip)
+        head, record_sys_flag, in_queue, indexed, code, _ = message_shape(sys_flag, tags, born_ip, self._store_ip)
         tail = topic_bytes + PROPERTIES_LENGTH.pack(len(props_bytes)) + props_bytes
         size = head.size + len(body) + len(tail)
         if size > self._max_record_size:
