@@ -1,7 +1,8 @@
 """The write path, a part of `MessageStore`: `put`, `put_nowait`, `put_batch` and the broker's own records.
-A message is checked and shaped by `prepare`, its records packed by `append_run` (or `_append_one` for a
-single put), then dispatched to its consume queue and the index under the store lock; `pending_put`
-queues puts for SYNC group commit. It owns where the log's records are dispatched to (`dispatched_to`),
+A message is checked and shaped by `prepare`; one append pipeline (`WritePath._append`) packs the records
+(`append_run`) and dispatches them to their consume queues and the index under the store lock, a single
+put taking its fast branch (the compiled `put_one`) and a plain ASYNC put leaving the dispatch behind;
+`pending_put` queues puts for SYNC group commit. It owns where the log's records are dispatched to (`dispatched_to`),
 the puts left behind the dispatch (`behind_to`), and the newest store timestamp."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from rocketstore.services.dispatch import (
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService
 from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
-from rocketstore.store.append_run import BatchRun, encode_record
+from rocketstore.store.append_run import BatchRun
 from rocketstore.store.checks import system_clock
 from rocketstore.store.pending_put import PendingPut, PutCombiner, with_status
 from rocketstore.store.prepare import (
@@ -104,7 +105,7 @@ _put_results = _put_results_factory()
 
 _WRITE_MAPPED = fs.write_mapped
 """The fs seam's copy into a mapping: the compiled `put_one` writes into the mappings itself, so a single
-put goes through `_append_one_py` (and the seam) while a test has replaced it."""
+put takes the append pipeline's general steps (and the seam) while a test has replaced it."""
 
 
 def put_one_for(store_ip: bytes, store_port: int, msg_id_prefix: str) -> Callable[..., PutResult | None] | None:
@@ -303,9 +304,9 @@ class WritePath:
 
     def _put_behind_py(self, message: Message) -> PutResult | None:
         """A put without its dispatch, for any message: the twin of the compiled `put_behind`, and what
-        takes the messages it declines (properties, a record of 16 KiB or more, a file that rolls). The
-        record goes at the log's write position, stamped by the clock, with the next queue offset of
-        its queue; the consume-queue entry and the index keys are left to `dispatch_behind`. None
+        takes the messages it declines (a record of 16 KiB or more, a file that rolls, a message the
+        compiled prepare declines): the append pipeline's steps for a run of one, without the dispatch
+        (the consume-queue entry and the index keys are left to `dispatch_behind`). None
         (nothing written) when the store stopped putting behind: the caller's put dispatches at once.
 
         Raises:
@@ -313,25 +314,13 @@ class WritePath:
             StoreReadOnlyError: the write failed (the store turned read-only).
         """
         p = self.preparer.prepare(message)
-        (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, _, _, _, _, _) = p
         with self._lock:
             if self._put_behind is None:
                 return None
             try:
-                mf = self._commitlog.file_for_append(size)
-                store_ts = self._clock()
-                queue_offset = self._next_offsets.get(queue_key, 0) if in_queue else 0
-                phy = mf.file_from_offset + mf.wrote_position
-                mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
+                return self._append([p], dispatch=False)[0]
             except OSError as exc:
                 raise self._write_failed(exc) from exc
-            if in_queue:
-                self._next_offsets[queue_key] = queue_offset + 1
-            self.last_store_timestamp = store_ts
-            self.behind_to = phy + size
-            self._attach_appender(mf)
-            return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}",
-                               store_ts, topic, queue_id)
 
     def put(self, message: Message) -> PutResult:
         """Append one message and dispatch it to its consume queue and the index (in an ASYNC store with
@@ -367,7 +356,7 @@ class WritePath:
             if self._flags.read_only_reason is not None:
                 raise StoreReadOnlyError(self._flags.read_only_reason)
             try:
-                return self._append_one(prepared)
+                return self._append([prepared])[0]
             except OSError as exc:
                 raise self._write_failed(exc) from exc
 
@@ -449,7 +438,7 @@ class WritePath:
             if self._flags.read_only_reason is not None:
                 raise StoreReadOnlyError(self._flags.read_only_reason)
             try:
-                return [self._append_one(prepared[0])] if len(prepared) == 1 else self._append(prepared)
+                return self._append(prepared)
             except OSError as exc:
                 raise self._write_failed(exc) from exc
 
@@ -474,16 +463,26 @@ class WritePath:
     def _on_flush_error(self, error: BaseException) -> None:
         self.turn_read_only(f"flush failed: {error}")
 
-    def _append(self, prepared: list[Prepared]) -> list[PutResult]:
-        """Write the records, one run and one mmap write per commitlog file touched (`pack_run`), all
-        with one store timestamp (as RocketMQ's putMessages stamps a batch), then dispatch them to the
-        consume queues and, in one pass, to the index. Called under the lock."""
-        self.dispatch_behind_locked()
+    def _append(self, prepared: list[Prepared], *, dispatch: bool = True) -> list[PutResult]:
+        """The append pipeline, under the lock: the records written, one run and one mmap write per
+        commitlog file touched (`pack_run`), all with one store timestamp (as RocketMQ's putMessages stamps
+        a batch), then dispatched to the consume queues and, in one pass, to the index. A single message
+        dispatched at once takes the fast branch first, the compiled `put_one`, which writes its record,
+        queue entry and index keys in one call; what it declines takes the steps above as a run of one.
+        Without `dispatch` (the twin of a plain ASYNC put) the records are written only, their dispatch
+        left to `dispatch_behind`."""
+        if dispatch:
+            if self.behind_to > self.dispatched_to:  # `dispatch_behind`'s test, inline on a hot path
+                self.dispatch_behind_locked()
+            if len(prepared) == 1 and self._put_one is not None:
+                result = self._put_one_branch(prepared[0])
+                if result is not None:
+                    return [result]
         commitlog = self._commitlog
         run = BatchRun(self._clock(), self._next_offsets, self._store_ip, self._store_port, self._delay_millis)
         i, n = 0, len(prepared)
+        mf = commitlog.queue.last
         while i < n:
-            mf = commitlog.queue.last
             if mf is None or prepared[i].size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
                 mf = commitlog.file_for_append(prepared[i].size)
             i, records = run.fill(prepared, i, n, mf.file_from_offset + mf.wrote_position,
@@ -491,62 +490,48 @@ class WritePath:
             if records:
                 mf.append(records)
         self.last_store_timestamp = run.store_ts
-        self._dispatch_appended(run, prepared)
-        self.dispatched_to = commitlog.max_offset
+        if dispatch:
+            self._dispatch_appended(run, prepared)
+            self.dispatched_to = commitlog.max_offset
+        else:
+            self.behind_to = commitlog.max_offset
+            if mf is not None:
+                self._attach_appender(mf)
         return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, run.placed)
 
-    def _append_one(self, p: Prepared) -> PutResult:
-        """`_append` for a single message (a plain `put`) without the batch set-up: the same steps,
-        record, queue entry, queue callback, index keys, in one compiled call (`put_one`) when they are
-        the plain case, else through `_append_one_py`. Called under the lock."""
+    def _put_one_branch(self, p: Prepared) -> PutResult | None:
+        """The append pipeline's fast branch for one message dispatched at once: its record, queue entry,
+        queue callback and index keys in one compiled call (`put_one`). None (nothing written) where the
+        general steps must write it: a record for `pwrite`, a file to roll or make, no index file yet, a
+        replaced `fs` seam, or what `put_one` declines."""
         (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
          tags_code, _, _) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
-        if self.behind_to > self.dispatched_to:  # `dispatch_behind`'s test, inline on a hot path
-            self.dispatch_behind_locked()
-        commitlog = self._commitlog
-        mf = commitlog.queue.last
-        if mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
-            mf = commitlog.file_for_append(size)
+        put_one = self._put_one
+        mf = self._commitlog.queue.last
+        index_files = self._index.files
+        if (put_one is None or mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position
+                or size >= fs.PWRITE_MIN or fs.write_mapped is not _WRITE_MAPPED or (indexed and not index_files)):
+            kernels.declined("put_one")
+            return None
         store_ts = self._clock()
         queue_offset = 0
         cq = None
         if in_queue:
             queue_offset = self._next_offsets.get(queue_key, 0)
-            self._next_offsets[queue_key] = queue_offset + 1
             if delay_level:
                 tags_code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
             cq = self._queues.queue_for(topic, queue_id)
-        self.last_store_timestamp = store_ts
-        put_one = self._put_one
-        if put_one is not None and size < fs.PWRITE_MIN and fs.write_mapped is _WRITE_MAPPED:
-            index_files = self._index.files
-            if not indexed or index_files:
-                result = put_one(p, mf, store_ts, queue_offset, tags_code, cq, index_files[-1] if indexed else None)
-                if result is not None:
-                    self.dispatched_to = result.phy_offset + size
-                    if cq is not None:
-                        self._on_queue_entry(topic, queue_id, queue_offset, store_ts)
-                    return result
-        if put_one is not None:  # declined, or not offered (a large record, a first file, the fs seam replaced)
+        result = put_one(p, mf, store_ts, queue_offset, tags_code, cq, index_files[-1] if indexed else None)
+        if result is None:
             kernels.declined("put_one")
-        result = self._append_one_py(p, mf, store_ts, queue_offset, tags_code, cq)
+            return None
+        if in_queue:
+            self._next_offsets[queue_key] = queue_offset + 1
+        self.last_store_timestamp = store_ts
         self.dispatched_to = result.phy_offset + size
-        return result
-
-    def _append_one_py(self, p: Prepared, mf: MappedFile, store_ts: int, queue_offset: int, tags_code: int,
-                       cq: ConsumeQueue | None) -> PutResult:
-        """The writes of `_append_one` in Python, the twin of the compiled `put_one`: the record at the
-        write position of the commitlog file `mf`, the entry `queue_offset` with `tags_code` in `cq`
-        (None: the message gets no queue entry), the index keys, the result."""
-        (topic, queue_id, _, _, _, _, _, _, _, _, _, _, _, _, _, size, _, _, indexed, _, _, keys, uniq_key) = p
-        phy = mf.file_from_offset + mf.wrote_position
-        mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
-        if cq is not None and cq.put(phy, size, tags_code, queue_offset):
+        if cq is not None:
             self._on_queue_entry(topic, queue_id, queue_offset, store_ts)
-        if indexed:
-            self._index.build(topic, phy, store_ts, keys, uniq_key)
-        return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
-                           topic, queue_id)
+        return result
 
     def _dispatch_appended(self, run: BatchRun, prepared: list[Prepared]) -> None:
         """The Dispatcher's rules for the `prepared` records just written, all with the run's store

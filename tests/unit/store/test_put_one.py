@@ -1,10 +1,9 @@
-"""A single put writes the same bytes through the compiled `put_one` as through its twin
-`WritePath._append_one_py`: records, consume queues, index files and results, over several topics
-and queues, keys and UNIQ_KEY beyond ASCII, delayed and transactional messages, IPv6 hosts, bodies past
-the size the compiled call takes, and files of all three kinds rolled over (where the compiled call
-declines and the twin writes). A put that leaves its dispatch behind (the compiled `put_behind` and its
-twin `_put_behind_py`, the catch-up writing the queue entries and index keys later) writes the same
-bytes again."""
+"""A single put writes the same bytes through the compiled `put_one` (the append pipeline's fast branch) as through the
+pipeline's general steps for a run of one: records, consume queues, index files and results, over several topics and
+queues, keys and UNIQ_KEY beyond ASCII, delayed and transactional messages, IPv6 hosts, bodies past the size the
+compiled call takes, and files of all three kinds rolled over (where the compiled call declines and the twin
+writes). A put that leaves its dispatch behind (the compiled `put_behind` and its twin `_put_behind_py`, the catch-
+up writing the queue entries and index keys later) writes the same bytes again."""
 
 from __future__ import annotations
 
@@ -45,13 +44,13 @@ def _put_each(root: Path, messages: list[Message], compiled: bool,
     twin_puts = [0]
     behind_puts = [0]
     with MessageStore.open(root, CONFIG, clock=lambda: now[0]) as store:
-        twin = store._writes._append_one_py
+        general = store._writes._dispatch_appended
 
-        def counted(*args: object) -> PutResult:
+        def counted(*args: object) -> None:
             twin_puts[0] += 1
-            return twin(*args)  # type: ignore[arg-type]
+            general(*args)  # type: ignore[arg-type]
 
-        store._writes._append_one_py = counted  # type: ignore[method-assign]
+        store._writes._dispatch_appended = counted  # type: ignore[method-assign]
         if not compiled:
             store._writes._put_one = None
         writes = store._writes
