@@ -35,7 +35,7 @@ from rocketstore.services.dispatch import (
 from rocketstore.services.flush import CommitLogFlushService, GroupCommitService
 from rocketstore.storage import fs
 from rocketstore.storage.mapped_file import MappedFile
-from rocketstore.store.append_run import BatchRun
+from rocketstore.store.append_run import BatchRun, encode_record
 from rocketstore.store.checks import system_clock
 from rocketstore.store.pending_put import PendingPut, PutCombiner, with_status
 from rocketstore.store.prepare import (
@@ -304,9 +304,9 @@ class WritePath:
 
     def _put_behind_py(self, message: Message) -> PutResult | None:
         """A put without its dispatch, for any message: the twin of the compiled `put_behind`, and what
-        takes the messages it declines (a record of 16 KiB or more, a file that rolls, a message the
-        compiled prepare declines): the append pipeline's steps for a run of one, without the dispatch
-        (the consume-queue entry and the index keys are left to `dispatch_behind`). None
+        takes the messages it declines (properties, a record of 16 KiB or more, a file that rolls). The
+        record goes at the log's write position, stamped by the clock, with the next queue offset of
+        its queue; the consume-queue entry and the index keys are left to `dispatch_behind`. None
         (nothing written) when the store stopped putting behind: the caller's put dispatches at once.
 
         Raises:
@@ -314,13 +314,25 @@ class WritePath:
             StoreReadOnlyError: the write failed (the store turned read-only).
         """
         p = self.preparer.prepare(message)
+        (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, _, _, _, _, _) = p
         with self._lock:
             if self._put_behind is None:
                 return None
             try:
-                return self._append([p], dispatch=False)[0]
+                mf = self._commitlog.file_for_append(size)
+                store_ts = self._clock()
+                queue_offset = self._next_offsets.get(queue_key, 0) if in_queue else 0
+                phy = mf.file_from_offset + mf.wrote_position
+                mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
             except OSError as exc:
                 raise self._write_failed(exc) from exc
+            if in_queue:
+                self._next_offsets[queue_key] = queue_offset + 1
+            self.last_store_timestamp = store_ts
+            self.behind_to = phy + size
+            self._attach_appender(mf)
+            return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}",
+                               store_ts, topic, queue_id)
 
     def put(self, message: Message) -> PutResult:
         """Append one message and dispatch it to its consume queue and the index (in an ASYNC store with
@@ -467,14 +479,14 @@ class WritePath:
         """The append pipeline, under the lock: the records written, one run and one mmap write per
         commitlog file touched (`pack_run`), all with one store timestamp (as RocketMQ's putMessages stamps
         a batch), then dispatched to the consume queues and, in one pass, to the index. A single message
-        dispatched at once takes the fast branch first, the compiled `put_one`, which writes its record,
-        queue entry and index keys in one call; what it declines takes the steps above as a run of one.
-        Without `dispatch` (the twin of a plain ASYNC put) the records are written only, their dispatch
-        left to `dispatch_behind`."""
+        dispatched at once takes the fast branch first, the compiled `put_one` (with the pure backend, its
+        twin `_put_one_py`), which writes its record, queue entry and index keys in one call; what the
+        compiled call declines takes the steps above as a run of one. Without `dispatch` the records are
+        written only, their dispatch left to `dispatch_behind`."""
         if dispatch:
             if self.behind_to > self.dispatched_to:  # `dispatch_behind`'s test, inline on a hot path
                 self.dispatch_behind_locked()
-            if len(prepared) == 1 and self._put_one is not None:
+            if len(prepared) == 1:
                 result = self._put_one_branch(prepared[0])
                 if result is not None:
                     return [result]
@@ -501,15 +513,18 @@ class WritePath:
 
     def _put_one_branch(self, p: Prepared) -> PutResult | None:
         """The append pipeline's fast branch for one message dispatched at once: its record, queue entry,
-        queue callback and index keys in one compiled call (`put_one`). None (nothing written) where the
-        general steps must write it: a record for `pwrite`, a file to roll or make, no index file yet, a
-        replaced `fs` seam, or what `put_one` declines."""
+        queue callback and index keys in one compiled call (`put_one`), or by its twin `_put_one_py` with
+        the pure backend. None (nothing written) where the general steps must write it: a record for
+        `pwrite`, a file to roll or make, no index file yet, a replaced `fs` seam, or what `put_one`
+        declines."""
+        put_one = self._put_one
+        if put_one is None:
+            return self._put_one_py(p)
         (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
          tags_code, _, _) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
-        put_one = self._put_one
         mf = self._commitlog.queue.last
         index_files = self._index.files
-        if (put_one is None or mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position
+        if (mf is None or size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position
                 or size >= fs.PWRITE_MIN or fs.write_mapped is not _WRITE_MAPPED or (indexed and not index_files)):
             kernels.declined("put_one")
             return None
@@ -532,6 +547,32 @@ class WritePath:
         if cq is not None:
             self._on_queue_entry(topic, queue_id, queue_offset, store_ts)
         return result
+
+    def _put_one_py(self, p: Prepared) -> PutResult:
+        """The twin of the compiled `put_one`, for any single message: its record at the log's write
+        position (a new file when it does not fit), its queue entry, queue callback and index keys, through
+        the one-message forms of what a run calls (`append_run.encode_record`, `ConsumeQueue.put`,
+        `IndexService.build`)."""
+        (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
+         tags_code, keys, uniq_key) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
+        mf = self._commitlog.file_for_append(size)
+        store_ts = self._clock()
+        queue_offset = 0
+        if in_queue:
+            queue_offset = self._next_offsets.get(queue_key, 0)
+            self._next_offsets[queue_key] = queue_offset + 1
+            if delay_level:
+                tags_code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
+        self.last_store_timestamp = store_ts
+        phy = mf.file_from_offset + mf.wrote_position
+        mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
+        if in_queue and self._queues.queue_for(topic, queue_id).put(phy, size, tags_code, queue_offset):
+            self._on_queue_entry(topic, queue_id, queue_offset, store_ts)
+        if indexed:
+            self._index.build(topic, phy, store_ts, keys, uniq_key)
+        self.dispatched_to = phy + size
+        return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}", store_ts,
+                           topic, queue_id)
 
     def _dispatch_appended(self, run: BatchRun, prepared: list[Prepared]) -> None:
         """The Dispatcher's rules for the `prepared` records just written, all with the run's store

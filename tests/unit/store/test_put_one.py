@@ -44,13 +44,18 @@ def _put_each(root: Path, messages: list[Message], compiled: bool,
     twin_puts = [0]
     behind_puts = [0]
     with MessageStore.open(root, CONFIG, clock=lambda: now[0]) as store:
-        general = store._writes._dispatch_appended
+        general, twin = store._writes._dispatch_appended, store._writes._put_one_py
 
-        def counted(*args: object) -> None:
+        def counted_general(*args: object) -> None:
             twin_puts[0] += 1
             general(*args)  # type: ignore[arg-type]
 
-        store._writes._dispatch_appended = counted  # type: ignore[method-assign]
+        def counted_twin(*args: object) -> PutResult:
+            twin_puts[0] += 1
+            return twin(*args)  # type: ignore[arg-type]
+
+        store._writes._dispatch_appended = counted_general  # type: ignore[method-assign]
+        store._writes._put_one_py = counted_twin  # type: ignore[method-assign]
         if not compiled:
             store._writes._put_one = None
         writes = store._writes
