@@ -3,7 +3,8 @@
 The backend is picked once, here, at import: `compiled` when the module `rocketstore._speedups` was built
 (setup.py) and `ROCKETSTORE_PURE_PYTHON` is not set to 1, else `python`. With the pure backend every
 kernel below is None and its caller runs the twin beside it (`Preparer.prepare_py`, `pack_run_py`,
-`put_results_py`, `WritePath._put_one_py`, `WritePath._put_behind_py`), which gives the same answers and bytes (the tests hold each pair equal).
+`put_results_py`, `WritePath._put_one_py`, `WritePath._put_behind_py`), which gives the same answers
+and bytes (the tests hold each pair equal).
 
 What crosses the boundary: messages and prepared tuples in, buffers (a commitlog file's mapping),
 integers, the store's own tables (the queue offsets dict, packed index keys) and the slot descriptors of
