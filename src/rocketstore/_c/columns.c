@@ -24,11 +24,15 @@
 /* What stopped a walk; the Python exception is set from it once the GIL is held again. */
 enum walk_error { WALK_OK, WALK_NO_MEMORY, WALK_PAST_INT32, WALK_RANGE };
 
-/* A growing byte buffer (PyMem_Raw*: grown without the GIL); `error` says why a grow failed. */
+/* A growing byte buffer: first the room of the bytes object `owner` (made with the GIL before the walk,
+ * becoming the column's bytes without a copy), then, if it outgrows it, PyMem_Raw* memory (grown without
+ * the GIL; copied into a bytes object at the end); `error` says why a grow failed. */
 struct grow {
     char *bytes;
     Py_ssize_t len, cap;
     enum walk_error error;
+    PyObject *owner;
+    int in_owner; /* `bytes` is `owner`'s */
 };
 
 static int
@@ -42,10 +46,14 @@ grow_add(struct grow *g, const void *bytes, Py_ssize_t len)
         while (cap < g->len + len) {
             cap *= 2;
         }
-        char *more = PyMem_RawRealloc(g->bytes, (size_t)cap);
+        char *more = g->in_owner ? PyMem_RawMalloc((size_t)cap) : PyMem_RawRealloc(g->bytes, (size_t)cap);
         if (more == NULL) {
             g->error = WALK_NO_MEMORY;
             return -1;
+        }
+        if (g->in_owner) {
+            memcpy(more, g->bytes, (size_t)g->len);
+            g->in_owner = 0;
         }
         g->bytes = more;
         g->cap = cap;
@@ -373,6 +381,58 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
     return 1;
 }
 
+/* Each grown buffer's bytes object, made before the walk (with the GIL) with room for `n` rows of `total`
+ * record bytes, so that the walk seldom grows one past it: the exact size of the row offsets, validity
+ * bits, msgIds and hosts ("255.255.255.255:-2147483648" at most), the record bytes for the bodies (a
+ * bound), an estimate for the rest, never past their bound. 0, or -1 with the exception set. */
+static int
+reserve(struct grow *g, Py_ssize_t n, Py_ssize_t total)
+{
+    static const enum grown_buffer per_row[] = {G_TOPIC_OFFSETS, G_UNIQ_OFFSETS, G_TAGS_OFFSETS, G_KEYS_LISTS,
+                                                G_MAP_ENTRIES, G_BODY_OFFSETS, G_BORN_OFFSETS, G_STORE_OFFSETS};
+    static const enum grown_buffer per_token[] = {G_KEYS_OFFSETS, G_NAMES_OFFSETS, G_VALUES_OFFSETS};
+    static const enum grown_buffer text[] = {G_TOPIC, G_UNIQ, G_TAGS, G_KEYS, G_NAMES, G_VALUES};
+    Py_ssize_t room[GROWN_BUFFERS];
+    for (size_t k = 0; k < sizeof per_row / sizeof per_row[0]; k++) {
+        room[per_row[k]] = 4 * (n + 1);
+    }
+    for (size_t k = 0; k < sizeof per_token / sizeof per_token[0]; k++) {
+        room[per_token[k]] = Py_MIN(16 * (n + 1), 4 * (n + 1) + 2 * total);
+    }
+    for (size_t k = 0; k < sizeof text / sizeof text[0]; k++) {
+        room[text[k]] = Py_MIN(64 * n, total);
+    }
+    room[G_UNIQ_VALID] = room[G_TAGS_VALID] = (n + 7) / 8;
+    room[G_MSG_ID] = 32 * n;
+    room[G_BORN] = room[G_STORE] = 27 * n;
+    room[G_BODY] = total;
+    for (int k = 0; k < GROWN_BUFFERS; k++) {
+        g[k].owner = PyBytes_FromStringAndSize(NULL, room[k]);
+        if (g[k].owner == NULL) {
+            return -1;
+        }
+        g[k].bytes = PyBytes_AS_STRING(g[k].owner);
+        g[k].cap = room[k];
+        g[k].in_owner = 1;
+    }
+    return 0;
+}
+
+/* The bytes of the `n` records at [starts[i], ends[i]) of `data` (ranges outside it count for none: the
+ * walk refuses them). */
+static Py_ssize_t
+records_total(const Py_buffer *data, const Py_buffer *starts, const Py_buffer *ends, Py_ssize_t n)
+{
+    Py_ssize_t total = 0;
+    for (Py_ssize_t row = 0; row < n; row++) {
+        int64_t start, stop;
+        memcpy(&start, (const char *)starts->buf + 8 * row, 8);
+        memcpy(&stop, (const char *)ends->buf + 8 * row, 8);
+        total += start >= 0 && stop > start && stop <= data->len ? (Py_ssize_t)(stop - start) : 0;
+    }
+    return total;
+}
+
 /* The error of the first grown buffer that failed (WALK_NO_MEMORY or WALK_PAST_INT32). */
 static enum walk_error
 grow_error(const struct grow *g)
@@ -467,7 +527,7 @@ set_walk_error(enum walk_error error)
 /* The result tuple: the fixed columns' bytes (moved into it), then a bytes object of each grown buffer.
  * NULL with the exception set. */
 static PyObject *
-result_of(PyObject *fixed_bytes[FIXED_COLUMNS], const struct grow *g)
+result_of(PyObject *fixed_bytes[FIXED_COLUMNS], struct grow *g)
 {
     PyObject *result = PyTuple_New(FIXED_COLUMNS + GROWN_BUFFERS);
     if (result == NULL) {
@@ -478,7 +538,19 @@ result_of(PyObject *fixed_bytes[FIXED_COLUMNS], const struct grow *g)
         fixed_bytes[c] = NULL;
     }
     for (int k = 0; k < GROWN_BUFFERS; k++) {
-        PyObject *bytes = PyBytes_FromStringAndSize(g[k].bytes, g[k].len);
+        PyObject *bytes;
+        if (g[k].in_owner) { /* the walk wrote into it: cut to its length (in place), no copy */
+            bytes = g[k].owner;
+            g[k].owner = NULL;
+            g[k].in_owner = 0;
+            g[k].bytes = NULL;
+            if (_PyBytes_Resize(&bytes, g[k].len) < 0) {
+                Py_DECREF(result);
+                return NULL;
+            }
+        } else {
+            bytes = PyBytes_FromStringAndSize(g[k].bytes, g[k].len);
+        }
         if (bytes == NULL) {
             Py_DECREF(result);
             return NULL;
@@ -498,7 +570,7 @@ columns_of(const Py_buffer views[3], Py_ssize_t n)
     char *fixed[FIXED_COLUMNS];
     struct grow g[GROWN_BUFFERS];
     memset(g, 0, sizeof g);
-    if (new_fixed(n, fixed_bytes, fixed) == 0) {
+    if (new_fixed(n, fixed_bytes, fixed) == 0 && reserve(g, n, records_total(&views[0], &views[1], &views[2], n)) == 0) {
         /* without the GIL from here to the walk's end: C memory only, errors kept in `error` */
         enum walk_error error;
         int declined = 0;
@@ -515,7 +587,10 @@ columns_of(const Py_buffer views[3], Py_ssize_t n)
         Py_XDECREF(fixed_bytes[c]);
     }
     for (int k = 0; k < GROWN_BUFFERS; k++) {
-        PyMem_RawFree(g[k].bytes);
+        if (!g[k].in_owner) {
+            PyMem_RawFree(g[k].bytes);
+        }
+        Py_XDECREF(g[k].owner);
     }
     return result;
 }

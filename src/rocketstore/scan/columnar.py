@@ -200,8 +200,16 @@ def _same(text: str, n: int) -> pa.Array:
     if made is None or len(made) < n:
         if len(_SAME) >= _SAME_TEXTS:
             _SAME.clear()
-        made = _SAME[text] = pa.repeat(pa.scalar(text, pa.string()), max(n, BATCH_ROWS))
+        made = _SAME[text] = _repeated(text, max(n, BATCH_ROWS))
     return made.slice(0, n)
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """`text` in each of `n` rows, built from its buffers (`pa.repeat` imports pandas on its first call,
+    a quarter of a second of a process's first read)."""
+    data = text.encode()
+    offsets = np.arange(0, len(data) * n + 1, len(data) or 1, dtype=np.int32) if data else np.zeros(n + 1, np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
 
 
 _SAME: dict[str, pa.Array] = {}
