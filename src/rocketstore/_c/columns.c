@@ -35,28 +35,37 @@ struct grow {
     int in_owner; /* `bytes` is `owner`'s */
 };
 
+/* Room in `g` for `len` more bytes, out of its bytes object into PyMem_Raw memory (or more of it): 0, or
+ * -1 with `g->error` set. The slow path of grow_add, kept out of it so that it inlines. */
 static int
+grow_room(struct grow *g, Py_ssize_t len)
+{
+    Py_ssize_t cap = g->cap ? g->cap : 4096;
+    while (cap < g->len + len) {
+        cap *= 2;
+    }
+    char *more = g->in_owner ? PyMem_RawMalloc((size_t)cap) : PyMem_RawRealloc(g->bytes, (size_t)cap);
+    if (more == NULL) {
+        g->error = WALK_NO_MEMORY;
+        return -1;
+    }
+    if (g->in_owner) {
+        memcpy(more, g->bytes, (size_t)g->len);
+        g->in_owner = 0;
+    }
+    g->bytes = more;
+    g->cap = cap;
+    return 0;
+}
+
+static inline int
 grow_add(struct grow *g, const void *bytes, Py_ssize_t len)
 {
     if (len == 0) {
-        return 0; /* an empty field (a first row's empty topic or body: `g->bytes` may still be NULL) */
+        return 0; /* an empty field (nothing to copy, even into a buffer of no room) */
     }
-    if (g->len + len > g->cap) {
-        Py_ssize_t cap = g->cap ? g->cap : 4096;
-        while (cap < g->len + len) {
-            cap *= 2;
-        }
-        char *more = g->in_owner ? PyMem_RawMalloc((size_t)cap) : PyMem_RawRealloc(g->bytes, (size_t)cap);
-        if (more == NULL) {
-            g->error = WALK_NO_MEMORY;
-            return -1;
-        }
-        if (g->in_owner) {
-            memcpy(more, g->bytes, (size_t)g->len);
-            g->in_owner = 0;
-        }
-        g->bytes = more;
-        g->cap = cap;
+    if (g->len + len > g->cap && grow_room(g, len) < 0) {
+        return -1;
     }
     memcpy(g->bytes + g->len, bytes, (size_t)len);
     g->len += len;
@@ -64,7 +73,7 @@ grow_add(struct grow *g, const void *bytes, Py_ssize_t len)
 }
 
 /* An int32 offset appended to `g` (Arrow's offsets): -1 after an error, also when past int32. */
-static int
+static inline int
 grow_offset(struct grow *g, Py_ssize_t offset)
 {
     if (offset > INT32_MAX) {
@@ -126,7 +135,7 @@ struct text_column {
     struct grow *valid, *offsets, *data;
 };
 
-static int
+static inline int
 text_column_add(struct text_column c, Py_ssize_t row, const unsigned char *value, Py_ssize_t len)
 {
     if (row % 8 == 0) {
@@ -632,14 +641,21 @@ speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
  * them equal). */
 enum spans_stop { SPANS_END, SPANS_FULL, SPANS_BLANK, SPANS_NOT_TAKEN };
 
+#define SPANS_AHEAD 4096 /* bytes record_spans asks the memory for ahead of the record it reads */
+
 /* The walk of record_spans over `buf` (no Python object: run without the GIL). */
 static enum spans_stop
 walk_spans(const unsigned char *buf, int64_t *pos, int64_t limit, int64_t written, int64_t file_start,
            int64_t max_rows, int64_t max_bytes, unsigned char *starts, unsigned char *ends, int64_t *count)
 {
-    int64_t at = *pos, n = 0, held = 0;
+    int64_t at = *pos, n = 0, held = 0, fetched = *pos;
     enum spans_stop stop = SPANS_END;
     while (at < limit) {
+        /* each record's start depends on the one before: without asking for the bytes ahead, every
+         * record would wait for its own from memory */
+        for (; fetched < at + SPANS_AHEAD && fetched < written; fetched += 64) {
+            __builtin_prefetch(buf + fetched);
+        }
         if (at + REC_TOTALSIZE_WIDTH + REC_MAGICCODE_WIDTH > written) {
             stop = SPANS_NOT_TAKEN;
             break;
