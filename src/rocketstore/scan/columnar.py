@@ -57,8 +57,10 @@ if TYPE_CHECKING:
 __all__ = ["BATCH_BYTES", "BATCH_ROWS", "NotColumnar", "RecordLayout", "batches", "columns_of", "gather_rows",
            "record_batch", "run_batches"]
 
-BATCH_ROWS = 4096
-"""Rows per Arrow record batch a reader yields, at most."""
+BATCH_ROWS = 8192
+"""Rows per Arrow record batch a reader yields, at most (twice 4096 cut the Arrow reader's time on 10M
+small messages by about a tenth: fewer batches to wrap and filter in Python; 16384 gained no more and
+lost on 1M)."""
 BATCH_BYTES = 64 * 1024 * 1024
 """Record bytes per batch, at most (one row may exceed it): keeps a batch of 4 MiB messages far from
 Arrow's 2 GiB limit of a binary column and a Python worker's memory."""
