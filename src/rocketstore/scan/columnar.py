@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -334,6 +334,16 @@ _FIXED = (("queueId", pa.int32()), ("queueOffset", pa.int64()), ("commitLogOffse
 """The fixed-width columns record_columns returns first, in its order."""
 
 
+_STRING, _BINARY, _INT32 = pa.string(), pa.binary(), pa.int32()
+_KEY_LIST = pa.list_(_STRING)
+
+
+@lru_cache(maxsize=8)
+def _msg_id_offsets(n: int) -> pa.Buffer:
+    """The offsets of `n` msgIds of 32 characters (a buffer batches share: Arrow's are immutable)."""
+    return pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32))
+
+
 def _from_buffers(n: int, buffers: tuple[bytes, ...], broker: str,
                   built: frozenset[str] | None = None) -> pa.RecordBatch:
     """The record batch of `n` rows from the buffers of `record_columns` (see its order there), with
@@ -342,27 +352,26 @@ def _from_buffers(n: int, buffers: tuple[bytes, ...], broker: str,
     (topic_offsets, topic, msg_id, uniq_valid, uniq_offsets, uniq, tags_valid, tags_offsets, tags, keys_lists,
      keys_offsets, keys, entries, names_offsets, names, values_offsets, values, body_offsets, body, born_offsets,
      born, store_offsets, store) = b[len(_FIXED):]
-    string = pa.string()
+    string = _STRING
 
     def key_list() -> pa.Array:
         children = [pa.Array.from_buffers(string, keys_offsets.size // 4 - 1, [None, keys_offsets, keys])]
-        return pa.ListArray.from_buffers(pa.list_(string), n, [None, keys_lists], children=children)
+        return pa.ListArray.from_buffers(_KEY_LIST, n, [None, keys_lists], children=children)
 
     def mapping() -> pa.Array:
         count = names_offsets.size // 4 - 1
-        return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, entries]),
+        return pa.MapArray.from_arrays(pa.Array.from_buffers(_INT32, n + 1, [None, entries]),
                                        pa.Array.from_buffers(string, count, [None, names_offsets, names]),
                                        pa.Array.from_buffers(string, count, [None, values_offsets, values]))
 
     makers: dict[str, Callable[[], pa.Array]] = {
         "topic": lambda: pa.Array.from_buffers(string, n, [None, topic_offsets, topic]),
-        "msgId": lambda: pa.Array.from_buffers(
-            string, n, [None, pa.py_buffer(np.arange(0, 32 * n + 1, 32, dtype=np.int32)), msg_id]),
+        "msgId": lambda: pa.Array.from_buffers(string, n, [None, _msg_id_offsets(n), msg_id]),
         "uniqKey": lambda: pa.Array.from_buffers(string, n, [uniq_valid, uniq_offsets, uniq]),
         "tags": lambda: pa.Array.from_buffers(string, n, [tags_valid, tags_offsets, tags]),
         "keys": key_list,
         "properties": mapping,
-        "body": lambda: pa.Array.from_buffers(pa.binary(), n, [None, body_offsets, body]),
+        "body": lambda: pa.Array.from_buffers(_BINARY, n, [None, body_offsets, body]),
         "bornHost": lambda: pa.Array.from_buffers(string, n, [None, born_offsets, born]),
         "storeHost": lambda: pa.Array.from_buffers(string, n, [None, store_offsets, store]),
         "broker": lambda: _same(broker, n),
