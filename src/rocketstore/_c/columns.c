@@ -319,9 +319,9 @@ add_fixed(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed
 }
 
 /* The offset msgId of the record at `raw` (its store IP and port, then its physical offset, in
- * uppercase hex) into `id`. */
+ * uppercase hex) into the 32 bytes at `id`. */
 static void
-format_msg_id(const unsigned char *raw, const unsigned char *store, char id[32])
+format_msg_id(const unsigned char *raw, const unsigned char *store, char *id)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (int k = 0; k < 8; k++) {
@@ -332,16 +332,27 @@ format_msg_id(const unsigned char *raw, const unsigned char *store, char id[32])
     }
 }
 
+/* The record's msgId appended to `g`, formatted in place (formatted on the stack and copied, its 32
+ * one-byte stores were read back as two wide loads that wait for them): 0, or -1 after an error. */
+static inline int
+add_msg_id(struct grow *g, const unsigned char *raw, const unsigned char *store)
+{
+    if (g->len + 32 > g->cap && grow_room(g, 32) < 0) {
+        return -1;
+    }
+    format_msg_id(raw, store, g->bytes + g->len);
+    g->len += 32;
+    return 0;
+}
+
 /* The topic, msgId, body, bornHost and storeHost of the record at `raw`: 0, or -1 after an error. */
 static int
 add_strings(const unsigned char *raw, const struct layout *lay, struct grow *g, struct host_memo hosts[2])
 {
     const unsigned char *born = raw + FIXED_HEAD_SIZE;
     const unsigned char *store = born + 4 + REC_AFTER_BORN_IP_SIZE;
-    char id[32];
-    format_msg_id(raw, store, id);
     if (grow_add(&g[G_TOPIC], raw + lay->topic_start, lay->topic_len) < 0
-        || grow_offset(&g[G_TOPIC_OFFSETS], g[G_TOPIC].len) < 0 || grow_add(&g[G_MSG_ID], id, 32) < 0
+        || grow_offset(&g[G_TOPIC_OFFSETS], g[G_TOPIC].len) < 0 || add_msg_id(&g[G_MSG_ID], raw, store) < 0
         || grow_add(&g[G_BODY], raw + lay->body_start, lay->body_end - lay->body_start) < 0
         || grow_offset(&g[G_BODY_OFFSETS], g[G_BODY].len) < 0
         || add_host(&g[G_BORN_OFFSETS], &g[G_BORN], born, &hosts[0]) < 0
