@@ -14,10 +14,11 @@
  * replaces bad bytes), a property name given twice in one record.
  *
  * The walk over the records runs without the GIL (threads reading partitions at once, option
- * readThreads, or decoding ahead, option readAhead, overlap it): the buffers are taken and the fixed
- * columns' bytes objects made while it is held, the walk touches only C memory (grown with PyMem_Raw*)
- * and records what went wrong in `error`, and the exception and the result's bytes are made once the
- * GIL is back (letting go of it again for the copy gained nothing measurable with two threads).
+ * readThreads, or decoding ahead, option readAhead, overlap it): the buffers are taken and every
+ * column's bytes object made while it is held, with room for the batch (`reserve`), the walk writes
+ * into their memory (a column that outgrows its room moves to PyMem_Raw* memory) and records what went
+ * wrong in `error`, and the exception is set and each bytes object cut to its length (or made from the
+ * memory a column moved to) once the GIL is back.
  */
 #include "common.h"
 
