@@ -14,41 +14,79 @@
  * replaces bad bytes), a property name given twice in one record.
  *
  * The walk over the records runs without the GIL (threads reading partitions at once, option
- * readThreads, or decoding ahead, option readAhead, overlap it): the buffers are taken and the fixed
- * columns' bytes objects made while it is held, the walk touches only C memory (grown with PyMem_Raw*)
- * and records what went wrong in `error`, and the exception and the result's bytes are made once the
- * GIL is back (letting go of it again for the copy gained nothing measurable with two threads).
+ * readThreads, or decoding ahead, option readAhead, overlap it): the buffers are taken and every
+ * column's bytes object made while it is held, with room for the batch (`reserve`), the walk writes
+ * into their memory (a column that outgrows its room moves to PyMem_Raw* memory) and records what went
+ * wrong in `error`, and the exception is set and each bytes object cut to its length (or made from the
+ * memory a column moved to) once the GIL is back.
  */
 #include "common.h"
+
+/* common.h's read_be of a 4- or 8-byte field, in one load (the compiler keeps read_be's loop a byte at a
+ * time, and these walks read a dozen fields a record). */
+static inline int64_t
+be_field(const unsigned char *p, int width)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (width == 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return (int64_t)__builtin_bswap64(v);
+    }
+    if (width == 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return (int64_t)(int32_t)__builtin_bswap32(v);
+    }
+#endif
+    return read_be(p, width);
+}
 
 /* What stopped a walk; the Python exception is set from it once the GIL is held again. */
 enum walk_error { WALK_OK, WALK_NO_MEMORY, WALK_PAST_INT32, WALK_RANGE };
 
-/* A growing byte buffer (PyMem_Raw*: grown without the GIL); `error` says why a grow failed. */
+/* A growing byte buffer: first the room of the bytes object `owner` (made with the GIL before the walk,
+ * becoming the column's bytes without a copy), then, if it outgrows it, PyMem_Raw* memory (grown without
+ * the GIL; copied into a bytes object at the end); `error` says why a grow failed. */
 struct grow {
     char *bytes;
     Py_ssize_t len, cap;
     enum walk_error error;
+    PyObject *owner;
+    int in_owner; /* `bytes` is `owner`'s */
 };
 
+/* Room in `g` for `len` more bytes, out of its bytes object into PyMem_Raw memory (or more of it): 0, or
+ * -1 with `g->error` set. The slow path of grow_add, kept out of it so that it inlines. */
 static int
+grow_room(struct grow *g, Py_ssize_t len)
+{
+    Py_ssize_t cap = g->cap ? g->cap : 4096;
+    while (cap < g->len + len) {
+        cap *= 2;
+    }
+    char *more = g->in_owner ? PyMem_RawMalloc((size_t)cap) : PyMem_RawRealloc(g->bytes, (size_t)cap);
+    if (more == NULL) {
+        g->error = WALK_NO_MEMORY;
+        return -1;
+    }
+    if (g->in_owner) {
+        memcpy(more, g->bytes, (size_t)g->len);
+        g->in_owner = 0;
+    }
+    g->bytes = more;
+    g->cap = cap;
+    return 0;
+}
+
+static inline int
 grow_add(struct grow *g, const void *bytes, Py_ssize_t len)
 {
     if (len == 0) {
-        return 0; /* an empty field (a first row's empty topic or body: `g->bytes` may still be NULL) */
+        return 0; /* an empty field (nothing to copy, even into a buffer of no room) */
     }
-    if (g->len + len > g->cap) {
-        Py_ssize_t cap = g->cap ? g->cap : 4096;
-        while (cap < g->len + len) {
-            cap *= 2;
-        }
-        char *more = PyMem_RawRealloc(g->bytes, (size_t)cap);
-        if (more == NULL) {
-            g->error = WALK_NO_MEMORY;
-            return -1;
-        }
-        g->bytes = more;
-        g->cap = cap;
+    if (g->len + len > g->cap && grow_room(g, len) < 0) {
+        return -1;
     }
     memcpy(g->bytes + g->len, bytes, (size_t)len);
     g->len += len;
@@ -56,7 +94,7 @@ grow_add(struct grow *g, const void *bytes, Py_ssize_t len)
 }
 
 /* An int32 offset appended to `g` (Arrow's offsets): -1 after an error, also when past int32. */
-static int
+static inline int
 grow_offset(struct grow *g, Py_ssize_t offset)
 {
     if (offset > INT32_MAX) {
@@ -73,6 +111,11 @@ static int
 valid_utf8(const unsigned char *p, const unsigned char *end)
 {
     while (p < end) {
+        uint64_t word;
+        if (end - p >= 8 && (memcpy(&word, p, 8), (word & 0x8080808080808080ULL) == 0)) {
+            p += 8; /* eight ASCII bytes at once: topics and properties are mostly ASCII */
+            continue;
+        }
         unsigned char c = *p;
         if (c < 0x80) {
             p++;
@@ -118,7 +161,7 @@ struct text_column {
     struct grow *valid, *offsets, *data;
 };
 
-static int
+static inline int
 text_column_add(struct text_column c, Py_ssize_t row, const unsigned char *value, Py_ssize_t len)
 {
     if (row % 8 == 0) {
@@ -150,7 +193,7 @@ add_host(struct grow *offsets, struct grow *data, const unsigned char *at, struc
     if (memo->len == 0 || memcmp(memo->bytes, at, 8) != 0) {
         memcpy(memo->bytes, at, 8);
         memo->len = snprintf(memo->text, sizeof memo->text, "%u.%u.%u.%u:%d", at[0], at[1], at[2], at[3],
-                             (int)(int32_t)read_be(at + 4, 4));
+                             (int)(int32_t)be_field(at + 4, 4));
     }
     if (grow_add(data, memo->text, memo->len) < 0) {
         return -1;
@@ -188,9 +231,9 @@ covered(const unsigned char *raw, long long total, struct layout *lay)
     if (total < MIN_RECORD_SIZE) {
         return 0; /* before any header field is read: the range may end inside the header */
     }
-    unsigned long magic = (unsigned long)(read_be(raw + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
-    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || read_be(raw, 4) != total
-        || (read_be(raw + REC_SYSFLAG_POS, 4) & (BORN_V6 | STORE_V6)) != 0) {
+    unsigned long magic = (unsigned long)(be_field(raw + REC_MAGICCODE_POS, 4) & 0xFFFFFFFFLL);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || be_field(raw, 4) != total
+        || (be_field(raw + REC_SYSFLAG_POS, 4) & (BORN_V6 | STORE_V6)) != 0) {
         return 0;
     }
     long long fault_value;
@@ -256,14 +299,14 @@ static void
 add_fixed(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[FIXED_COLUMNS])
 {
     long long values64[FIXED_COLUMNS] = {
-        [C_QUEUE_ID] = read_be(raw + REC_QUEUEID_POS, 4), [C_QUEUE_OFFSET] = read_be(raw + REC_QUEUEOFFSET_POS, 8),
-        [C_PHY_OFFSET] = read_be(raw + REC_PHYSICALOFFSET_POS, 8), [C_SIZE] = total,
-        [C_FLAG] = read_be(raw + REC_FLAG_POS, 4), [C_SYS_FLAG] = read_be(raw + REC_SYSFLAG_POS, 4),
-        [C_BORN_TS] = read_be(raw + REC_BORNTIMESTAMP_POS, 8),
-        [C_STORE_TS] = read_be(raw + FIXED_HEAD_SIZE + 4 + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8),
-        [C_RECONSUME] = read_be(raw + FIXED_HEAD_SIZE + 4 + REC_AFTER_BORN_IP_SIZE + 4
+        [C_QUEUE_ID] = be_field(raw + REC_QUEUEID_POS, 4), [C_QUEUE_OFFSET] = be_field(raw + REC_QUEUEOFFSET_POS, 8),
+        [C_PHY_OFFSET] = be_field(raw + REC_PHYSICALOFFSET_POS, 8), [C_SIZE] = total,
+        [C_FLAG] = be_field(raw + REC_FLAG_POS, 4), [C_SYS_FLAG] = be_field(raw + REC_SYSFLAG_POS, 4),
+        [C_BORN_TS] = be_field(raw + REC_BORNTIMESTAMP_POS, 8),
+        [C_STORE_TS] = be_field(raw + FIXED_HEAD_SIZE + 4 + REC_AFTER_BORN_IP_STORETIMESTAMP_POS, 8),
+        [C_RECONSUME] = be_field(raw + FIXED_HEAD_SIZE + 4 + REC_AFTER_BORN_IP_SIZE + 4
                                 + REC_AFTER_STORE_IP_RECONSUMETIMES_POS, 4),
-        [C_BODY_CRC] = read_be(raw + REC_BODYCRC_POS, 4),
+        [C_BODY_CRC] = be_field(raw + REC_BODYCRC_POS, 4),
     };
     for (int c = 0; c < FIXED_COLUMNS; c++) {
         if (fixed_width[c] == 4) {
@@ -277,9 +320,9 @@ add_fixed(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed
 }
 
 /* The offset msgId of the record at `raw` (its store IP and port, then its physical offset, in
- * uppercase hex) into `id`. */
+ * uppercase hex) into the 32 bytes at `id`. */
 static void
-format_msg_id(const unsigned char *raw, const unsigned char *store, char id[32])
+format_msg_id(const unsigned char *raw, const unsigned char *store, char *id)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (int k = 0; k < 8; k++) {
@@ -290,16 +333,27 @@ format_msg_id(const unsigned char *raw, const unsigned char *store, char id[32])
     }
 }
 
+/* The record's msgId appended to `g`, formatted in place (formatted on the stack and copied, its 32
+ * one-byte stores were read back as two wide loads that wait for them): 0, or -1 after an error. */
+static inline int
+add_msg_id(struct grow *g, const unsigned char *raw, const unsigned char *store)
+{
+    if (g->len + 32 > g->cap && grow_room(g, 32) < 0) {
+        return -1;
+    }
+    format_msg_id(raw, store, g->bytes + g->len);
+    g->len += 32;
+    return 0;
+}
+
 /* The topic, msgId, body, bornHost and storeHost of the record at `raw`: 0, or -1 after an error. */
 static int
 add_strings(const unsigned char *raw, const struct layout *lay, struct grow *g, struct host_memo hosts[2])
 {
     const unsigned char *born = raw + FIXED_HEAD_SIZE;
     const unsigned char *store = born + 4 + REC_AFTER_BORN_IP_SIZE;
-    char id[32];
-    format_msg_id(raw, store, id);
     if (grow_add(&g[G_TOPIC], raw + lay->topic_start, lay->topic_len) < 0
-        || grow_offset(&g[G_TOPIC_OFFSETS], g[G_TOPIC].len) < 0 || grow_add(&g[G_MSG_ID], id, 32) < 0
+        || grow_offset(&g[G_TOPIC_OFFSETS], g[G_TOPIC].len) < 0 || add_msg_id(&g[G_MSG_ID], raw, store) < 0
         || grow_add(&g[G_BODY], raw + lay->body_start, lay->body_end - lay->body_start) < 0
         || grow_offset(&g[G_BODY_OFFSETS], g[G_BODY].len) < 0
         || add_host(&g[G_BORN_OFFSETS], &g[G_BORN], born, &hosts[0]) < 0
@@ -371,6 +425,58 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
         return -1;
     }
     return 1;
+}
+
+/* Each grown buffer's bytes object, made before the walk (with the GIL) with room for `n` rows of `total`
+ * record bytes, so that the walk seldom grows one past it: the exact size of the row offsets, validity
+ * bits, msgIds and hosts ("255.255.255.255:-2147483648" at most), the record bytes for the bodies (a
+ * bound), an estimate for the rest, never past their bound. 0, or -1 with the exception set. */
+static int
+reserve(struct grow *g, Py_ssize_t n, Py_ssize_t total)
+{
+    static const enum grown_buffer per_row[] = {G_TOPIC_OFFSETS, G_UNIQ_OFFSETS, G_TAGS_OFFSETS, G_KEYS_LISTS,
+                                                G_MAP_ENTRIES, G_BODY_OFFSETS, G_BORN_OFFSETS, G_STORE_OFFSETS};
+    static const enum grown_buffer per_token[] = {G_KEYS_OFFSETS, G_NAMES_OFFSETS, G_VALUES_OFFSETS};
+    static const enum grown_buffer text[] = {G_TOPIC, G_UNIQ, G_TAGS, G_KEYS, G_NAMES, G_VALUES};
+    Py_ssize_t room[GROWN_BUFFERS];
+    for (size_t k = 0; k < sizeof per_row / sizeof per_row[0]; k++) {
+        room[per_row[k]] = 4 * (n + 1);
+    }
+    for (size_t k = 0; k < sizeof per_token / sizeof per_token[0]; k++) {
+        room[per_token[k]] = Py_MIN(16 * (n + 1), 4 * (n + 1) + 2 * total);
+    }
+    for (size_t k = 0; k < sizeof text / sizeof text[0]; k++) {
+        room[text[k]] = Py_MIN(64 * n, total);
+    }
+    room[G_UNIQ_VALID] = room[G_TAGS_VALID] = (n + 7) / 8;
+    room[G_MSG_ID] = 32 * n;
+    room[G_BORN] = room[G_STORE] = 27 * n;
+    room[G_BODY] = total;
+    for (int k = 0; k < GROWN_BUFFERS; k++) {
+        g[k].owner = PyBytes_FromStringAndSize(NULL, room[k]);
+        if (g[k].owner == NULL) {
+            return -1;
+        }
+        g[k].bytes = PyBytes_AS_STRING(g[k].owner);
+        g[k].cap = room[k];
+        g[k].in_owner = 1;
+    }
+    return 0;
+}
+
+/* The bytes of the `n` records at [starts[i], ends[i]) of `data` (ranges outside it count for none: the
+ * walk refuses them). */
+static Py_ssize_t
+records_total(const Py_buffer *data, const Py_buffer *starts, const Py_buffer *ends, Py_ssize_t n)
+{
+    Py_ssize_t total = 0;
+    for (Py_ssize_t row = 0; row < n; row++) {
+        int64_t start, stop;
+        memcpy(&start, (const char *)starts->buf + 8 * row, 8);
+        memcpy(&stop, (const char *)ends->buf + 8 * row, 8);
+        total += start >= 0 && stop > start && stop <= data->len ? (Py_ssize_t)(stop - start) : 0;
+    }
+    return total;
 }
 
 /* The error of the first grown buffer that failed (WALK_NO_MEMORY or WALK_PAST_INT32). */
@@ -467,7 +573,7 @@ set_walk_error(enum walk_error error)
 /* The result tuple: the fixed columns' bytes (moved into it), then a bytes object of each grown buffer.
  * NULL with the exception set. */
 static PyObject *
-result_of(PyObject *fixed_bytes[FIXED_COLUMNS], const struct grow *g)
+result_of(PyObject *fixed_bytes[FIXED_COLUMNS], struct grow *g)
 {
     PyObject *result = PyTuple_New(FIXED_COLUMNS + GROWN_BUFFERS);
     if (result == NULL) {
@@ -478,7 +584,19 @@ result_of(PyObject *fixed_bytes[FIXED_COLUMNS], const struct grow *g)
         fixed_bytes[c] = NULL;
     }
     for (int k = 0; k < GROWN_BUFFERS; k++) {
-        PyObject *bytes = PyBytes_FromStringAndSize(g[k].bytes, g[k].len);
+        PyObject *bytes;
+        if (g[k].in_owner) { /* the walk wrote into it: cut to its length (in place), no copy */
+            bytes = g[k].owner;
+            g[k].owner = NULL;
+            g[k].in_owner = 0;
+            g[k].bytes = NULL;
+            if (_PyBytes_Resize(&bytes, g[k].len) < 0) {
+                Py_DECREF(result);
+                return NULL;
+            }
+        } else {
+            bytes = PyBytes_FromStringAndSize(g[k].bytes, g[k].len);
+        }
         if (bytes == NULL) {
             Py_DECREF(result);
             return NULL;
@@ -498,7 +616,7 @@ columns_of(const Py_buffer views[3], Py_ssize_t n)
     char *fixed[FIXED_COLUMNS];
     struct grow g[GROWN_BUFFERS];
     memset(g, 0, sizeof g);
-    if (new_fixed(n, fixed_bytes, fixed) == 0) {
+    if (new_fixed(n, fixed_bytes, fixed) == 0 && reserve(g, n, records_total(&views[0], &views[1], &views[2], n)) == 0) {
         /* without the GIL from here to the walk's end: C memory only, errors kept in `error` */
         enum walk_error error;
         int declined = 0;
@@ -515,7 +633,10 @@ columns_of(const Py_buffer views[3], Py_ssize_t n)
         Py_XDECREF(fixed_bytes[c]);
     }
     for (int k = 0; k < GROWN_BUFFERS; k++) {
-        PyMem_RawFree(g[k].bytes);
+        if (!g[k].in_owner) {
+            PyMem_RawFree(g[k].bytes);
+        }
+        Py_XDECREF(g[k].owner);
     }
     return result;
 }
@@ -557,26 +678,33 @@ speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
  * them equal). */
 enum spans_stop { SPANS_END, SPANS_FULL, SPANS_BLANK, SPANS_NOT_TAKEN };
 
+#define SPANS_AHEAD 4096 /* bytes record_spans asks the memory for ahead of the record it reads */
+
 /* The walk of record_spans over `buf` (no Python object: run without the GIL). */
 static enum spans_stop
 walk_spans(const unsigned char *buf, int64_t *pos, int64_t limit, int64_t written, int64_t file_start,
            int64_t max_rows, int64_t max_bytes, unsigned char *starts, unsigned char *ends, int64_t *count)
 {
-    int64_t at = *pos, n = 0, held = 0;
+    int64_t at = *pos, n = 0, held = 0, fetched = *pos;
     enum spans_stop stop = SPANS_END;
     while (at < limit) {
+        /* each record's start depends on the one before: without asking for the bytes ahead, every
+         * record would wait for its own from memory */
+        for (; fetched < at + SPANS_AHEAD && fetched < written; fetched += 64) {
+            __builtin_prefetch(buf + fetched);
+        }
         if (at + REC_TOTALSIZE_WIDTH + REC_MAGICCODE_WIDTH > written) {
             stop = SPANS_NOT_TAKEN;
             break;
         }
-        int64_t total = read_be(buf + at + REC_TOTALSIZE_POS, REC_TOTALSIZE_WIDTH);
-        uint32_t magic = (uint32_t)read_be(buf + at + REC_MAGICCODE_POS, REC_MAGICCODE_WIDTH);
+        int64_t total = be_field(buf + at + REC_TOTALSIZE_POS, REC_TOTALSIZE_WIDTH);
+        uint32_t magic = (uint32_t)be_field(buf + at + REC_MAGICCODE_POS, REC_MAGICCODE_WIDTH);
         if (magic == BLANK_MAGIC) {
             stop = SPANS_BLANK;
             break;
         }
         if ((magic != MAGIC_V1 && magic != MAGIC_V2) || total < MIN_RECORD_SIZE || total > written - at
-            || read_be(buf + at + REC_PHYSICALOFFSET_POS, REC_PHYSICALOFFSET_WIDTH) != file_start + at) {
+            || be_field(buf + at + REC_PHYSICALOFFSET_POS, REC_PHYSICALOFFSET_WIDTH) != file_start + at) {
             stop = SPANS_NOT_TAKEN;
             break;
         }
