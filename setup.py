@@ -23,8 +23,8 @@ SRC = Path(__file__).resolve().parent / "src"
 C_DIR = "src/rocketstore/_c"
 LAYOUT_HEADER = SRC / "rocketstore" / "_c" / "_layout.h"
 C_SOURCES = [f"{C_DIR}/{name}.c" for name in ("module", "format", "columns", "storage", "log", "services", "store",
-                                                 "_crc32")]
-C_HEADERS = [f"{C_DIR}/{name}.h" for name in ("common", "_crc32", "_layout")]
+                                                 "prepare", "append", "appender", "_crc32")]
+C_HEADERS = [f"{C_DIR}/{name}.h" for name in ("common", "store", "_crc32", "_layout")]
 
 
 def write_layout_header() -> None:

@@ -1,0 +1,315 @@
+/*
+ * rocketstore._speedups, store layer: the Appender type, the plain ASYNC put's record writer.
+ */
+#include "common.h"
+#include "store.h"
+
+#include <time.h>
+
+/* The time now in epoch milliseconds, as rocketstore.store.checks.system_clock reads it
+ * (time.time_ns() // 1_000_000: CLOCK_REALTIME). */
+static PyObject *
+system_clock_ms(void)
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+}
+
+
+/* Appender: the state of the plain ASYNC put whose dispatch is left behind the log (the record only),
+ * owned by this type rather than read from the store's objects. The log layer creates one per store
+ * with what does not change (the PutResult class and its slots, the store host, the msg id prefix, the
+ * limits, prepare_plain's arguments, the store's queue offsets table and its clock), then attaches the
+ * commitlog file being written: its mapping, start offset, size and write position. `put_behind`
+ * prepares a message as prepare_plain does and writes its record at the write position it holds,
+ * stamped by the clock, with the next queue offset of its queue; it moves its own position, end and
+ * last store timestamp on and answers the PutResult. The caller holds the store lock around the call
+ * and copies the position back to its MappedFile: this code takes no lock and touches no attribute.
+ * Anything it does not take (a message prepare_plain declines, a record of `record_limit` bytes or more,
+ * a file without room for the record and `blank_size` bytes, a position other than the caller's) is
+ * declined: nothing is written, None is answered, and `declined` counts it. */
+typedef struct {
+    PyObject_HEAD
+    PyTypeObject *result_cls;
+    PyObject *result_slots, *status, *store_ip, *prefix, *prepare, *queue_table, *clock, *mapping;
+    struct prepare_call call;
+    long long store_port, record_limit, blank_size;
+    long long from, size, pos, end, last_store_timestamp;
+    long long written, declined;
+} Appender;
+
+static int
+appender_traverse(Appender *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->result_cls);
+    Py_VISIT(self->result_slots);
+    Py_VISIT(self->status);
+    Py_VISIT(self->prepare);
+    Py_VISIT(self->queue_table);
+    Py_VISIT(self->clock);
+    Py_VISIT(self->mapping);
+    return 0;
+}
+
+static int
+appender_clear(Appender *self)
+{
+    Py_CLEAR(self->result_cls);
+    Py_CLEAR(self->result_slots);
+    Py_CLEAR(self->status);
+    Py_CLEAR(self->store_ip);
+    Py_CLEAR(self->prefix);
+    Py_CLEAR(self->prepare);
+    Py_CLEAR(self->queue_table);
+    Py_CLEAR(self->clock);
+    Py_CLEAR(self->mapping);
+    return 0;
+}
+
+static void
+appender_dealloc(Appender *self)
+{
+    PyObject_GC_UnTrack(self);
+    appender_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"result_cls", "result_slots", "status", "store_ip", "store_port", "msg_id_prefix",
+                               "record_limit", "blank_size", "prepare", "queue_table", "clock", NULL};
+    PyObject *cls, *slots, *status, *store_ip, *prefix, *prepare, *queue_table, *clock;
+    long long store_port, record_limit, blank_size;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OSLULLO!O!O:Appender", keywords, &PyType_Type, &cls,
+                                     &PyTuple_Type, &slots, &status, &store_ip, &store_port, &prefix,
+                                     &record_limit, &blank_size, &PyTuple_Type, &prepare, &PyDict_Type,
+                                     &queue_table, &clock)) {
+        return NULL;
+    }
+    Py_ssize_t ip_len = PyBytes_GET_SIZE(store_ip);
+    if (PyTuple_GET_SIZE(slots) != 8 || PyTuple_GET_SIZE(prepare) != 8 || (ip_len != IPV4_WIDTH && ip_len != IPV6_WIDTH)
+        || !PyUnicode_IS_ASCII(prefix) || store_port < JAVA_INT_MIN || store_port > JAVA_INT_MAX || record_limit < 0
+        || record_limit > JAVA_INT_MAX || blank_size < 0 || blank_size > JAVA_INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "Appender: PutResult's 8 slots, prepare_plain's 8 arguments, a 4 or 16 "
+                                          "byte store IP, an ASCII msg id prefix and int32 sizes expected");
+        return NULL;
+    }
+    if (rs_check_slots((PyTypeObject *)cls, slots, "Appender") < 0 || ready(prefix) < 0) {
+        return NULL;
+    }
+    PyObject *call_args[9] = {NULL};
+    for (int i = 0; i < 8; i++) {
+        call_args[i + 1] = PyTuple_GET_ITEM(prepare, i);
+    }
+    struct prepare_call call;
+    if (rs_prepare_call_of(call_args, &call) < 0) {
+        return NULL;
+    }
+    Appender *self = (Appender *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->result_cls = (PyTypeObject *)Py_NewRef(cls);
+    self->result_slots = Py_NewRef(slots);
+    self->status = Py_NewRef(status);
+    self->store_ip = Py_NewRef(store_ip);
+    self->prefix = Py_NewRef(prefix);
+    self->prepare = Py_NewRef(prepare); /* keeps what `call` borrows */
+    self->queue_table = Py_NewRef(queue_table);
+    self->clock = Py_NewRef(clock);
+    self->call = call;
+    self->store_port = store_port;
+    self->record_limit = record_limit;
+    self->blank_size = blank_size;
+    return (PyObject *)self;
+}
+
+/* attach(mapping, file_from, file_size, position): the commitlog file to write from now on. */
+static PyObject *
+appender_attach(Appender *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "attach(mapping, file_from, file_size, position)");
+        return NULL;
+    }
+    int ok = 1;
+    long long from = rs_int_field(args[1], 0, LLONG_MAX / 4, &ok);
+    long long size = rs_int_field(args[2], 0, JAVA_INT_MAX, &ok);
+    long long pos = rs_int_field(args[3], 0, JAVA_INT_MAX, &ok);
+    Py_buffer view;
+    if (!ok || pos > size) {
+        PyErr_SetString(PyExc_ValueError, "attach: a start offset, a file size and a position within it expected");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    Py_ssize_t len = view.len;
+    PyBuffer_Release(&view);
+    if (len < size) {
+        PyErr_SetString(PyExc_ValueError, "attach: the mapping is shorter than the file");
+        return NULL;
+    }
+    Py_XSETREF(self->mapping, Py_NewRef(args[0]));
+    self->from = from;
+    self->size = size;
+    self->pos = pos;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+appender_detach(Appender *self, PyObject *Py_UNUSED(unused))
+{
+    Py_CLEAR(self->mapping);
+    Py_RETURN_NONE;
+}
+
+/* The declined answer of put_behind. */
+static PyObject *
+appender_declined(Appender *self)
+{
+    self->declined++;
+    Py_RETURN_NONE;
+}
+
+/* The queue offset of the prepared message `p` from the queue table (0 for a message without queue
+ * entry): >= 0, -1 for a value it does not take, -2 after an error. */
+static long long
+appender_queue_offset(Appender *self, PyObject *p)
+{
+    if (PyTuple_GET_ITEM(p, P_IN_QUEUE) != Py_True) {
+        return 0;
+    }
+    PyObject *in_table = PyDict_GetItemWithError(self->queue_table, PyTuple_GET_ITEM(p, P_QUEUE_KEY));
+    if (in_table == NULL) {
+        return PyErr_Occurred() ? -2 : 0;
+    }
+    int ok = 1;
+    long long offset = PyLong_Check(in_table) ? rs_int_field(in_table, 0, LLONG_MAX / 32, &ok) : -1;
+    return ok ? offset : -1;
+}
+
+/* The record of `p` at the held position, the queue table moved on, the PutResult. NULL after an error,
+ * None (counted) when declined. */
+static PyObject *
+appender_write(Appender *self, PyObject *p, long long store_ts, PyObject *store_ts_obj)
+{
+    struct packed r;
+    long long queue_offset = appender_queue_offset(self, p);
+    if (queue_offset == -2) {
+        return NULL;
+    }
+    long long phy = self->from + self->pos;
+    if (queue_offset < 0 || !rs_packed_of(p, store_ts, PyBytes_GET_SIZE(self->store_ip), &r)
+        || r.size >= self->record_limit || r.size + self->blank_size > self->size - self->pos
+        || phy > LLONG_MAX / 4) {
+        return appender_declined(self); /* the file rolls, or the record goes in by pwrite: the Python way */
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(self->mapping, &view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    if (view.len < self->size) {
+        PyBuffer_Release(&view);
+        return appender_declined(self);
+    }
+    PyObject *phy_obj = PyLong_FromLongLong(phy);
+    PyObject *offset_obj = PyLong_FromLongLong(queue_offset);
+    PyObject *next_obj = PyLong_FromLongLong(queue_offset + 1);
+    PyObject *answer = NULL;
+    if (phy_obj != NULL && offset_obj != NULL && next_obj != NULL
+        && (PyTuple_GET_ITEM(p, P_IN_QUEUE) != Py_True
+            || PyDict_SetItem(self->queue_table, PyTuple_GET_ITEM(p, P_QUEUE_KEY), next_obj) == 0)) {
+        rs_write_record((unsigned char *)view.buf + self->pos, &r, phy, queue_offset, store_ts, self->store_ip,
+                     self->store_port);
+        self->pos += r.size;
+        self->end = phy + r.size;
+        self->last_store_timestamp = store_ts;
+        self->written++;
+        answer = rs_put_result_of(self->result_cls, self->result_slots, self->status, self->prefix, p, phy_obj,
+                               offset_obj, store_ts_obj);
+    }
+    PyBuffer_Release(&view);
+    Py_XDECREF(phy_obj);
+    Py_XDECREF(offset_obj);
+    Py_XDECREF(next_obj);
+    return answer;
+}
+
+/* put_behind(message, position) -> PutResult or None: see the type's comment. `position` is the write
+ * position the caller's MappedFile holds: another one means someone else wrote, and the call declines. */
+static PyObject *
+appender_put_behind(Appender *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "put_behind(message, position)");
+        return NULL;
+    }
+    int ok = 1;
+    long long position = rs_int_field(args[1], 0, LLONG_MAX, &ok);
+    if (self->mapping == NULL || !ok || position != self->pos) {
+        return appender_declined(self);
+    }
+    struct shape_memo memo = {0};
+    PyObject *p = rs_prepare_one(args[0], &self->call, &memo);
+    rs_shape_memo_clear(&memo);
+    if (p == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* a lone surrogate: the Python way names the field */
+        return appender_declined(self);
+    }
+    if (p == Py_None) {
+        Py_DECREF(p);
+        return appender_declined(self);
+    }
+    PyObject *store_ts_obj = self->clock == Py_None ? system_clock_ms() : PyObject_CallNoArgs(self->clock);
+    PyObject *answer = NULL;
+    if (store_ts_obj != NULL) {
+        long long store_ts = PyLong_Check(store_ts_obj) ? rs_int_field(store_ts_obj, LLONG_MIN, LLONG_MAX, &ok) : 0;
+        answer = ok && PyLong_Check(store_ts_obj) ? appender_write(self, p, store_ts, store_ts_obj)
+                                                  : appender_declined(self);
+        Py_DECREF(store_ts_obj);
+    }
+    Py_DECREF(p);
+    return answer;
+}
+
+static PyMethodDef appender_methods[] = {
+    {"attach", (PyCFunction)(void (*)(void))appender_attach, METH_FASTCALL,
+     "attach(mapping, file_from, file_size, position): the commitlog file to write from now on."},
+    {"detach", (PyCFunction)appender_detach, METH_NOARGS, "Let the attached file's mapping go."},
+    {"put_behind", (PyCFunction)(void (*)(void))appender_put_behind, METH_FASTCALL,
+     "put_behind(message, position) -> PutResult or None (declined: nothing written)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef appender_members[] = {
+    {"position", T_LONGLONG, offsetof(Appender, pos), READONLY, "The write position in the attached file."},
+    {"end", T_LONGLONG, offsetof(Appender, end), READONLY, "The end offset of the newest record written."},
+    {"last_store_timestamp", T_LONGLONG, offsetof(Appender, last_store_timestamp), READONLY,
+     "The store timestamp of the newest record written."},
+    {"written", T_LONGLONG, offsetof(Appender, written), READONLY, "Records written."},
+    {"declined", T_LONGLONG, offsetof(Appender, declined), READONLY, "Calls declined."},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject rs_AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.Appender",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The plain ASYNC put's record writer: its own write position, end and store timestamp.",
+    .tp_new = appender_new,
+    .tp_dealloc = (destructor)appender_dealloc,
+    .tp_traverse = (traverseproc)appender_traverse,
+    .tp_clear = (inquiry)appender_clear,
+    .tp_methods = appender_methods,
+    .tp_members = appender_members,
+};
+
