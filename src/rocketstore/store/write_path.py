@@ -173,7 +173,7 @@ class WritePath:
         self._on_queue_entry = on_queue_entry
         self.combiner = PutCombiner(self._append_locked)
         self.flush_service: CommitLogFlushService | GroupCommitService | None = None
-        """The commitlog's flush, once the store's services started (`attach_flush`)."""
+        """The commitlog's flush, once the store's services started (`start`)."""
         self.last_store_timestamp = 0
         """The store timestamp of the newest record written (the checkpoint's physic time)."""
         # A plain ASYNC put writes its record only (`_put_behind`, see `put`); its queue entry and index keys
@@ -314,25 +314,34 @@ class WritePath:
             StoreReadOnlyError: the write failed (the store turned read-only).
         """
         p = self.preparer.prepare(message)
-        (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, _, _, _, _, _) = p
+        (topic, queue_id, _, _, _, _, _, _, _, _, _, _, _, _, _, size, _, _, _, _, _, _, _) = p
         with self._lock:
             if self._put_behind is None:
                 return None
             try:
-                mf = self._commitlog.file_for_append(size)
-                store_ts = self._clock()
-                queue_offset = self._next_offsets.get(queue_key, 0) if in_queue else 0
-                phy = mf.file_from_offset + mf.wrote_position
-                mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
+                mf, phy, queue_offset, store_ts = self._append_record(p)
             except OSError as exc:
                 raise self._write_failed(exc) from exc
-            if in_queue:
-                self._next_offsets[queue_key] = queue_offset + 1
-            self.last_store_timestamp = store_ts
             self.behind_to = phy + size
             self._attach_appender(mf)
             return _put_result(PutStatus.PUT_OK, phy, queue_offset, size, f"{self._msg_id_prefix}{phy:016X}",
                                store_ts, topic, queue_id)
+
+    def _append_record(self, p: Prepared) -> tuple[MappedFile, int, int, int]:
+        """The record of `p` at the log's write position (in a new file when it does not fit there), stamped
+        by the clock, with the next queue offset of its queue: the file, its physical offset, the queue
+        offset and the store timestamp. Its dispatch is the caller's. The record writer of both Python
+        twins (`_put_behind_py`, `_put_one_py`)."""
+        (_, _, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, _, _, _, _, _) = p
+        mf = self._commitlog.file_for_append(size)
+        store_ts = self._clock()
+        queue_offset = self._next_offsets.get(queue_key, 0) if in_queue else 0
+        phy = mf.file_from_offset + mf.wrote_position
+        mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
+        if in_queue:
+            self._next_offsets[queue_key] = queue_offset + 1
+        self.last_store_timestamp = store_ts
+        return mf, phy, queue_offset, store_ts
 
     def put(self, message: Message) -> PutResult:
         """Append one message and dispatch it to its consume queue and the index (in an ASYNC store with
@@ -475,26 +484,24 @@ class WritePath:
     def _on_flush_error(self, error: BaseException) -> None:
         self.turn_read_only(f"flush failed: {error}")
 
-    def _append(self, prepared: list[Prepared], *, dispatch: bool = True) -> list[PutResult]:
+    def _append(self, prepared: list[Prepared]) -> list[PutResult]:
         """The append pipeline, under the lock: the records written, one run and one mmap write per
         commitlog file touched (`pack_run`), all with one store timestamp (as RocketMQ's putMessages stamps
         a batch), then dispatched to the consume queues and, in one pass, to the index. A single message
-        dispatched at once takes the fast branch first, the compiled `put_one` (with the pure backend, its
-        twin `_put_one_py`), which writes its record, queue entry and index keys in one call; what the
-        compiled call declines takes the steps above as a run of one. Without `dispatch` the records are
-        written only, their dispatch left to `dispatch_behind`."""
-        if dispatch:
-            if self.behind_to > self.dispatched_to:  # `dispatch_behind`'s test, inline on a hot path
-                self.dispatch_behind_locked()
-            if len(prepared) == 1:
-                result = self._put_one_branch(prepared[0])
-                if result is not None:
-                    return [result]
+        takes the fast branch first, the compiled `put_one` (with the pure backend, its twin
+        `_put_one_py`), which writes its record, queue entry and index keys in one call; what the compiled
+        call declines takes the steps above as a run of one."""
+        if self.behind_to > self.dispatched_to:  # `dispatch_behind`'s test, inline on a hot path
+            self.dispatch_behind_locked()
+        if len(prepared) == 1:
+            result = self._put_one_branch(prepared[0])
+            if result is not None:
+                return [result]
         commitlog = self._commitlog
         run = BatchRun(self._clock(), self._next_offsets, self._store_ip, self._store_port, self._delay_millis)
         i, n = 0, len(prepared)
-        mf = commitlog.queue.last
         while i < n:
+            mf = commitlog.queue.last
             if mf is None or prepared[i].size + BLANK_RECORD_SIZE > mf.file_size - mf.wrote_position:
                 mf = commitlog.file_for_append(prepared[i].size)
             i, records = run.fill(prepared, i, n, mf.file_from_offset + mf.wrote_position,
@@ -502,13 +509,8 @@ class WritePath:
             if records:
                 mf.append(records)
         self.last_store_timestamp = run.store_ts
-        if dispatch:
-            self._dispatch_appended(run, prepared)
-            self.dispatched_to = commitlog.max_offset
-        else:
-            self.behind_to = commitlog.max_offset
-            if mf is not None:
-                self._attach_appender(mf)
+        self._dispatch_appended(run, prepared)
+        self.dispatched_to = commitlog.max_offset
         return _put_results(PutStatus.PUT_OK, self._msg_id_prefix, prepared, run.placed)
 
     def _put_one_branch(self, p: Prepared) -> PutResult | None:
@@ -549,25 +551,17 @@ class WritePath:
         return result
 
     def _put_one_py(self, p: Prepared) -> PutResult:
-        """The twin of the compiled `put_one`, for any single message: its record at the log's write
-        position (a new file when it does not fit), its queue entry, queue callback and index keys, through
-        the one-message forms of what a run calls (`append_run.encode_record`, `ConsumeQueue.put`,
-        `IndexService.build`)."""
-        (topic, queue_id, queue_key, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
+        """The twin of the compiled `put_one`, for any single message: its record (`_append_record`), its
+        queue entry, queue callback and index keys, through the one-message forms of what a run calls
+        (`ConsumeQueue.put`, `IndexService.build`)."""
+        (topic, queue_id, _, _, _, _, _, _, _, _, _, _, _, _, _, size, _, in_queue, indexed, delay_level,
          tags_code, keys, uniq_key) = p  # Prepared's fields in order (tests/unit/store/test_prepared_order.py)
-        mf = self._commitlog.file_for_append(size)
-        store_ts = self._clock()
-        queue_offset = 0
+        _, phy, queue_offset, store_ts = self._append_record(p)
         if in_queue:
-            queue_offset = self._next_offsets.get(queue_key, 0)
-            self._next_offsets[queue_key] = queue_offset + 1
             if delay_level:
                 tags_code = delivery_tags_code(store_ts, delay_level, self._delay_millis)
-        self.last_store_timestamp = store_ts
-        phy = mf.file_from_offset + mf.wrote_position
-        mf.append(encode_record(p, phy, queue_offset, store_ts, self._store_ip, self._store_port))
-        if in_queue and self._queues.queue_for(topic, queue_id).put(phy, size, tags_code, queue_offset):
-            self._on_queue_entry(topic, queue_id, queue_offset, store_ts)
+            if self._queues.queue_for(topic, queue_id).put(phy, size, tags_code, queue_offset):
+                self._on_queue_entry(topic, queue_id, queue_offset, store_ts)
         if indexed:
             self._index.build(topic, phy, store_ts, keys, uniq_key)
         self.dispatched_to = phy + size

@@ -25,7 +25,8 @@ def _unpacked_names(function: ast.FunctionDef) -> list[str]:
 
 
 def test_positional_unpacks_name_every_field_in_order():
-    for module, name in ((write_path, "_put_one_branch"), (write_path, "_put_one_py"), (append_run, "pack_run_py")):
+    for module, name in ((write_path, "_put_one_branch"), (write_path, "_put_one_py"), (write_path, "_append_record"),
+                         (append_run, "pack_run_py")):
         names = _unpacked_names(_function(module, name))
         assert len(names) == len(Prepared._fields)
         assert all(n in ("_", field) for n, field in zip(names, Prepared._fields, strict=True)), (name, names)
