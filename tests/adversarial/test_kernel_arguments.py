@@ -111,6 +111,43 @@ def test_record_columns_takes_an_empty_first_topic_or_body(topic, body):
     assert bodies == body + b"b2"
 
 
+def test_record_columns_writes_into_what_allocate_gives_also_past_its_room():
+    """With `allocate`, every column is a slice of an object it made, holding the bytes the bytes-object
+    path gives; a column that outgrew its room (a topic and properties longer than the room a row is
+    given) is copied into a new one of its length."""
+    pa = pytest.importorskip("pyarrow")
+    records = [_record(b"T" * 120, b"body", b"KEYS\x01" + b"k " * 200), _record(b"U" * 120, b"b2")]
+    data = b"".join(records)
+    ranges = [(0, len(records[0])), (len(records[0]), len(data))]
+    made: list[int] = []
+
+    def allocate(size: int) -> object:
+        made.append(size)
+        return pa.allocate_buffer(size)
+
+    starts = np.array([a for a, _ in ranges], dtype=np.int64)
+    ends = np.array([b for _, b in ranges], dtype=np.int64)
+    pooled = speedups.record_columns(data, starts, ends, allocate)
+    plain = _columns(data, ranges)
+    assert pooled is not None and plain is not None
+    assert all(isinstance(x, pa.Buffer) for x in pooled)
+    assert [bytes(x) for x in pooled] == list(plain)
+    assert len(made) > len(pooled)  # the outgrown topic and properties columns took a second room
+    assert bytes(pooled[11]) == b"T" * 120 + b"U" * 120
+
+
+@pytest.mark.parametrize(("allocate", "error"), [
+    (42, TypeError),  # not callable
+    (lambda size: b"\0" * size, BufferError),  # no writable buffer
+    (lambda size: bytearray(max(0, size - 1)), ValueError),  # shorter than asked
+    (lambda size: 1 / 0, ZeroDivisionError),  # its own error goes through
+])
+def test_record_columns_refuses_an_allocate_that_gives_no_room(allocate, error):
+    data = _record(b"T", b"body")
+    with pytest.raises(error):
+        speedups.record_columns(data, np.array([0], dtype=np.int64), np.array([len(data)], dtype=np.int64), allocate)
+
+
 SLOTS, MAX_ENTRIES = 4, 8
 
 

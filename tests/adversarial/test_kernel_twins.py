@@ -96,7 +96,7 @@ def test_record_columns_twins_on_records_and_damaged_ranges(raws, flips, cuts):
     """record_columns gives the batch the row path gives (`to_record_batch` of the decoded records), or
     declines; for a range that does not hold a whole record it declines, reading nothing past it."""
     np = pytest.importorskip("numpy")
-    pytest.importorskip("pyarrow")
+    pyarrow = pytest.importorskip("pyarrow")
     from rocketstore.format.message import decode_record
     from rocketstore.scan import columnar
     from rocketstore.scan.records import to_record_batch
@@ -113,8 +113,11 @@ def test_record_columns_twins_on_records_and_damaged_ranges(raws, flips, cuts):
         buffers = speedups.record_columns(bytes(buf), starts, ends)
     except ValueError as exc:
         pytest.fail(f"a range inside the data refused: {exc}")
+    pooled = speedups.record_columns(bytes(buf), starts, ends, pyarrow.allocate_buffer)
     if buffers is None:
+        assert pooled is None
         return
+    assert [bytes(x) for x in pooled] == list(buffers)  # the same columns in the pool's memory
     messages = [decode_record(bytes(buf[a:b])) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
     assert columnar._from_buffers(len(raws), buffers, "b").equals(to_record_batch(messages, "b"))
 

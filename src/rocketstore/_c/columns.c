@@ -15,10 +15,10 @@
  *
  * The walk over the records runs without the GIL (threads reading partitions at once, option
  * readThreads, or decoding ahead, option readAhead, overlap it): the buffers are taken and every
- * column's bytes object made while it is held, with room for the batch (`reserve`), the walk writes
- * into their memory (a column that outgrows its room moves to PyMem_Raw* memory) and records what went
- * wrong in `error`, and the exception is set and each bytes object cut to its length (or made from the
- * memory a column moved to) once the GIL is back.
+ * column's room made while it is held (a bytes object, or the caller's `allocate`), with room for the
+ * batch (`reserve`), the walk writes into their memory (a column that outgrows its room moves to
+ * PyMem_Raw* memory) and records what went wrong in `error`, and the exception is set and each room
+ * cut to its length (or a new one made from the memory a column moved to) once the GIL is back.
  */
 #include "common.h"
 
@@ -45,14 +45,78 @@ be_field(const unsigned char *p, int width)
 /* What stopped a walk; the Python exception is set from it once the GIL is held again. */
 enum walk_error { WALK_OK, WALK_NO_MEMORY, WALK_PAST_INT32, WALK_RANGE };
 
-/* A growing byte buffer: first the room of the bytes object `owner` (made with the GIL before the walk,
- * becoming the column's bytes without a copy), then, if it outgrows it, PyMem_Raw* memory (grown without
- * the GIL; copied into a bytes object at the end); `error` says why a grow failed. */
+/* Memory a column is written into: a bytes object, or an object `allocate(size)` made (its writable
+ * buffer held in `view` until the result is made). */
+struct room {
+    PyObject *object;
+    Py_buffer view;
+    int viewed;
+};
+
+/* A room of `size` bytes into `r`, from `allocate` (NULL: a bytes object): its memory, or NULL with the
+ * exception set (`r` then holds what must still be let go of, see room_free). */
+static char *
+room_new(PyObject *allocate, Py_ssize_t size, struct room *r)
+{
+    if (allocate == NULL) {
+        r->object = PyBytes_FromStringAndSize(NULL, size);
+        return r->object == NULL ? NULL : PyBytes_AS_STRING(r->object);
+    }
+    PyObject *n = PyLong_FromSsize_t(size);
+    if (n == NULL) {
+        return NULL;
+    }
+    r->object = PyObject_CallOneArg(allocate, n);
+    Py_DECREF(n);
+    if (r->object == NULL || PyObject_GetBuffer(r->object, &r->view, PyBUF_WRITABLE) < 0) {
+        return NULL;
+    }
+    r->viewed = 1;
+    if (r->view.len < size) {
+        PyErr_SetString(PyExc_ValueError, "record_columns: allocate(size) gave a buffer shorter than size");
+        return NULL;
+    }
+    return (char *)r->view.buf;
+}
+
+/* The room's first `len` bytes as the column's object (the room's own reference is moved into it or
+ * dropped): a bytes object cut in place, or `object[:len]` of an allocated one. NULL with the exception
+ * set. */
+static PyObject *
+room_take(struct room *r, Py_ssize_t len)
+{
+    PyObject *object = r->object;
+    r->object = NULL;
+    if (r->viewed) {
+        PyBuffer_Release(&r->view);
+        r->viewed = 0;
+    }
+    if (PyBytes_CheckExact(object)) {
+        return _PyBytes_Resize(&object, len) < 0 ? NULL : object;
+    }
+    PyObject *cut = PySequence_GetSlice(object, 0, len);
+    Py_DECREF(object);
+    return cut;
+}
+
+static void
+room_free(struct room *r)
+{
+    if (r->viewed) {
+        PyBuffer_Release(&r->view);
+        r->viewed = 0;
+    }
+    Py_CLEAR(r->object);
+}
+
+/* A growing byte buffer: first the room `owner` (made with the GIL before the walk, becoming the column
+ * without a copy), then, if it outgrows it, PyMem_Raw* memory (grown without the GIL; copied into a new
+ * room at the end); `error` says why a grow failed. */
 struct grow {
     char *bytes;
     Py_ssize_t len, cap;
     enum walk_error error;
-    PyObject *owner;
+    struct room owner;
     int in_owner; /* `bytes` is `owner`'s */
 };
 
@@ -432,7 +496,7 @@ add_row(const unsigned char *raw, long long total, Py_ssize_t row, char *fixed[F
  * bits, msgIds and hosts ("255.255.255.255:-2147483648" at most), the record bytes for the bodies (a
  * bound), an estimate for the rest, never past their bound. 0, or -1 with the exception set. */
 static int
-reserve(struct grow *g, Py_ssize_t n, Py_ssize_t total)
+reserve(struct grow *g, Py_ssize_t n, Py_ssize_t total, PyObject *allocate)
 {
     static const enum grown_buffer per_row[] = {G_TOPIC_OFFSETS, G_UNIQ_OFFSETS, G_TAGS_OFFSETS, G_KEYS_LISTS,
                                                 G_MAP_ENTRIES, G_BODY_OFFSETS, G_BORN_OFFSETS, G_STORE_OFFSETS};
@@ -453,11 +517,10 @@ reserve(struct grow *g, Py_ssize_t n, Py_ssize_t total)
     room[G_BORN] = room[G_STORE] = 27 * n;
     room[G_BODY] = total;
     for (int k = 0; k < GROWN_BUFFERS; k++) {
-        g[k].owner = PyBytes_FromStringAndSize(NULL, room[k]);
-        if (g[k].owner == NULL) {
+        g[k].bytes = room_new(allocate, room[k], &g[k].owner);
+        if (g[k].bytes == NULL) {
             return -1;
         }
-        g[k].bytes = PyBytes_AS_STRING(g[k].owner);
         g[k].cap = room[k];
         g[k].in_owner = 1;
     }
@@ -545,14 +608,13 @@ get_buffers(PyObject *const *args, Py_buffer views[3])
 /* The fixed-width columns' bytes objects of `n` rows, their bytes in `fixed`: 0, or -1 with the
  * exception set. */
 static int
-new_fixed(Py_ssize_t n, PyObject *fixed_bytes[FIXED_COLUMNS], char *fixed[FIXED_COLUMNS])
+new_fixed(Py_ssize_t n, struct room fixed_rooms[FIXED_COLUMNS], char *fixed[FIXED_COLUMNS], PyObject *allocate)
 {
     for (int c = 0; c < FIXED_COLUMNS; c++) {
-        fixed_bytes[c] = PyBytes_FromStringAndSize(NULL, n * fixed_width[c]);
-        if (fixed_bytes[c] == NULL) {
+        fixed[c] = room_new(allocate, n * fixed_width[c], &fixed_rooms[c]);
+        if (fixed[c] == NULL) {
             return -1;
         }
-        fixed[c] = PyBytes_AS_STRING(fixed_bytes[c]);
     }
     return 0;
 }
@@ -570,53 +632,56 @@ set_walk_error(enum walk_error error)
     }
 }
 
-/* The result tuple: the fixed columns' bytes (moved into it), then a bytes object of each grown buffer.
- * NULL with the exception set. */
+/* The column of grown buffer `g`: its room cut to its length (no copy), or, for one that outgrew its
+ * room, a new room of its length with its bytes. NULL with the exception set. */
 static PyObject *
-result_of(PyObject *fixed_bytes[FIXED_COLUMNS], struct grow *g)
+grown_column(struct grow *g, PyObject *allocate)
+{
+    if (!g->in_owner) {
+        room_free(&g->owner);
+        char *bytes = room_new(allocate, g->len, &g->owner);
+        if (bytes == NULL) {
+            return NULL;
+        }
+        memcpy(bytes, g->bytes, (size_t)g->len);
+    }
+    return room_take(&g->owner, g->len);
+}
+
+/* The result tuple: the fixed columns, then each grown buffer's column (see grown_column). NULL with the
+ * exception set. */
+static PyObject *
+result_of(struct room fixed_rooms[FIXED_COLUMNS], Py_ssize_t n, struct grow *g, PyObject *allocate)
 {
     PyObject *result = PyTuple_New(FIXED_COLUMNS + GROWN_BUFFERS);
     if (result == NULL) {
         return NULL;
     }
-    for (int c = 0; c < FIXED_COLUMNS; c++) {
-        PyTuple_SET_ITEM(result, c, fixed_bytes[c]);
-        fixed_bytes[c] = NULL;
-    }
-    for (int k = 0; k < GROWN_BUFFERS; k++) {
-        PyObject *bytes;
-        if (g[k].in_owner) { /* the walk wrote into it: cut to its length (in place), no copy */
-            bytes = g[k].owner;
-            g[k].owner = NULL;
-            g[k].in_owner = 0;
-            g[k].bytes = NULL;
-            if (_PyBytes_Resize(&bytes, g[k].len) < 0) {
-                Py_DECREF(result);
-                return NULL;
-            }
-        } else {
-            bytes = PyBytes_FromStringAndSize(g[k].bytes, g[k].len);
-        }
-        if (bytes == NULL) {
+    for (int c = 0; c < FIXED_COLUMNS + GROWN_BUFFERS; c++) {
+        PyObject *column = c < FIXED_COLUMNS ? room_take(&fixed_rooms[c], n * fixed_width[c])
+                                             : grown_column(&g[c - FIXED_COLUMNS], allocate);
+        if (column == NULL) {
             Py_DECREF(result);
             return NULL;
         }
-        PyTuple_SET_ITEM(result, FIXED_COLUMNS + k, bytes);
+        PyTuple_SET_ITEM(result, c, column);
     }
     return result;
 }
 
-/* The columns of the `n` records of `views` (data, starts, ends): the result tuple, Py_None for a batch
- * the Python path takes, or NULL with the exception set. */
+/* The columns of the `n` records of `views` (data, starts, ends), in memory from `allocate` (NULL: bytes
+ * objects): the result tuple, Py_None for a batch the Python path takes, or NULL with the exception set. */
 static PyObject *
-columns_of(const Py_buffer views[3], Py_ssize_t n)
+columns_of(const Py_buffer views[3], Py_ssize_t n, PyObject *allocate)
 {
     PyObject *result = NULL;
-    PyObject *fixed_bytes[FIXED_COLUMNS] = {0};
+    struct room fixed_rooms[FIXED_COLUMNS];
     char *fixed[FIXED_COLUMNS];
     struct grow g[GROWN_BUFFERS];
+    memset(fixed_rooms, 0, sizeof fixed_rooms);
     memset(g, 0, sizeof g);
-    if (new_fixed(n, fixed_bytes, fixed) == 0 && reserve(g, n, records_total(&views[0], &views[1], &views[2], n)) == 0) {
+    if (new_fixed(n, fixed_rooms, fixed, allocate) == 0
+        && reserve(g, n, records_total(&views[0], &views[1], &views[2], n), allocate) == 0) {
         /* without the GIL from here to the walk's end: C memory only, errors kept in `error` */
         enum walk_error error;
         int declined = 0;
@@ -626,22 +691,22 @@ columns_of(const Py_buffer views[3], Py_ssize_t n)
         if (error != WALK_OK) {
             set_walk_error(error);
         } else {
-            result = declined ? Py_NewRef(Py_None) : result_of(fixed_bytes, g);
+            result = declined ? Py_NewRef(Py_None) : result_of(fixed_rooms, n, g, allocate);
         }
     }
     for (int c = 0; c < FIXED_COLUMNS; c++) {
-        Py_XDECREF(fixed_bytes[c]);
+        room_free(&fixed_rooms[c]);
     }
     for (int k = 0; k < GROWN_BUFFERS; k++) {
         if (!g[k].in_owner) {
             PyMem_RawFree(g[k].bytes);
         }
-        Py_XDECREF(g[k].owner);
+        room_free(&g[k].owner);
     }
     return result;
 }
 
-/* record_columns(data, starts, ends) -> tuple of bytes, or None: the columns of the records at
+/* record_columns(data, starts, ends[, allocate]) -> tuple of buffers, or None: the columns of the records at
  * [starts[i], ends[i]) of the buffer `data` (starts and ends: buffers of native int64), as
  * rocketstore.spark.columnar lays them out: first the fixed-width columns (queueId, queueOffset,
  * commitLogOffset, storeSize, flag, sysFlag, bornTimestamp, storeTimestamp, reconsumeTimes, bodyCRC, in
@@ -650,12 +715,21 @@ columns_of(const Py_buffer views[3], Py_ssize_t n)
  * name offsets, names, value offsets, values), body (offsets, bytes), bornHost and storeHost (offsets,
  * bytes each); every offsets buffer int32 from 0. None when a record is one the Python path takes (see
  * the file's comment), also for a range too short to hold a record: the caller then builds the whole
- * batch that way. ValueError for a range that is reversed or reaches outside `data`. */
+ * batch that way. ValueError for a range that is reversed or reaches outside `data`. Each column is a
+ * bytes object, or with `allocate` (a callable: size -> an object with a writable buffer of at least
+ * size bytes, which can be sliced) `allocate(room)[:length]`: a reader passes pyarrow's allocate_buffer,
+ * whose pool keeps memory a batch let go of for the next, where large bytes objects come from the C
+ * allocator's fresh pages (zeroed and faulted in, a quarter of a read's time). */
 PyObject *
 speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "record_columns(data, starts, ends) takes three arguments");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "record_columns(data, starts, ends[, allocate]) takes three or four arguments");
+        return NULL;
+    }
+    PyObject *allocate = nargs == 4 && args[3] != Py_None ? args[3] : NULL;
+    if (allocate != NULL && !PyCallable_Check(allocate)) {
+        PyErr_SetString(PyExc_TypeError, "record_columns: allocate must be callable");
         return NULL;
     }
     Py_buffer views[3] = {{0}};
@@ -666,7 +740,7 @@ speedups_record_columns(PyObject *Py_UNUSED(module), PyObject *const *args, Py_s
     if (views[1].len % 8 != 0 || views[2].len != views[1].len) {
         PyErr_SetString(PyExc_ValueError, "record_columns: starts and ends must be int64 buffers of one length");
     } else {
-        result = columns_of(views, views[1].len / 8);
+        result = columns_of(views, views[1].len / 8, allocate);
     }
     for (int k = 0; k < 3; k++) {
         PyBuffer_Release(&views[k]);
