@@ -7,8 +7,8 @@ Measured in the same run, on the same files:
 * `spark readAhead=2`  - the same with option `readAhead=2`;
 * `spark scan=queues`   - the same through the consume queues, queue by queue (option `scan=queues`);
 * `spark scan=commitlog`- the same over the commitlog in log order, every record (option `scan=commitlog`);
-* `one process`         - the same work without Spark: one Python process opens the store read-only and
-                          turns `scan()` into the same Arrow record batches;
+* `Arrow reader, one process` - the same work without Spark: `rocketstore.arrow.read` of the store in
+                          this process, the read core Spark's tasks run, on one core;
 * `binaryFile ceiling`  - `spark.read.format("binaryFile")` over the commitlog files (raw I/O through
                           Spark, no decoding): the most any Spark reader of these files can do;
 * `Arrow intake ceiling`- a Python data source (defined here) that decodes nothing: it replays record
@@ -111,6 +111,7 @@ def spark_session(master: str) -> Any:
         .config("spark.ui.enabled", "false")
         .config("spark.driver.memory", "6g")
         .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -258,10 +259,10 @@ def with_store(args: argparse.Namespace, body: Callable[[Path, list[str]], None]
 
 
 def one_process_read(root: Path) -> int:
-    from rocketstore.spark.columnar import batches
+    """Every message through the read core Spark's tasks run, in this process (`rocketstore.arrow`)."""
+    import rocketstore.arrow
 
-    with MessageStore.open(root, read_only=True) as store:
-        return sum(b.num_rows for b in batches(store.scan(), str(root)))
+    return sum(b.num_rows for b in rocketstore.arrow.read(str(root)))
 
 
 COUNT_BY_TOPIC = "SELECT topic, count(*) AS n FROM messages GROUP BY topic ORDER BY topic"
@@ -272,7 +273,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from pyspark.sql import SparkSession
 spark = (SparkSession.builder.master(sys.argv[2]).config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+         .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.showConsoleProgress", "false").getOrCreate())
 spark.read.format("rocketstore").load(sys.argv[1]).createOrReplaceTempView("messages")
 print(spark.sql(sys.argv[3]).collect())
 spark.stop()
@@ -426,7 +428,7 @@ def main() -> None:
             .load(str(root)).write.save(**noop),
             "spark scan=commitlog": lambda: spark.read.format("rocketstore").option("scan", "commitlog")
             .load(str(root)).write.save(**noop),
-            "one process (no Spark)": lambda: one_process_read(root),
+            "Arrow reader, one process": lambda: one_process_read(root),
             "binaryFile ceiling": lambda: binary_file_ceiling(spark, root),
             "Arrow intake ceiling": lambda: spark.read.format("rocketstore_replay").option("path", str(replay))
             .option("times", str(times)).load().write.save(**noop),

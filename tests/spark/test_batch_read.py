@@ -174,8 +174,20 @@ def test_spark_sql_over_a_registered_view(spark, golden_store, golden_options):
 def test_queue_ranges_split_by_messages_per_partition(spark, golden_store, golden_options):
     df = (spark.read.format("rocketstore").options(**golden_options, scan="queues", messagesPerPartition="50")
           .load(str(golden_store)))
-    # TopicA/0 holds 160 messages -> 4 partitions; the 11 other queues hold < 50 each.
-    assert df.rdd.getNumPartitions() == 4 + 11
+    # TopicA/0 holds 160 messages -> 4 ranges (50, 50, 50, 10); the 11 other queues hold < 50 each. A task
+    # reads consecutive ranges while they add up to at most 50 messages: the last range of TopicA/0 goes
+    # with the queue after it.
+    from rocketstore.scan.options import ReadOptions
+    from rocketstore.scan.plan import plan_partitions, tasks
+
+    opts = ReadOptions.parse({**golden_options, "path": str(golden_store), "scan": "queues",
+                              "messagesPerPartition": "50"})
+    ranges = plan_partitions(opts)
+    assert [r.end - r.start for r in ranges[:4]] == [50, 50, 50, 10] and len(ranges) == 4 + 11
+    packed = tasks(ranges, 50, opts.bytes_per_partition)
+    assert len(packed) < len(ranges)
+    assert all(sum(r.end - r.start for r in task) <= 50 for task in packed)
+    assert df.rdd.getNumPartitions() == len(packed)
     assert df.count() == 520
 
 

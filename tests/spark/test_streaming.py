@@ -128,7 +128,8 @@ def test_offsets_are_per_queue_and_new_queues_start_at_their_minimum(make_store)
     end = reader.latestOffset(start, ReadAllAvailable())
     assert end["TopicN/0"] == 1
     parts = reader.partitions(start, end)
-    ranges = [p.value for p in parts]  # Spark input partitions holding the read core's queue ranges
+    ranges = [r for p in parts for r in p.value]  # Spark input partitions holding the read core's queue ranges
+    assert len(parts) == 1  # two ranges of one message each: one task
     assert [(r.topic, r.queue_id, r.start, r.end) for r in ranges] == [("TopicA", 0, 1, 2), ("TopicN", 0, 0, 1)]
 
 

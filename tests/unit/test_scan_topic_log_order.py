@@ -174,5 +174,19 @@ def test_a_read_of_some_queues_takes_ranges_as_much_longer_as_they_hold_fewer_me
     every = plan_partitions(_opts(store, bytesPerPartition="4096"))
     one = plan_partitions(_opts(store, bytesPerPartition="4096", topics="TopicA"))  # a fifth of the messages
     assert all(isinstance(p, CommitLogRange) for p in every + one)
-    assert (one[0].end - one[0].start) >= 5 * 4096 > (every[0].end - every[0].start)
+    total = every[-1].end - every[0].start
+    assert len(one) <= -(-total // (5 * 4096)) < len(every)  # ranges of five times the bytes, cut evenly
+    assert (one[0].end - one[0].start) > (every[0].end - every[0].start)
     assert one[0].start == every[0].start and one[-1].end == every[-1].end
+
+
+def test_the_log_is_cut_into_ranges_of_about_the_same_length(store: Path) -> None:
+    """As many ranges as `bytesPerPartition` makes, none a short leftover: each within a record or two
+    of the even share (a leftover of a few records would be a Spark task of its own)."""
+    whole = plan_partitions(_opts(store, bytesPerPartition=str(1 << 30)))
+    total = whole[-1].end - whole[0].start
+    step = total * 2 // 5  # two and a half ranges' worth: three ranges, not two and a leftover
+    ranges = plan_partitions(_opts(store, bytesPerPartition=str(step)))
+    lengths = [p.end - p.start for p in ranges]
+    assert len(ranges) == 3 and sum(lengths) == total
+    assert max(lengths) - min(lengths) < total // 10, lengths

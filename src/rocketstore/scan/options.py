@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "DEFAULT_BYTES_PER_PARTITION",
+    "DEFAULT_MESSAGES_PER_PARTITION",
     "EARLIEST",
     "LATEST",
     "OffsetSpec",
@@ -49,8 +51,8 @@ _GEOMETRY_SPELLING = {
     "indexmaxentries": "indexMaxEntries",
 }
 
-_DEFAULT_MESSAGES_PER_PARTITION = 200_000
-_DEFAULT_BYTES_PER_PARTITION = 64 * 1024 * 1024
+DEFAULT_MESSAGES_PER_PARTITION = 1_000_000
+DEFAULT_BYTES_PER_PARTITION = 512 * 1024 * 1024
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -219,8 +221,8 @@ class ReadOptions:
     key: str | None = None
     scan: str | None = None
     geometry: tuple[tuple[str, int], ...] = ()
-    messages_per_partition: int = _DEFAULT_MESSAGES_PER_PARTITION
-    bytes_per_partition: int = _DEFAULT_BYTES_PER_PARTITION
+    messages_per_partition: int = DEFAULT_MESSAGES_PER_PARTITION
+    bytes_per_partition: int = DEFAULT_BYTES_PER_PARTITION
     filter_pushdown: bool = False
     read_ahead: int = 0
     read_threads: int = 1
@@ -256,10 +258,10 @@ class ReadOptions:
             scan=scan,
             geometry=tuple(sorted(geometry_config(opts).items())),
             messages_per_partition=_int(
-                opts, "messagesPerPartition", _DEFAULT_MESSAGES_PER_PARTITION, minimum=1
+                opts, "messagesPerPartition", DEFAULT_MESSAGES_PER_PARTITION, minimum=1
             ),  # type: ignore[arg-type]
             bytes_per_partition=_int(
-                opts, "bytesPerPartition", _DEFAULT_BYTES_PER_PARTITION, minimum=4096
+                opts, "bytesPerPartition", DEFAULT_BYTES_PER_PARTITION, minimum=4096
             ),  # type: ignore[arg-type]
             filter_pushdown=_bool(opts, "filterPushdown", False),
             read_ahead=_int(opts, "readAhead", 0, minimum=0),  # type: ignore[arg-type]

@@ -29,6 +29,7 @@ hold true for.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -56,7 +57,7 @@ from rocketstore.scan.stores import (
     store_config,
 )
 
-__all__ = ["CommitLogRange", "KeyLookup", "Partition", "QueueRange", "plan_partitions", "read_partition"]
+__all__ = ["CommitLogRange", "KeyLookup", "Partition", "QueueRange", "plan_partitions", "read_partition", "tasks"]
 
 _UNLIMITED_RESULTS = JAVA_INT_MAX
 _ENTRY = np.dtype([("phy", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # a consume-queue entry, 20 bytes
@@ -187,10 +188,12 @@ def _plan_commitlog(opts: ReadOptions, prune: Prune, root: str) -> list[Partitio
 
 def _commitlog_ranges(opts: ReadOptions, prune: Prune, root: str, config: StoreConfig, lo: int, hi: int,
                       cuts: Callable[[str, int, int, int, int], list[int]]) -> list[CommitLogRange]:
-    """The ranges of about `bytesPerPartition` bytes of the records in `[lo, hi)`, cut where `cuts` says."""
+    """The ranges of the records in `[lo, hi)`, cut where `cuts` says: as many as `bytesPerPartition`
+    bytes make, each of about the same length (a last range of a few bytes would be a task of its own)."""
     if hi <= lo or prune.nothing or not prune.phy_offset.overlaps(lo, hi):
         return []
-    starts = cuts(root, config.commitlog_file_size, lo, hi, opts.bytes_per_partition)
+    count = -(-(hi - lo) // opts.bytes_per_partition)
+    starts = cuts(root, config.commitlog_file_size, lo, hi, -(-(hi - lo) // count))
     ends = [*starts[1:], hi]
     return [CommitLogRange(root, a, b, config) for a, b in zip(starts, ends, strict=True)
             if prune.phy_offset.overlaps(a, b)]
@@ -249,6 +252,35 @@ def plan_partitions(opts: ReadOptions, prune: Prune = EVERYTHING) -> list[Partit
     else:
         planner = _plan_queues
     return [part for root in opts.paths for part in planner(opts, prune, root)]
+
+
+def tasks(parts: Sequence[Partition], messages_per_task: int, bytes_per_task: int) -> list[tuple[Partition, ...]]:
+    """The partitions packed into tasks, for an engine that pays a fixed cost for each task it runs (a
+    Spark task of a Python data source costs about as much as decoding 64 MiB of records): consecutive
+    partitions, in plan order, while their work adds up to at most one task's, which is
+    `messages_per_task` messages of queue ranges or `bytes_per_task` bytes of commitlog ranges. A key
+    lookup, and a partition as large as a task, is a task of its own. So the 32 small queue ranges of a
+    short store-time window are one task, not 32."""
+    packed: list[list[Partition]] = []
+    load = 0.0  # the work of the last task
+    for part in parts:
+        work = _work(part, messages_per_task, bytes_per_task)
+        if packed and load + work <= 1.0:
+            packed[-1].append(part)
+            load += work
+        else:
+            packed.append([part])
+            load = work
+    return [tuple(task) for task in packed]
+
+
+def _work(part: Partition, messages_per_task: int, bytes_per_task: int) -> float:
+    """A partition's work as a share of a task's (a key lookup's: more than any task takes beside it)."""
+    if isinstance(part, QueueRange):
+        return (part.end - part.start) / messages_per_task
+    if isinstance(part, CommitLogRange):
+        return (part.end - part.start) / bytes_per_task
+    return math.inf
 
 
 def read_partition(opts: ReadOptions, partition: Partition,

@@ -39,7 +39,15 @@ from pyspark.sql.types import StructType
 from rocketstore.errors import InvalidArgumentError
 from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, predicates
 from rocketstore.scan.options import ReadOptions
-from rocketstore.scan.plan import CommitLogRange, KeyLookup, Partition, QueueRange, plan_partitions, read_partition
+from rocketstore.scan.plan import (
+    CommitLogRange,
+    KeyLookup,
+    Partition,
+    QueueRange,
+    plan_partitions,
+    read_partition,
+    tasks,
+)
 from rocketstore.scan.projection import Projection, projected
 from rocketstore.scan.readahead import read_ahead
 from rocketstore.spark.schema import MESSAGE_SCHEMA
@@ -57,9 +65,10 @@ __all__ = [
 
 
 class ScanPartition(InputPartition):
-    """A core partition (`QueueRange`, `CommitLogRange` or `KeyLookup`) as Spark's input partition."""
+    """A task's core partitions (`QueueRange`, `CommitLogRange` or `KeyLookup`; `plan.tasks` packs the
+    small ones together) as Spark's input partition, read one after the other."""
 
-    def __init__(self, value: Partition) -> None:
+    def __init__(self, value: tuple[Partition, ...]) -> None:
         super().__init__(value)
 
 
@@ -96,14 +105,16 @@ class RocketStoreBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         """Queue ranges, commitlog ranges or key lookups (`rocketstore.scan.plan`)."""
         prune = Prune.of(self.predicates) if self.predicates else EVERYTHING
-        return [ScanPartition(part) for part in plan_partitions(self.options, prune)]
+        parts = plan_partitions(self.options, prune)
+        return [ScanPartition(task) for task in
+                tasks(parts, self.options.messages_per_partition, self.options.bytes_per_partition)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow record batches of the partition's messages that pass the bounds and the predicates."""
         if isinstance(partition, ScanPartition):
             projection = Projection.of(self.columns, self.predicates)
-            yield from read_ahead(projected(read_partition(self.options, partition.value, self.predicates), projection),
-                                  self.options.read_ahead)
+            found = (batch for part in partition.value for batch in read_partition(self.options, part, self.predicates))
+            yield from read_ahead(projected(found, projection), self.options.read_ahead)
         # else: Spark reads one placeholder partition when planning found none; it has no rows.
 
 

@@ -27,8 +27,14 @@ from pyspark.sql.streaming.datasource import (
 
 from rocketstore.config import StoreConfig
 from rocketstore.scan.columnar import run_batches
-from rocketstore.scan.options import EARLIEST, LATEST, StreamOptions
-from rocketstore.scan.plan import QueueRange
+from rocketstore.scan.options import (
+    DEFAULT_BYTES_PER_PARTITION,
+    DEFAULT_MESSAGES_PER_PARTITION,
+    EARLIEST,
+    LATEST,
+    StreamOptions,
+)
+from rocketstore.scan.plan import Partition, QueueRange, tasks
 from rocketstore.scan.stores import LogReader, open_read_only
 from rocketstore.spark.batch import ScanPartition
 
@@ -190,26 +196,30 @@ class RocketStoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return self._configs[root]
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        """One partition per queue that has rows in `[start, end)`."""
+        """The range of each queue that has rows in `[start, end)`, packed into tasks of up to
+        `DEFAULT_MESSAGES_PER_PARTITION` messages (`plan.tasks`: a micro-batch of a few new messages in
+        each of many queues is one task, where a task per queue cost each batch the tasks' fixed cost)."""
         begin, finish = self._decode(start), self._decode(end)
-        parts: list[InputPartition] = []
+        ranges: list[Partition] = []
         for root in self.options.paths:
             for key, last in sorted(finish.get(root, {}).items()):
                 first = begin.get(root, {}).get(key, 0)
                 if last > first:
                     topic, queue_id = _split_key(key)
-                    parts.append(ScanPartition(QueueRange(root, topic, queue_id, first, last, self._config(root))))
-        return parts
+                    ranges.append(QueueRange(root, topic, queue_id, first, last, self._config(root)))
+        packed = tasks(ranges, DEFAULT_MESSAGES_PER_PARTITION, DEFAULT_BYTES_PER_PARTITION)
+        return [ScanPartition(task) for task in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The messages of one queue range as record batches (a range planned on the driver, whose
+        """The messages of a task's queue ranges as record batches (ranges planned on the driver, whose
         data-loss check already ran in `latestOffset`)."""
-        if not isinstance(partition, ScanPartition) or not isinstance(partition.value, QueueRange):
+        if not isinstance(partition, ScanPartition):
             return  # Spark's placeholder when a batch has no partitions
-        part = partition.value
-        with LogReader(part.root, part.config) as log:
-            runs = log.queue_runs(part.topic, part.queue_id, part.start, part.end)
-            yield from run_batches(runs, part.root)
+        for part in partition.value:
+            assert isinstance(part, QueueRange)  # partitions() makes nothing else
+            with LogReader(part.root, part.config) as log:
+                runs = log.queue_runs(part.topic, part.queue_id, part.start, part.end)
+                yield from run_batches(runs, part.root)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the source keeps no state between batches."""
