@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.scan.options import DEFAULT_BYTES_PER_PARTITION, DEFAULT_MESSAGES_PER_PARTITION
 
 TOPICS = ("BenchA", "BenchB", "BenchC", "BenchD")
 QUEUES = 8
@@ -454,7 +455,8 @@ def main() -> None:
                     results[name].append(timed(work))
         spark.stop()
         shutil.rmtree(replay.parent, ignore_errors=True)
-        partitions = f"{args.master}, default options (bytesPerPartition 64 MiB, messagesPerPartition 200000)"
+        partitions = (f"{args.master}, default options (bytesPerPartition {DEFAULT_BYTES_PER_PARTITION // 2**20} MiB, "
+                      f"messagesPerPartition {DEFAULT_MESSAGES_PER_PARTITION})")
         memory = [f"driver during {name}: Python peak RSS {py:.0f} MiB, JVM heap kept after GC {jvm:.0f} MiB"
                   for name, (py, jvm) in peaks.items()]
         title = f"bench_spark_read {args.label}".strip()
