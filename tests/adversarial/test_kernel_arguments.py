@@ -148,6 +148,34 @@ def test_record_columns_refuses_an_allocate_that_gives_no_room(allocate, error):
         speedups.record_columns(data, np.array([0], dtype=np.int64), np.array([len(data)], dtype=np.int64), allocate)
 
 
+@pytest.mark.parametrize(("topics", "keep_rows", "ranges", "error"), [
+    ([b"T"], 1, [(0, None)], TypeError),  # a list, not a tuple
+    ((b"T", "T"), 1, [(0, None)], TypeError),  # a str among the bytes
+    ((b"T",), 2, [(0, None)], ValueError),  # keep of another length than the ranges
+    ((b"T",), 1, [(0, 10**6)], ValueError),  # a range outside the data
+    ((b"T",), 1, [(-1, 10)], ValueError),
+])
+def test_topic_rows_refuses_what_it_cannot_walk(topics, keep_rows, ranges, error):
+    data = _record(b"T", b"body")
+    starts = np.array([a for a, _ in ranges], dtype=np.int64)
+    ends = np.array([len(data) if b is None else b for _, b in ranges], dtype=np.int64)
+    with pytest.raises(error):
+        speedups.topic_rows(data, starts, ends, topics, np.zeros(keep_rows, dtype=np.bool_))
+
+
+def test_topic_rows_declines_a_range_shorter_than_a_record_without_reading_past_it(guarded):
+    whole = _record(b"T", b"")
+    g = guarded(40)
+    g.view[:] = whole[:40]
+    keep = np.zeros(1, dtype=np.bool_)
+    assert speedups.topic_rows(g.view, np.array([0], dtype=np.int64), np.array([40], dtype=np.int64), (b"T",),
+                               keep) == -1
+    g2 = guarded(len(whole))
+    g2.view[:] = whole
+    assert speedups.topic_rows(g2.view, np.array([0], dtype=np.int64), np.array([len(whole)], dtype=np.int64),
+                               (b"T",), keep) == 1 and keep.tolist() == [True]
+
+
 SLOTS, MAX_ENTRIES = 4, 8
 
 

@@ -122,6 +122,43 @@ def test_record_columns_twins_on_records_and_damaged_ranges(raws, flips, cuts):
     assert columnar._from_buffers(len(raws), buffers, "b").equals(to_record_batch(messages, "b"))
 
 
+@settings(deadline=None, max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_record_strategy(), min_size=1, max_size=5), st.lists(st.tuples(st.integers(0, 400),
+                                                                             st.integers(0, 255)), max_size=3),
+       st.lists(st.integers(-100, 100), max_size=5), st.lists(st.binary(max_size=3), max_size=3),
+       st.lists(st.integers(0, 4), max_size=3))
+def test_topic_rows_twins_on_records_and_damaged_ranges(raws, flips, cuts, others, taken):
+    """topic_rows keeps the rows topic_rows_py keeps, or leaves the batch undecided where it does; the
+    topics asked for are some of the records' own (found before the damage) and some others."""
+    np = pytest.importorskip("numpy")
+    from rocketstore.scan.columnar import NotColumnar, RecordLayout
+    from rocketstore.scan.direct import topic_rows_py
+
+    present = []
+    for raw in raws:
+        try:
+            at = RecordLayout(np.frombuffer(raw, dtype=np.uint8), np.zeros(1, dtype=np.int64),
+                              np.array([len(raw)], dtype=np.int64))
+        except NotColumnar:
+            continue
+        present.append(raw[int(at.topic_begin[0]):int(at.topic_end[0])])
+    topics = tuple(sorted(set(others) | {present[i % len(present)] for i in taken if present}))
+    buf = bytearray(b"".join(raws))
+    for where, value in flips:
+        buf[where % len(buf)] = value
+    ends = np.cumsum([len(r) for r in raws], dtype=np.int64)
+    starts = ends - np.array([len(r) for r in raws], dtype=np.int64)
+    for i, cut in enumerate(cuts[:len(raws)]):
+        ends[i] = min(max(starts[i], ends[i] + cut), len(buf))  # shorter or longer, never outside the data
+    keep = np.empty(len(raws), dtype=np.bool_)
+    kept = speedups.topic_rows(bytes(buf), starts, ends, topics, keep)
+    twin = topic_rows_py(bytes(buf), starts, ends, topics)
+    if twin is None:
+        assert kept == -1
+    else:
+        assert kept == int(twin.sum()) and keep.tolist() == twin.tolist()
+
+
 BLANK = (8).to_bytes(4, "big") + (0xCBD43194).to_bytes(4, "big")
 
 
@@ -262,6 +299,7 @@ def _twin_tests() -> dict[str, list[Callable[..., Any]]]:
         "record_at": [su.test_record_at_twins],
         "record_columns": [test_record_columns_twins_on_records_and_damaged_ranges],
         "record_spans": [test_record_spans_twins_on_any_bytes],
+        "topic_rows": [test_topic_rows_twins_on_records_and_damaged_ranges],
         "walk_records": [su.test_walk_records_twins],
     }
 

@@ -5,6 +5,8 @@
  *   record_columns(data, starts, ends)   rocketstore.spark.columnar._columnar_py's columns
  *   record_spans(data, pos, limit, written, file_start, max_rows, max_bytes, starts, ends)
  *                                        rocketstore.format.spans.record_spans_py: where the records lie
+ *   topic_rows(data, starts, ends, topics, keep)
+ *                                        rocketstore.scan.direct.topic_rows_py: which hold some topics
  *
  * One pass over the records reads every header field at its position (format.c's rs_layout_check says
  * where the body, topic and properties lie), splits the properties text with RocketMQ's rule
@@ -854,5 +856,121 @@ done:
     PyBuffer_Release(&data);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&ends);
+    return result;
+}
+
+/* The topics a read keeps, as topic_rows takes them: each one's bytes (borrowed from the tuple). */
+struct wanted_topics {
+    Py_ssize_t count;
+    const char **bytes;
+    Py_ssize_t *lens;
+};
+
+/* 1 when the record at `raw` (`total` bytes) is one topic_rows decides on, its topic in `lay`; 0 when
+ * the numpy twin leaves its batch undecided (shorter than a record, neither version, an IPv6 host,
+ * lengths that do not add up). */
+static int
+topic_decidable(const unsigned char *raw, long long total, struct layout *lay)
+{
+    if (total < MIN_RECORD_SIZE) {
+        return 0;
+    }
+    unsigned long magic = (unsigned long)(uint32_t)be_field(raw + REC_MAGICCODE_POS, 4);
+    long long value;
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || rs_layout_check(raw, total, magic, lay, &value) != LAYOUT_OK) {
+        return 0;
+    }
+    return (lay->sys_flag & (BORN_V6 | STORE_V6)) == 0;
+}
+
+/* The walk of topic_rows, without the GIL: the count kept, -1 undecided, -2 a range outside the data. */
+static Py_ssize_t
+topic_walk(const Py_buffer *data, const Py_buffer *starts, const Py_buffer *ends, Py_ssize_t n,
+           const struct wanted_topics *wanted, unsigned char *keep)
+{
+    const unsigned char *buf = (const unsigned char *)data->buf;
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t row = 0; row < n; row++) {
+        int64_t start, stop;
+        memcpy(&start, (const char *)starts->buf + 8 * row, 8);
+        memcpy(&stop, (const char *)ends->buf + 8 * row, 8);
+        if (start < 0 || stop < start || stop > data->len) {
+            return -2;
+        }
+        struct layout lay;
+        if (!topic_decidable(buf + start, stop - start, &lay)) {
+            return -1;
+        }
+        unsigned char hit = 0;
+        for (Py_ssize_t k = 0; k < wanted->count && !hit; k++) {
+            hit = lay.topic_len == wanted->lens[k]
+                  && memcmp(buf + start + lay.topic_start, wanted->bytes[k], (size_t)wanted->lens[k]) == 0;
+        }
+        keep[row] = hit;
+        kept += hit;
+    }
+    return kept;
+}
+
+/* topic_rows(data, starts, ends, topics, keep) -> int: which of the whole records at [starts[i], ends[i])
+ * of the buffer `data` (starts and ends: buffers of native int64) hold one of `topics` (a tuple of bytes,
+ * the topics as records hold them), read on the bytes without building a column: keep[i] (a writable
+ * buffer of a byte a row, numpy's bool) 1 or 0, and the count kept; -1, with `keep` undefined, when a
+ * record is one rocketstore.scan.direct.topic_rows_py leaves undecided (its twin: a record shorter than
+ * a record can be, of neither version, with an IPv6 host, or with lengths that do not add up). ValueError
+ * for a range outside `data` or buffers of other sizes, TypeError for topics that are not bytes. */
+PyObject *
+speedups_topic_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyTuple_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "topic_rows(data, starts, ends, topics, keep) takes a tuple of topics");
+        return NULL;
+    }
+    Py_buffer views[3] = {{0}}, keep = {0};
+    struct wanted_topics wanted = {PyTuple_GET_SIZE(args[3]), NULL, NULL};
+    wanted.bytes = PyMem_New(const char *, wanted.count + 1);
+    wanted.lens = PyMem_New(Py_ssize_t, wanted.count + 1);
+    if (wanted.bytes == NULL || wanted.lens == NULL) {
+        PyMem_Free(wanted.bytes);
+        PyMem_Free(wanted.lens);
+        return PyErr_NoMemory();
+    }
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < wanted.count; k++) {
+        PyObject *topic = PyTuple_GET_ITEM(args[3], k);
+        if (!PyBytes_Check(topic)) {
+            PyErr_SetString(PyExc_TypeError, "topic_rows: each topic must be bytes");
+            goto done;
+        }
+        wanted.bytes[k] = PyBytes_AS_STRING(topic);
+        wanted.lens[k] = PyBytes_GET_SIZE(topic);
+    }
+    if (get_buffers(args, views) < 0) {
+        goto done;
+    }
+    if (PyObject_GetBuffer(args[4], &keep, PyBUF_WRITABLE) == 0) {
+        Py_ssize_t n = views[1].len / 8;
+        if (views[1].len % 8 != 0 || views[2].len != views[1].len || keep.len != n) {
+            PyErr_SetString(PyExc_ValueError, "topic_rows: starts and ends must be int64 buffers of one length, "
+                                              "keep a byte a row");
+        } else {
+            Py_ssize_t kept;
+            Py_BEGIN_ALLOW_THREADS
+            kept = topic_walk(&views[0], &views[1], &views[2], n, &wanted, (unsigned char *)keep.buf);
+            Py_END_ALLOW_THREADS
+            if (kept == -2) {
+                PyErr_SetString(PyExc_ValueError, "topic_rows: a record range outside the data");
+            } else {
+                result = PyLong_FromSsize_t(kept);
+            }
+        }
+        PyBuffer_Release(&keep);
+    }
+    for (int k = 0; k < 3; k++) {
+        PyBuffer_Release(&views[k]);
+    }
+done:
+    PyMem_Free(wanted.bytes);
+    PyMem_Free(wanted.lens);
     return result;
 }

@@ -243,6 +243,7 @@ PyObject *speedups_crc32_portable(PyObject *module, PyObject *const *args, Py_ss
 /* columns.c */
 PyObject *speedups_record_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_record_spans(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_topic_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* storage.c */
 extern PyTypeObject rs_MappedFileStateType, rs_FileQueueStateType;

@@ -6,7 +6,7 @@
  *
  *   format.c    java_hash, java_hash_concat, decode_properties, properties_at, MessageBase,
  *               build_message, record_at, crc32, crc32_portable (_crc32.c computes the CRC)
- *   columns.c   record_columns, record_spans
+ *   columns.c   record_columns, record_spans, topic_rows
  *   storage.c   msync, populate, the types MappedFileState and FileQueueState and what every state
  *               type shares
  *   log.c       index_lookup, index_put_keys, index_damage, decode_run, query_records, the types
@@ -119,6 +119,8 @@ static PyMethodDef methods[] = {
      "The Arrow column buffers of whole records, or None when one needs the row-by-row path."},
     {"record_spans", (PyCFunction)(void (*)(void))speedups_record_spans, METH_FASTCALL,
      "The starts and ends of the whole records from a position of a commitlog file, by their prefixes."},
+    {"topic_rows", (PyCFunction)(void (*)(void))speedups_topic_rows, METH_FASTCALL,
+     "Which whole records hold one of some topics, read on their bytes; -1 when one is left undecided."},
     {"put_one", (PyCFunction)(void (*)(void))speedups_put_one, METH_FASTCALL,
      "The writes of a single put in one call when they are the plain case; None (nothing written) otherwise."},
     {"put_results", (PyCFunction)(void (*)(void))speedups_put_results, METH_FASTCALL,

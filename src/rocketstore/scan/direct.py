@@ -50,9 +50,10 @@ from rocketstore.scan.columnar import (
 from rocketstore.scan.records import ARROW_SCHEMA
 from rocketstore.scan.stores import LogReader
 
-__all__ = ["AVAILABLE", "log_batches", "queue_batches", "topic_rows"]
+__all__ = ["AVAILABLE", "log_batches", "queue_batches", "topic_rows", "topic_rows_py"]
 
 _record_columns = None if speedups is None else speedups.record_columns
+_topic_rows = None if speedups is None else speedups.topic_rows
 AVAILABLE = _record_columns is not None
 """True when the compiled `record_columns` is there (without it, readers take the message path)."""
 
@@ -191,9 +192,18 @@ def _topic_bytes(topics: frozenset[str] | None) -> tuple[bytes, ...] | None:
 
 def topic_rows(data: Any, starts: np.ndarray, ends: np.ndarray, topics: tuple[bytes, ...]) -> np.ndarray | None:
     """Which of the whole records at `[starts[i], ends[i])` of `data` have one of `topics` (UTF-8
-    bytes), read from the bytes without building a column, where the batch builder's numpy route finds
-    each record's topic (`columnar.RecordLayout`). None (decide nothing) when a record has IPv6 hosts,
-    is neither record version, or has lengths that do not add up: the full decode then decides every row."""
+    bytes), read from the bytes without building a column. None (decide nothing) when a record has IPv6
+    hosts, is neither record version, or has lengths that do not add up: the full decode then decides
+    every row. The compiled `topic_rows` where it is built, else its twin `topic_rows_py`."""
+    if _topic_rows is None:
+        return topic_rows_py(data, starts, ends, topics)
+    keep = np.empty(len(starts), dtype=np.bool_)
+    return None if _topic_rows(data, starts, ends, topics, keep) < 0 else keep
+
+
+def topic_rows_py(data: Any, starts: np.ndarray, ends: np.ndarray, topics: tuple[bytes, ...]) -> np.ndarray | None:
+    """`topic_rows` with numpy: each record's topic found where the batch builder's numpy route finds it
+    (`columnar.RecordLayout`)."""
     u8 = np.frombuffer(data, dtype=np.uint8)
     try:
         layout = RecordLayout(u8, starts, ends - starts)
