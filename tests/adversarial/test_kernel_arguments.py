@@ -111,29 +111,44 @@ def test_record_columns_takes_an_empty_first_topic_or_body(topic, body):
     assert bodies == body + b"b2"
 
 
-def test_record_columns_writes_into_what_allocate_gives_also_past_its_room():
-    """With `allocate`, every column is a slice of an object it made, holding the bytes the bytes-object
-    path gives; a column that outgrew its room (a topic and properties longer than the room a row is
-    given) is copied into a new one of its length."""
+POOLED_ROOM = 4 << 20
+"""columns.c's POOLED_ROOM: rooms of this many bytes or more come from `allocate`."""
+
+
+def test_record_columns_writes_large_columns_into_what_allocate_gives_also_past_their_room():
+    """With `allocate`, a column whose room is POOLED_ROOM or more is a slice of an object it made, the
+    smaller ones bytes objects, all holding the bytes the bytes-object path gives; a column that outgrew
+    its room (topics longer than the room a row is given) is copied into a new one of its length."""
     pa = pytest.importorskip("pyarrow")
-    records = [_record(b"T" * 120, b"body", b"KEYS\x01" + b"k " * 200), _record(b"U" * 120, b"b2")]
-    data = b"".join(records)
-    ranges = [(0, len(records[0])), (len(records[0]), len(data))]
     made: list[int] = []
 
     def allocate(size: int) -> object:
         made.append(size)
         return pa.allocate_buffer(size)
 
-    starts = np.array([a for a, _ in ranges], dtype=np.int64)
-    ends = np.array([b for _, b in ranges], dtype=np.int64)
-    pooled = speedups.record_columns(data, starts, ends, allocate)
+    small = [_record(b"T" * 120, b"body", b"KEYS\x01" + b"k " * 200), _record(b"U" * 120, b"b2")]
+    data = b"".join(small)
+    ranges = [(0, len(small[0])), (len(small[0]), len(data))]
+    pooled = speedups.record_columns(data, *_starts_ends(ranges), allocate)
+    assert pooled is not None and made == [] and all(isinstance(x, bytes) for x in pooled)
+    assert list(pooled) == list(_columns(data, ranges))
+
+    rows = 40_000  # topics of 4,800,000 bytes in all, past the 64 bytes a row the topic column is given
+    record = _record(b"T" * 120, b"x" * 100)
+    data = record * rows
+    ranges = [(i * len(record), (i + 1) * len(record)) for i in range(rows)]
+    pooled = speedups.record_columns(data, *_starts_ends(ranges), allocate)
     plain = _columns(data, ranges)
     assert pooled is not None and plain is not None
-    assert all(isinstance(x, pa.Buffer) for x in pooled)
     assert [bytes(x) for x in pooled] == list(plain)
-    assert len(made) > len(pooled)  # the outgrown topic and properties columns took a second room
-    assert bytes(pooled[11]) == b"T" * 120 + b"U" * 120
+    topic, body = pooled[11], pooled[-5]
+    assert isinstance(topic, pa.Buffer) and isinstance(body, pa.Buffer)
+    assert 120 * rows in made  # the outgrown topic column's second room, of its length
+    assert all(size >= POOLED_ROOM for size in made)
+
+
+def _starts_ends(ranges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    return (np.array([a for a, _ in ranges], dtype=np.int64), np.array([b for _, b in ranges], dtype=np.int64))
 
 
 @pytest.mark.parametrize(("allocate", "error"), [
@@ -143,7 +158,7 @@ def test_record_columns_writes_into_what_allocate_gives_also_past_its_room():
     (lambda size: 1 / 0, ZeroDivisionError),  # its own error goes through
 ])
 def test_record_columns_refuses_an_allocate_that_gives_no_room(allocate, error):
-    data = _record(b"T", b"body")
+    data = _record(b"T", b"x" * POOLED_ROOM)  # its body's room is one allocate makes
     with pytest.raises(error):
         speedups.record_columns(data, np.array([0], dtype=np.int64), np.array([len(data)], dtype=np.int64), allocate)
 
