@@ -442,8 +442,11 @@ def main() -> None:
         warm_up(spark, root)
         results: dict[str, list[float]] = {name: [] for name in cases}
         peaks: dict[str, tuple[float, float]] = {}
-        for _ in range(args.repeat):
-            for name, work in cases.items():
+        names = list(cases)
+        for round_no in range(args.repeat):
+            # each round starts one case later, so that no case is always the first after the warm-up
+            for name in names[round_no % len(names):] + names[:round_no % len(names)]:
+                work = cases[name]
                 if name in FULL_SCANS:
                     seconds, python_mib, jvm_mib = driver_memory(spark, work)
                     old = peaks.get(name, (0.0, 0.0))

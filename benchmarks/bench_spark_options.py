@@ -1,0 +1,130 @@
+"""Spark full reads of one store with different read options, beside the Arrow intake ceiling, alternating.
+
+Each round reads the store once per case (`spark.read.format("rocketstore")` with the case's options,
+every column to Spark's `noop` sink) and once through the Arrow intake ceiling of `bench_spark_read.py`
+(a Python source replaying the reader's own batches), the order of the cases rotated by one each round so
+that no case always runs first. A case is `default` or comma-separated options, `name=value,...`.
+
+    python benchmarks/bench_spark_options.py --store STORE default readAhead=2 --rounds 4 --save
+    python benchmarks/bench_spark_options.py --store STORE bytesPerPartition=67108864 default --rounds 2
+
+With `--task-cost`, it times instead a source that reads nothing (one row per partition) with 20 and 160
+partitions: the fixed cost of a task of a Python data source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_spark_read as spark_read
+
+
+def _options(spec: str) -> dict[str, str]:
+    return {} if spec == "default" else dict(kv.split("=", 1) for kv in spec.split(","))
+
+
+def read_cases(spark: Any, root: Path, specs: list[str]) -> tuple[dict[str, Callable[[], Any]], float]:
+    """The cases, the ceiling's first, and the scale of the ceiling's time to the store's bytes."""
+    spark.dataSource.register(spark_read.replay_source())
+    replay = Path(tempfile.mkdtemp(prefix="rsbench-replay-")) / "batches.arrow"
+    held = spark_read.replay_file(root, replay)
+    nbytes, _ = spark_read.store_extent(root)
+    times = max(1, round(nbytes / (held * spark_read.REPLAY_PARTITIONS)))
+    noop = {"format": "noop", "mode": "overwrite"}
+    cases: dict[str, Callable[[], Any]] = {
+        "Arrow intake ceiling": lambda: spark.read.format("rocketstore_replay").option("path", str(replay))
+        .option("times", str(times)).load().write.save(**noop)}
+    for spec in specs:
+        cases[spec] = lambda spec=spec: spark.read.format("rocketstore").options(**_options(spec)) \
+            .load(str(root)).write.save(**noop)
+    return cases, nbytes / (held * spark_read.REPLAY_PARTITIONS * times)
+
+
+def task_cost(spark: Any, rounds: int) -> list[str]:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Nothing(DataSourceReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.n = int(options["n"])
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(self.n)]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            import pyarrow as pa
+
+            yield pa.RecordBatch.from_pydict({"x": [partition.value]})
+
+    class NothingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "rocketstore_bench_nothing"
+
+        def schema(self) -> str:
+            return "x long"
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Nothing(self.options)
+
+    spark.dataSource.register(NothingSource)
+    lines, seconds = [], {20: [], 160: []}
+    for _ in range(rounds + 1):  # the first round starts the workers and is not counted
+        for n in seconds:
+            t = time.perf_counter()
+            spark.read.format("rocketstore_bench_nothing").option("n", str(n)).load().write.format("noop") \
+                .mode("overwrite").save()
+            seconds[n].append(time.perf_counter() - t)
+    for n, values in seconds.items():
+        lines.append(f"{n:>4} partitions of one row: {statistics.median(values[1:]):.2f} s (rounds "
+                     + ", ".join(f"{v:.2f}" for v in values[1:]) + ")")
+    per_task = (statistics.median(seconds[160][1:]) - statistics.median(seconds[20][1:])) / 140
+    lines.append(f"a task's fixed cost: {per_task * 1e3:.0f} ms of wall time on `local[2]` "
+                 f"({2 * per_task * 1e3:.0f} ms of a core)")
+    return lines
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("cases", nargs="*", default=["default"], help="`default` or name=value,... options")
+    p.add_argument("--store", help="an existing store (needed unless --task-cost)")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--task-cost", action="store_true")
+    p.add_argument("--save", action="store_true")
+    args = p.parse_args()
+    spark = spark_read.spark_session(args.master)
+    if args.task_cost:
+        lines = task_cost(spark, args.rounds)
+    else:
+        if not args.store:
+            p.error("--store is needed")
+        root = Path(args.store)
+        cases, scale = read_cases(spark, root, args.cases)
+        spark_read.warm_up(spark, root)
+        names = list(cases)
+        results: dict[str, list[float]] = {name: [] for name in names}
+        for r in range(args.rounds):
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                t = time.perf_counter()
+                cases[name]()
+                results[name].append((time.perf_counter() - t) * (scale if name == names[0] else 1.0))
+        ceiling = statistics.median(results[names[0]])
+        lines = [f"{name:<32} median {statistics.median(v):6.2f} s, {ceiling / statistics.median(v):.2f}x the "
+                 f"ceiling's rate; rounds " + ", ".join(f"{x:.2f}" for x in v) for name, v in results.items()]
+    spark.stop()
+    text = "\n".join([f"bench_spark_options {' '.join(sys.argv[1:])}", f"{args.master}", *lines])
+    print(text)
+    if args.save:
+        spark_read.save("bench_spark_options", text)
+
+
+if __name__ == "__main__":
+    main()
