@@ -103,7 +103,8 @@ class RocketStoreBatchReader(DataSourceReader):
         self.predicates: tuple[Predicate, ...] = ()
 
     def partitions(self) -> Sequence[InputPartition]:
-        """Queue ranges, commitlog ranges or key lookups (`rocketstore.scan.plan`)."""
+        """Queue ranges, commitlog ranges or key lookups (`rocketstore.scan.plan`), consecutive small ones
+        packed into one task (`plan.tasks`: a Spark task has a fixed cost)."""
         prune = Prune.of(self.predicates) if self.predicates else EVERYTHING
         parts = plan_partitions(self.options, prune)
         return [ScanPartition(task) for task in
