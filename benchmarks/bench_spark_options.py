@@ -15,11 +15,11 @@ partitions: the fixed cost of a task of a Python data source.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,28 +31,26 @@ def _options(spec: str) -> dict[str, str]:
     return {} if spec == "default" else dict(kv.split("=", 1) for kv in spec.split(","))
 
 
-def read_cases(spark: Any, root: Path, specs: list[str]) -> tuple[dict[str, Callable[[], Any]], float]:
-    """The cases, the ceiling's first, and the scale of the ceiling's time to the store's bytes."""
-    spark.dataSource.register(spark_read.replay_source())
-    replay = Path(tempfile.mkdtemp(prefix="rsbench-replay-")) / "batches.arrow"
-    held = spark_read.replay_file(root, replay)
-    nbytes, _ = spark_read.store_extent(root)
-    times = max(1, round(nbytes / (held * spark_read.REPLAY_PARTITIONS)))
+def read_cases(spark: Any, root: Path, specs: list[str]) -> tuple[dict[str, Callable[[], Any]], float, Path]:
+    """The cases, the ceiling's first; the scale of the ceiling's time to the store's bytes; its replay
+    file."""
+    ceiling, scale, replay, _ = spark_read.intake_ceiling(spark, root)
     noop = {"format": "noop", "mode": "overwrite"}
-    cases: dict[str, Callable[[], Any]] = {
-        "Arrow intake ceiling": lambda: spark.read.format("rocketstore_replay").option("path", str(replay))
-        .option("times", str(times)).load().write.save(**noop)}
+    cases: dict[str, Callable[[], Any]] = {"Arrow intake ceiling": ceiling}
     for spec in specs:
-        cases[spec] = lambda spec=spec: spark.read.format("rocketstore").options(**_options(spec)) \
-            .load(str(root)).write.save(**noop)
-    return cases, nbytes / (held * spark_read.REPLAY_PARTITIONS * times)
+        cases[spec] = _read(spark, root, _options(spec), noop)
+    return cases, scale, replay
+
+
+def _read(spark: Any, root: Path, options: dict[str, str], sink: dict[str, str]) -> Callable[[], Any]:
+    return lambda: spark.read.format("rocketstore").options(**options).load(str(root)).write.save(**sink)
 
 
 def task_cost(spark: Any, rounds: int) -> list[str]:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     class Nothing(DataSourceReader):
-        def __init__(self, options: dict[str, str]) -> None:
+        def __init__(self, options: Mapping[str, str]) -> None:
             self.n = int(options["n"])
 
         def partitions(self) -> list[InputPartition]:
@@ -75,7 +73,8 @@ def task_cost(spark: Any, rounds: int) -> list[str]:
             return Nothing(self.options)
 
     spark.dataSource.register(NothingSource)
-    lines, seconds = [], {20: [], 160: []}
+    lines: list[str] = []
+    seconds: dict[int, list[float]] = {20: [], 160: []}
     for _ in range(rounds + 1):  # the first round starts the workers and is not counted
         for n in seconds:
             t = time.perf_counter()
@@ -107,7 +106,7 @@ def main() -> None:
         if not args.store:
             p.error("--store is needed")
         root = Path(args.store)
-        cases, scale = read_cases(spark, root, args.cases)
+        cases, scale, replay = read_cases(spark, root, args.cases)
         spark_read.warm_up(spark, root)
         names = list(cases)
         results: dict[str, list[float]] = {name: [] for name in names}
@@ -116,6 +115,7 @@ def main() -> None:
                 t = time.perf_counter()
                 cases[name]()
                 results[name].append((time.perf_counter() - t) * (scale if name == names[0] else 1.0))
+        shutil.rmtree(replay.parent, ignore_errors=True)
         ceiling = statistics.median(results[names[0]])
         lines = [f"{name:<32} median {statistics.median(v):6.2f} s, {ceiling / statistics.median(v):.2f}x the "
                  f"ceiling's rate; rounds " + ", ".join(f"{x:.2f}" for x in v) for name, v in results.items()]

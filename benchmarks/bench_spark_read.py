@@ -47,7 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +200,7 @@ def replay_source() -> type:
     from rocketstore.spark.schema import MESSAGE_SCHEMA
 
     class Replay(DataSourceReader):
-        def __init__(self, options: dict[str, str]) -> None:
+        def __init__(self, options: Mapping[str, str]) -> None:
             self.path, self.times = options["path"], int(options["times"])
 
         def partitions(self) -> list[InputPartition]:
@@ -227,6 +227,26 @@ def replay_source() -> type:
             return Replay(self.options)
 
     return ReplaySource
+
+
+def intake_ceiling(spark: Any, root: Path, scratch: str | None = None) -> tuple[Callable[[], Any], float, Path, str]:
+    """The Arrow intake ceiling's case over the store at `root`: the work (replaying the reader's batches
+    of the store's first REPLAY_MIB MiB until as many record bytes went by as the store holds), the scale
+    of its seconds to the store's bytes, the replay file (its folder to delete after) and a note."""
+    spark.dataSource.register(replay_source())
+    replay = Path(tempfile.mkdtemp(prefix="rsbench-replay-", dir=scratch)) / "batches.arrow"
+    held = replay_file(root, replay)
+    nbytes, _ = store_extent(root)
+    times = max(1, round(nbytes / (held * REPLAY_PARTITIONS)))
+    scale = nbytes / (held * REPLAY_PARTITIONS * times)  # its seconds, as if it had moved nbytes
+
+    def work() -> None:
+        spark.read.format("rocketstore_replay").option("path", str(replay)).option("times", str(times)).load() \
+            .write.format("noop").mode("overwrite").save()
+
+    note = (f"Arrow intake ceiling: {REPLAY_PARTITIONS} partitions x {times} x {held / 2**20:.0f} MiB of record "
+            f"bytes in batches, time scaled by {scale:.3f}")
+    return work, scale, replay, note
 
 
 def report(title: str, rows: list[tuple[str, list[float]]], nbytes: int, messages: int, notes: list[str]) -> str:
@@ -413,13 +433,8 @@ def main() -> None:
         open_seconds = timed(lambda: MessageStore.open(root, read_only=True).close())
         notes = [*notes, f"one read-only MessageStore.open (done once by every read's planning): {open_seconds:.2f} s"]
         spark = spark_session(args.master)
-        spark.dataSource.register(replay_source())
-        replay = Path(tempfile.mkdtemp(prefix="rsbench-replay-", dir=args.dir)) / "batches.arrow"
-        held = replay_file(root, replay)
-        times = max(1, round(nbytes / (held * REPLAY_PARTITIONS)))
-        replay_scale = nbytes / (held * REPLAY_PARTITIONS * times)  # its seconds, as if it had moved nbytes
-        notes = [*notes, f"Arrow intake ceiling: {REPLAY_PARTITIONS} partitions x {times} x {held / 2**20:.0f} MiB "
-                         f"of record bytes in batches, time scaled by {replay_scale:.3f}"]
+        ceiling, replay_scale, replay, ceiling_note = intake_ceiling(spark, root, args.dir)
+        notes = [*notes, ceiling_note]
         noop = {"format": "noop", "mode": "overwrite"}
         cases: dict[str, Callable[[], Any]] = {
             "spark default": lambda: spark.read.format("rocketstore").load(str(root)).write.save(**noop),
@@ -431,8 +446,7 @@ def main() -> None:
             .load(str(root)).write.save(**noop),
             "Arrow reader, one process": lambda: one_process_read(root),
             "binaryFile ceiling": lambda: binary_file_ceiling(spark, root),
-            "Arrow intake ceiling": lambda: spark.read.format("rocketstore_replay").option("path", str(replay))
-            .option("times", str(times)).load().write.save(**noop),
+            "Arrow intake ceiling": ceiling,
         }
         share = 1.0
         if args.queries:
