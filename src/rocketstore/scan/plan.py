@@ -37,17 +37,16 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rocketstore.config import StoreConfig
 from rocketstore.format.layout import JAVA_INT_MAX
 from rocketstore.format.message import StoredMessage
-from rocketstore.format.sysflag import TRANSACTION_MASK, TransactionType
 from rocketstore.format.topics import SCHEDULE_TOPIC
 from rocketstore.scan import direct
 from rocketstore.scan.columnar import batches, run_batches
 from rocketstore.scan.filters import EVERYTHING, Predicate, Prune, mask
 from rocketstore.scan.options import EARLIEST, LATEST, ReadOptions
+from rocketstore.scan.queued import QueueBounds, queued
 from rocketstore.scan.stores import (
     LogReader,
     commitlog_extent,
@@ -75,10 +74,6 @@ class QueueRange:
     end: int
     config: StoreConfig
     tags_codes: frozenset[int] | None = None
-
-
-QueueBounds = tuple[tuple[str, int, int, int], ...]
-"""(topic, queue id, min offset, max offset) of each queue of a store, as planned."""
 
 
 @dataclass(frozen=True)
@@ -318,89 +313,11 @@ def _read(opts: ReadOptions, partition: Partition) -> Iterator[pa.RecordBatch]:
             if direct.AVAILABLE:
                 made = _bounded_batches(opts, direct.log_batches(log, partition.start, partition.end, partition.root,
                                                                  partition.topics),
-                                        topics=opts.topics if partition.queues is None else ())  # _queued keeps them
+                                        topics=opts.topics if partition.queues is None else ())  # queued keeps them
             else:
                 runs = log.scan_runs(partition.start, partition.end)
                 made = run_batches(_bounded_runs(opts, runs, filter_topics=True), partition.root)
-            yield from made if partition.queues is None else _queued(made, partition.queues)
-
-
-def _queued(found: Iterable[pa.RecordBatch], queues: QueueBounds) -> Iterator[pa.RecordBatch]:
-    """The batches with only the rows of records the queues hold (batches left empty dropped)."""
-    bounds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for topic in {q[0] for q in queues}:
-        of_topic = [q for q in queues if q[0] == topic]
-        width = max(q[1] for q in of_topic) + 1
-        lo, hi = np.zeros(width, dtype=np.int64), np.zeros(width, dtype=np.int64)
-        for _, queue_id, low, high in of_topic:
-            if queue_id >= 0:
-                lo[queue_id], hi[queue_id] = low, high
-        bounds[topic] = (lo, hi)
-    for batch in found:
-        keep = _queued_rows(batch, bounds)
-        if keep is not None and not keep.all():
-            batch = batch.filter(pa.array(keep))
-        if batch.num_rows:
-            yield batch
-
-
-def _queued_rows(batch: pa.RecordBatch, bounds: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray | None:
-    """Which rows are records a queue holds: NOT or COMMIT, queue offset inside its queue's bounds; None
-    when every row is."""
-    kind = _values(batch.column("sysFlag")) & TRANSACTION_MASK
-    keep = (kind == int(TransactionType.NOT)) | (kind == int(TransactionType.COMMIT)) if kind.any() else None
-    queue_ids = _values(batch.column("queueId"))
-    queue_offsets = _values(batch.column("queueOffset"))
-    topics = _topic_rows(batch.column("topic"))
-    inside: np.ndarray | None
-    if len(topics) == 1 and topics[0][1] is None:
-        topic = topics[0][0]
-        inside = _inside(queue_ids, queue_offsets, *bounds[topic]) if topic in bounds else \
-            np.zeros(batch.num_rows, dtype=bool)
-    else:
-        inside = np.zeros(batch.num_rows, dtype=bool)
-        for topic, rows in topics:
-            if topic in bounds:
-                held = _inside(queue_ids[rows], queue_offsets[rows], *bounds[topic])
-                inside[rows] = True if held is None else held
-    if inside is None:
-        return keep
-    return inside if keep is None else keep & inside
-
-
-def _values(column: pa.Array) -> np.ndarray:
-    """The values of an integer column without nulls, as a numpy view of its buffer (`to_numpy` imports
-    pandas on its first call: a quarter of a second of a process's first read)."""
-    kind = np.dtype(column.type.to_pandas_dtype())  # numpy's type of it, pandas not involved
-    return np.frombuffer(column.buffers()[1], dtype=kind, count=len(column), offset=column.offset * kind.itemsize)
-
-
-def _inside(queue_ids: np.ndarray, offsets: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
-    """Which rows' queue offsets lie inside their queue's `[lo, hi)` (by queue id); None when all do,
-    as found first from the extremes alone."""
-    if len(queue_ids) and queue_ids.min() >= 0 and queue_ids.max() < len(lo) \
-            and offsets.min() >= lo.max() and offsets.max() < hi.min():
-        return None
-    known = (queue_ids >= 0) & (queue_ids < len(lo))
-    at = np.where(known, queue_ids, 0)
-    held: np.ndarray = known & (offsets >= lo[at]) & (offsets < hi[at])
-    return held
-
-
-def _topic_rows(topics: pa.Array) -> list[tuple[str, np.ndarray | None]]:
-    """Each topic of the column with the rows that hold it (None: every row, when all hold one topic,
-    as the records of a log written by one producer mostly do: found without encoding the column)."""
-    n = len(topics)
-    if n and topics.null_count == 0:
-        first = topics[0].as_py().encode()
-        offsets = np.frombuffer(topics.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * topics.offset)
-        if (np.diff(offsets) == len(first)).all():
-            data = topics.buffers()[2]
-            if data[int(offsets[0]):int(offsets[-1])].to_pybytes() == first * n:
-                return [(first.decode(), None)]
-    encoded = pc.dictionary_encode(topics)
-    codes = encoded.indices.to_numpy()
-    return [(topic, np.flatnonzero(codes == code)) for code, topic in enumerate(encoded.dictionary.to_pylist())]
+            yield from made if partition.queues is None else queued(made, partition.queues)
 
 
 def _bounded_batches(opts: ReadOptions, found: Iterable[pa.RecordBatch],
