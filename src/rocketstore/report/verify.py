@@ -752,16 +752,31 @@ class _Verifier:
         heads = list(index_format.SLOT.iter_unpack(table))
         table.release()
         count_now = min(index_format.IndexHeader.unpack(buf).index_count, max_entries)  # entries added meanwhile
+        found: list[Problem] = []
+        late: list[tuple[int, int]] = []  # (slot, head) of slots pointing past the header's count now
         for slot, (head,) in enumerate(heads):
             if head == 0:
                 continue
             pos = index_format.HEADER_SIZE + slot * index_format.SLOT_SIZE
             if count <= head < count_now:
                 continue  # an entry added after the header was read: newer
-            if not 0 < head < count:
-                problems.append(Problem(rel, pos, f"slot {slot} points at entry {head}, outside [1, {count})"))
+            if count <= head < max_entries:
+                late.append((slot, head))
+            elif not 0 < head < count:
+                found.append(Problem(rel, pos, f"slot {slot} points at entry {head}, outside [1, {count})"))
             elif slot_of[head] != slot:
-                problems.append(Problem(rel, pos, f"slot {slot} points at entry {head} of slot {slot_of[head]}"))
+                found.append(Problem(rel, pos, f"slot {slot} points at entry {head} of slot {slot_of[head]}"))
+        # a dispatch writes a batch's entries and slots, then the header's count: a slot may point at an
+        # entry the header counts only after that batch, so such a slot is read against the count again
+        for pause in RECHECK_PAUSES_S:
+            if not late:
+                break
+            time.sleep(pause)
+            count_now = min(index_format.IndexHeader.unpack(buf).index_count, max_entries)
+            late = [(slot, head) for slot, head in late if head >= count_now]
+        found.extend(Problem(rel, index_format.HEADER_SIZE + slot * index_format.SLOT_SIZE,
+                             f"slot {slot} points at entry {head}, outside [1, {count})") for slot, head in late)
+        problems.extend(sorted(found, key=lambda problem: problem.pos))
         begin = header.begin_phy_offset if count > index_format.FIRST_ENTRY else None
         return read._replace(begin=begin, newer_entries=max(0, count_now - count),
                              entries=read.entries + max(0, count - index_format.FIRST_ENTRY) - len(read.beyond))
