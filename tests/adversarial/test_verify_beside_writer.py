@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from rocketstore import FlushMode, MessageStore
+from rocketstore import FlushMode, MessageStore, StoreConfig
 from rocketstore.format.consume_queue import UNIT_SIZE
 from rocketstore.report.verify import verify_store
 from tests.cli.cliharness import run_cli
@@ -105,6 +105,17 @@ def test_verify_beside_an_async_writer_reports_no_problem_and_still_finds_a_dama
         writer.wait()
 
 
+def _keyed_store(root: Path) -> tuple[StoreConfig, Path]:
+    """An ASYNC store of 20 messages with a key each, closed: its config and its newest index file."""
+    from rocketstore import Message
+
+    config = crash_config(FlushMode.ASYNC)
+    with MessageStore.open(root, config) as store:
+        for i in range(20):
+            store.put(Message("TopicA", b"m%d" % i, keys=(f"k{i}",)))
+    return config, sorted(p for p in (root / "index").iterdir() if p.name.isdigit())[-1]
+
+
 def _index_count(path: Path, delta: int) -> int:
     """Add `delta` to the indexCount of the index file at `path`; the count it held."""
     from rocketstore.format.index import HEADER_LAYOUT
@@ -124,13 +135,8 @@ def test_a_key_the_dispatch_adds_to_the_newest_index_file_while_verify_reads_it_
     header's count. Read again after a pause, the finding is gone; a count that stays behind its entries
     is still reported."""
     import rocketstore.report.verify as verify_module
-    from rocketstore import Message
 
-    config = crash_config(FlushMode.ASYNC)
-    with MessageStore.open(tmp_path, config) as store:
-        for i in range(20):
-            store.put(Message("TopicA", b"m%d" % i, keys=(f"k{i}",)))
-    newest = sorted(p for p in (tmp_path / "index").iterdir() if p.name.isdigit())[-1]
+    config, newest = _keyed_store(tmp_path)
     count_at_close = _index_count(newest, 0)
     real_index_file, real_sleep = verify_module.IndexFile, time.sleep
 
@@ -163,13 +169,8 @@ def test_a_slot_the_dispatch_points_at_an_entry_the_header_does_not_count_yet_is
     index file's slots may find a slot pointing at an entry past the count it read. Read against the count
     again after a pause, the slot is fine; a count that stays behind the slot is still reported."""
     import rocketstore.report.verify as verify_module
-    from rocketstore import Message
 
-    config = crash_config(FlushMode.ASYNC)
-    with MessageStore.open(tmp_path, config) as store:
-        for i in range(20):
-            store.put(Message("TopicA", b"m%d" % i, keys=(f"k{i}",)))
-    newest = sorted(p for p in (tmp_path / "index").iterdir() if p.name.isdigit())[-1]
+    config, newest = _keyed_store(tmp_path)
     count_at_close = _index_count(newest, 0)
     real_sleep = time.sleep
     pauses: list[str] = []

@@ -752,6 +752,10 @@ class _Verifier:
         heads = list(index_format.SLOT.iter_unpack(table))
         table.release()
         count_now = min(index_format.IndexHeader.unpack(buf).index_count, max_entries)  # entries added meanwhile
+        def outside(slot: int, head: int) -> Problem:
+            return Problem(rel, index_format.HEADER_SIZE + slot * index_format.SLOT_SIZE,
+                           f"slot {slot} points at entry {head}, outside [1, {count})")
+
         found: list[Problem] = []
         late: list[tuple[int, int]] = []  # (slot, head) of slots pointing past the header's count now
         for slot, (head,) in enumerate(heads):
@@ -763,7 +767,7 @@ class _Verifier:
             if count <= head < max_entries:
                 late.append((slot, head))
             elif not 0 < head < count:
-                found.append(Problem(rel, pos, f"slot {slot} points at entry {head}, outside [1, {count})"))
+                found.append(outside(slot, head))
             elif slot_of[head] != slot:
                 found.append(Problem(rel, pos, f"slot {slot} points at entry {head} of slot {slot_of[head]}"))
         # a dispatch writes a batch's entries and slots, then the header's count: a slot may point at an
@@ -774,8 +778,7 @@ class _Verifier:
             time.sleep(pause)
             count_now = min(index_format.IndexHeader.unpack(buf).index_count, max_entries)
             late = [(slot, head) for slot, head in late if head >= count_now]
-        found.extend(Problem(rel, index_format.HEADER_SIZE + slot * index_format.SLOT_SIZE,
-                             f"slot {slot} points at entry {head}, outside [1, {count})") for slot, head in late)
+        found.extend(outside(slot, head) for slot, head in late)
         problems.extend(sorted(found, key=lambda problem: problem.pos))
         begin = header.begin_phy_offset if count > index_format.FIRST_ENTRY else None
         return read._replace(begin=begin, newer_entries=max(0, count_now - count),
