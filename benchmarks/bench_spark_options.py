@@ -8,6 +8,11 @@ that no case always runs first. A case is `default` or comma-separated options, 
     python benchmarks/bench_spark_options.py --store STORE default readAhead=2 --rounds 4 --save
     python benchmarks/bench_spark_options.py --store STORE bytesPerPartition=67108864 default --rounds 2
 
+Beside each case's time it reports the machine's busy CPU time over the case (core-seconds from
+/proc/stat, other processes included: run it on a quiet machine), the ceiling's scaled as its time is:
+what a case spends beyond the ceiling's CPU, against what the ceiling's rate leaves for 0.9x of it when
+the intake keeps every core busy.
+
 With `--task-cost`, it times instead a source that reads nothing (one row per partition) with 20 and 160
 partitions: the fixed cost of a task of a Python data source.
 """
@@ -15,6 +20,7 @@ partitions: the fixed cost of a task of a Python data source.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -44,6 +50,14 @@ def read_cases(spark: Any, root: Path, specs: list[str]) -> tuple[dict[str, Call
 
 def _read(spark: Any, root: Path, options: dict[str, str], sink: dict[str, str]) -> Callable[[], Any]:
     return lambda: spark.read.format("rocketstore").options(**options).load(str(root)).write.save(**sink)
+
+
+def busy_seconds() -> tuple[float, float]:
+    """The machine's busy and total CPU time so far, in core-seconds (the `cpu` line of /proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as fh:
+        ticks = [int(v) for v in fh.readline().split()[1:]]
+    hertz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - ticks[3] - ticks[4]) / hertz, sum(ticks) / hertz  # idle and iowait are not busy
 
 
 def task_cost(spark: Any, rounds: int) -> list[str]:
@@ -110,15 +124,28 @@ def main() -> None:
         spark_read.warm_up(spark, root)
         names = list(cases)
         results: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in names}  # (busy core-s, utilization)
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
+                busy, total = busy_seconds()
                 t = time.perf_counter()
                 cases[name]()
-                results[name].append((time.perf_counter() - t) * (scale if name == names[0] else 1.0))
+                seconds = time.perf_counter() - t
+                busy_after, total_after = busy_seconds()
+                factor = scale if name == names[0] else 1.0
+                results[name].append(seconds * factor)
+                cpu[name].append(((busy_after - busy) * factor, (busy_after - busy) / (total_after - total)))
         shutil.rmtree(replay.parent, ignore_errors=True)
         ceiling = statistics.median(results[names[0]])
+        ceiling_cpu = statistics.median(b for b, _ in cpu[names[0]])
         lines = [f"{name:<32} median {statistics.median(v):6.2f} s, {ceiling / statistics.median(v):.2f}x the "
                  f"ceiling's rate; rounds " + ", ".join(f"{x:.2f}" for x in v) for name, v in results.items()]
+        lines += [f"{name:<32} busy CPU median {statistics.median(b for b, _ in v):6.1f} core-s "
+                  f"({statistics.median(b for b, _ in v) - ceiling_cpu:+.1f} beyond the ceiling's), the cores "
+                  f"{statistics.median(u for _, u in v):.0%} busy; rounds "
+                  + ", ".join(f"{b:.1f}" for b, _ in v) for name, v in cpu.items()]
+        lines.append(f"0.9x the ceiling's rate with every core busy leaves {ceiling_cpu * (1 / 0.9 - 1):.1f} core-s "
+                     f"beyond the ceiling's CPU")
     spark.stop()
     text = "\n".join([f"bench_spark_options {' '.join(sys.argv[1:])}", f"{args.master}", *lines])
     print(text)
