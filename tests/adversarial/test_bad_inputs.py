@@ -50,6 +50,14 @@ CALLS = [
     ("get max_count 0", lambda s: s.get("T", 0, 0, max_count=0), InvalidArgumentError, "max_count"),
     ("get max_count -1", lambda s: s.get("T", 0, 0, max_count=-1), InvalidArgumentError, "max_count"),
     ("query max_count 0", lambda s: s.query("T", "k0", max_count=0), InvalidArgumentError, "max_count"),
+    ("query max_count -1", lambda s: s.query("T", "k0", max_count=-1), InvalidArgumentError, "max_count"),
+    ("query max_count True", lambda s: s.query("T", "k0", max_count=True), InvalidArgumentError, "max_count"),
+    ("query max_count a str", lambda s: s.query("T", "k0", max_count="5"), InvalidArgumentError, "max_count"),  # type: ignore[arg-type]
+    ("query max_count 2.5", lambda s: s.query("T", "k0", max_count=2.5), InvalidArgumentError, "max_count"),  # type: ignore[arg-type]
+    ("query max_count None", lambda s: s.query("T", "k0", max_count=None), InvalidArgumentError, "max_count"),  # type: ignore[arg-type]
+    ("query begin_ms True", lambda s: s.query("T", "k0", begin_ms=True), InvalidArgumentError, "begin_ms"),
+    ("query a topic that is an int", lambda s: s.query(5, "k0"), InvalidArgumentError, "topic"),  # type: ignore[arg-type]
+    ("query a key that is None", lambda s: s.query("T", None), InvalidArgumentError, "key"),  # type: ignore[arg-type]
     ("scan from inside a record", lambda s: list(s.scan(start=1)), MessageNotFoundError, "physical offset 1"),
     ("scan from -1", lambda s: list(s.scan(start=-1)), InvalidArgumentError, "start"),
     ("scan to a str", lambda s: list(s.scan(end="9")), InvalidArgumentError, "end"),  # type: ignore[arg-type]

@@ -822,8 +822,9 @@ newest_ascending(PyObject *found, Py_ssize_t max_count)
     return out;
 }
 
-/* query_records' arguments into `q`: 1 when it takes them, 0 when query_py answers (a bound of another
- * type or beyond int64, a text not ready), -1 with TypeError (or the error of reading one). */
+/* query_records' arguments into `q`: 1 when it takes them, 0 when query_py answers (a count or bound that
+ * is not an exact int or is beyond int64, a count below 1, a text not ready), -1 with TypeError (or the
+ * error of reading one). */
 static int
 query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
 {
@@ -841,8 +842,9 @@ query_call_of(PyObject *const *args, Py_ssize_t nargs, struct query_call *q)
     q->cls = (PyTypeObject *)args[0];
     q->index_files = args[1], q->log_files = args[2], q->topic = args[4], q->key = args[5], q->map_file = args[10];
     q->header_slots = args[11];
-    if (!PyLong_Check(args[3]) || !PyLong_Check(args[6]) || !PyLong_Check(args[7]) || !PyLong_Check(args[8])) {
-        return 0; /* a bound of another type: query_py compares it as Python does */
+    if (!PyLong_Check(args[3]) || !PyLong_CheckExact(args[6]) || !PyLong_CheckExact(args[7])
+        || !PyLong_CheckExact(args[8])) {
+        return 0; /* a count or bound of another type (a bool too): ReadPath.query checks it */
     }
     int overflow = 0;
     q->file_size = PyLong_AsLongLong(args[3]);

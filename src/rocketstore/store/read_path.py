@@ -379,15 +379,31 @@ class ReadPath:
             writes.dispatch_behind()
         if self._flags.closed:
             self._flags.check_open()
+        if end_ms is None and _query_records is not None:  # the usual query: the kernel checks its arguments
+            cap = self._max_query_results
+            commitlog = self.commitlog
+            try:  # it declines (None) a count below 1 and bounds that are not ints, raises TypeError for text
+                answer = _query_records(StoredMessage, self.index.files, commitlog.queue.files,
+                                        commitlog.file_size, topic, key, max_count if max_count <= cap else cap,
+                                        begin_ms, LONG_MAX, begin_ms <= 0, _mapping_of, HEADER_SLOTS)
+            except TypeError:  # arguments of other types: named below
+                answer = None
+            if answer is not None:
+                return answer
+        return self._query_checked(topic, key, max_count, begin_ms, end_ms)
+
+    def _query_checked(self, topic: str, key: str, max_count: int, begin_ms: int,
+                       end_ms: int | None) -> list[StoredMessage]:
+        """`query` with its arguments checked one by one, then answered by the compiled kernel where it is
+        built and takes them, else by `query_py`."""
         if type(max_count) is not int or max_count < 1:
             raise InvalidArgumentError(f"query: max_count must be an int of at least 1, not {max_count!r}")
-        if (type(topic) is not str or type(key) is not str) and not (isinstance(topic, str) and isinstance(key, str)):
+        if not (isinstance(topic, str) and isinstance(key, str)):
             raise InvalidArgumentError(f"query: topic and key must be str, not {type(topic).__name__} and "
                                        f"{type(key).__name__}")
         if type(begin_ms) is not int or (end_ms is not None and type(end_ms) is not int):
             _check_time_bounds("query", begin_ms, end_ms)
-        if max_count > self._max_query_results:
-            max_count = self._max_query_results
+        max_count = min(max_count, self._max_query_results)
         end = LONG_MAX if end_ms is None else end_ms
         any_time = begin_ms <= 0 and end_ms is None
         if _query_records is not None:

@@ -105,6 +105,9 @@ def test_query_records_declines_bounds_it_does_not_take(store_root):
         more = (read_path._mapping_of, HEADER_SLOTS)
         assert read_path._query_records(*args, 0.5, 2**63 - 1, False, *more) is None  # a float: query_py compares it
         assert read_path._query_records(*args, 0, 2**64, False, *more) is None  # past int64
+        assert read_path._query_records(*args, True, 2**63 - 1, False, *more) is None  # a bool: the query names it
+        assert read_path._query_records(*args[:-1], True, 0, 2**63 - 1, True, *more) is None
+        assert read_path._query_records(*args[:-1], 0, 0, 2**63 - 1, True, *more) is None  # a count below 1
         found = read_path._query_records(*args, 0, 2**63 - 1, True, *more)
         assert found and all(isinstance(m, StoredMessage) for m in found)
         twin = store._reads.query_py("Orders", "k1", 64, 0, 2**63 - 1, True)
