@@ -15,10 +15,11 @@ from rocketstore.scan.queued import QueueTable, queued
 TOPICS = ["A", "B", "Topic-C", "D"]  # "D" is never planned
 KINDS = [0, int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_COMMIT), int(SysFlag.TRANSACTION_ROLLBACK)]
 
-QUEUES = st.lists(st.tuples(st.sampled_from(TOPICS[:3]), st.integers(-1, 5), st.integers(0, 20), st.integers(0, 20)),
+QUEUE_IDS = st.one_of(st.integers(-1, 5), st.just(2**31 - 1))  # the largest a queue id can be, too
+QUEUES = st.lists(st.tuples(st.sampled_from(TOPICS[:3]), QUEUE_IDS, st.integers(0, 20), st.integers(0, 20)),
                   max_size=10, unique_by=lambda q: (q[0], q[1]))
-ROWS = st.lists(st.tuples(st.sampled_from(TOPICS), st.integers(-2, 7), st.integers(-1, 22), st.sampled_from(KINDS)),
-                max_size=60)
+ROWS = st.lists(st.tuples(st.sampled_from(TOPICS), st.one_of(st.integers(-2, 7), st.just(2**31 - 1)),
+                          st.integers(-1, 22), st.sampled_from(KINDS)), max_size=60)
 
 
 def _batch(rows: list[tuple[str, int, int, int]]) -> pa.RecordBatch:
@@ -49,6 +50,13 @@ def test_held_is_the_rule_row_by_row(queues, rows, one_topic):
     kept = [row for batch in queued([batch], tuple(queues)) for row in batch.to_pylist()]
     assert [(r["topic"], r["queueId"], r["queueOffset"]) for r in kept] == \
         [row[:3] for row, held in zip(rows, expected, strict=True) if held]
+
+
+def test_the_table_holds_one_cell_a_queue_whatever_its_id():
+    table = QueueTable((("A", 2**31 - 1, 0, 5), ("B", 0, 0, 5)))
+    assert table.lo.nbytes == table.hi.nbytes == 16  # not a row as wide as the largest queue id
+    keep = table.held(_batch([("A", 2**31 - 1, 4, 0), ("A", 2**31 - 1, 5, 0), ("A", 0, 1, 0), ("B", 0, 1, 0)]))
+    assert keep is not None and keep.tolist() == [True, False, False, True]
 
 
 def test_a_slice_of_a_batch_is_read_at_its_own_offset():

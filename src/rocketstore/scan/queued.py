@@ -5,9 +5,9 @@ is a NOT or COMMIT record (the kinds a queue holds) whose queue offset lies insi
 planned: records written after the plan, below a queue's retained minimum, or of prepared or rolled back
 transactions are the log's, not the queues'.
 
-The bounds are one table of (topic, queue id) cells, and a batch's rows are checked against it in one
-vectorized pass: each row's table row found by Arrow's `index_in` over the table's topics, then its
-cell's low and high bound gathered by cell number. A batch of one topic, as the records a single
+The bounds are one sorted table of (topic, queue id) cells, and a batch's rows are checked against it
+in one vectorized pass: each row's topic found by Arrow's `index_in` over the table's topics, its cell by
+a binary search, then the cell's low and high bound gathered. A batch of one topic, as the records a single
 producer writes mostly are, is found so from its bytes and checked first from its extremes alone.
 """
 
@@ -28,20 +28,19 @@ QueueBounds = tuple[tuple[str, int, int, int], ...]
 
 
 class QueueTable:
-    """The planned bounds of queues as a table: row `topics[topic]`, column queue id; a cell no queue
-    fills holds the empty range [0, 0)."""
+    """The planned bounds of queues as a table of cells, one per (topic, queue id), sorted by cell number
+    (the topic's row in `topics` times 2**32 plus the queue id): found for many rows at once by a binary
+    search, whatever the queue ids (a dense table would take memory by the largest)."""
 
     def __init__(self, queues: QueueBounds) -> None:
         self.topics: dict[str, int] = {}
         for topic, _, _, _ in queues:
             self.topics.setdefault(topic, len(self.topics))
-        self.width = max((queue_id for _, queue_id, _, _ in queues), default=-1) + 1
-        self.lo = np.zeros(len(self.topics) * self.width, dtype=np.int64)
-        self.hi = np.zeros(len(self.topics) * self.width, dtype=np.int64)
-        for topic, queue_id, low, high in queues:
-            if queue_id >= 0:
-                cell = self.topics[topic] * self.width + queue_id
-                self.lo[cell], self.hi[cell] = low, high
+        cells = sorted((self.topics[topic] << 32 | queue_id, low, high) for topic, queue_id, low, high in queues
+                       if queue_id >= 0)
+        self.cells = np.array([c for c, _, _ in cells], dtype=np.int64)
+        self.lo = np.array([low for _, low, _ in cells], dtype=np.int64)
+        self.hi = np.array([high for _, _, high in cells], dtype=np.int64)
         self._names = pa.array(list(self.topics), type=pa.string())
 
     def held(self, batch: pa.RecordBatch) -> np.ndarray | None:
@@ -55,7 +54,7 @@ class QueueTable:
         return inside if keep is None else keep & inside
 
     def _topic_rows(self, topics: pa.Array) -> int | np.ndarray:
-        """Each row's table row (-1: a topic of no queue): one number when every row has the same topic."""
+        """Each row's topic row (-1: a topic of no queue): one number when every row has the same topic."""
         n = len(topics)
         if n and topics.null_count == 0:
             first = topics[0].as_py()
@@ -66,26 +65,29 @@ class QueueTable:
                     data = topics.buffers()[2]
                     if data[int(offsets[0]):int(offsets[-1])].to_pybytes() == encoded * n:
                         return self.topics.get(first, -1)
-        found = pc.index_in(topics, value_set=self._names)  # the row of each topic in the table, null for none
+        found = pc.index_in(topics, value_set=self._names)  # the row of each topic, null for none
         if found.null_count:
             found = found.fill_null(-1)
         return found.to_numpy()
 
-    def _inside(self, table_rows: int | np.ndarray, queue_ids: np.ndarray,
+    def _inside(self, topic_rows: int | np.ndarray, queue_ids: np.ndarray,
                 offsets: np.ndarray) -> np.ndarray | None:
         """Which rows' queue offsets lie inside their cell's bounds; None when all do, as found first from
-        the extremes alone for a batch of one topic."""
-        if not self.lo.size or isinstance(table_rows, int) and table_rows < 0:
+        the extremes alone for a batch of one topic whose queue ids all have a cell."""
+        if not self.cells.size or isinstance(topic_rows, int) and topic_rows < 0:
             return np.zeros(len(queue_ids), dtype=bool)
-        if isinstance(table_rows, int):
-            lo = self.lo[table_rows * self.width:(table_rows + 1) * self.width]
-            hi = self.hi[table_rows * self.width:(table_rows + 1) * self.width]
-            if len(queue_ids) and queue_ids.min() >= 0 and queue_ids.max() < self.width \
-                    and offsets.min() >= lo.max() and offsets.max() < hi.min():
+        wanted = (np.asarray(topic_rows, dtype=np.int64) << 32) | queue_ids.astype(np.int64)
+        at = np.minimum(np.searchsorted(self.cells, wanted), len(self.cells) - 1)
+        known = (self.cells[at] == wanted) & (queue_ids >= 0)
+        if isinstance(topic_rows, int) and len(queue_ids) and known.all():
+            lo, hi = self.lo[at], self.hi[at]
+            if offsets.min() >= lo.max() and offsets.max() < hi.min():
                 return None
-        known = (table_rows >= 0) & (queue_ids >= 0) & (queue_ids < self.width)
-        cells = np.where(known, table_rows * self.width + queue_ids, 0)
-        held: np.ndarray = known & (offsets >= self.lo[cells]) & (offsets < self.hi[cells])
+            held: np.ndarray = (offsets >= lo) & (offsets < hi)
+            return held
+        held = known & (offsets >= self.lo[at]) & (offsets < self.hi[at])
+        if isinstance(topic_rows, np.ndarray):
+            held &= topic_rows >= 0
         return held
 
 
