@@ -64,3 +64,18 @@ def test_a_slice_of_a_batch_is_read_at_its_own_offset():
     table = QueueTable((("A", 0, 5, 8),))
     keep = table.held(_batch(rows).slice(4, 5))  # offsets 4..8
     assert keep is not None and keep.tolist() == [False, True, True, True, False]
+
+
+def test_a_batch_of_one_topic_is_held_whole_only_inside_its_queues_span():
+    """A topic whose queue ids run without a gap is checked first from the batch's extremes: every bound of
+    that shortcut is the rule's."""
+    queues = tuple(("A", q, 3, 10) for q in (1, 2, 3))
+    table = QueueTable(queues)
+    inside = [("A", q, offset, 0) for q in (1, 2, 3) for offset in (3, 9)]
+    assert table.held(_batch(inside)) is None
+    for row in (("A", 0, 5, 0), ("A", 4, 5, 0), ("A", 2, 10, 0), ("A", 2, 2, 0)):  # each just outside
+        keep = table.held(_batch([*inside, row]))
+        assert keep is not None and keep.tolist() == [True] * len(inside) + [False], row
+    gapped = QueueTable((("A", 1, 3, 10), ("A", 3, 3, 10)))
+    keep = gapped.held(_batch([("A", 1, 5, 0), ("A", 2, 5, 0), ("A", 3, 5, 0)]))
+    assert keep is not None and keep.tolist() == [True, False, True]

@@ -42,6 +42,14 @@ class QueueTable:
         self.lo = np.array([low for _, low, _ in cells], dtype=np.int64)
         self.hi = np.array([high for _, _, high in cells], dtype=np.int64)
         self._names = pa.array(list(self.topics), type=pa.string())
+        # (first queue id, last queue id, highest low bound, lowest high bound) of each topic whose queue
+        # ids run without a gap: a batch of that topic inside all four needs no search
+        self._spans: dict[int, tuple[int, int, int, int]] = {}
+        for row in self.topics.values():
+            mine = [(c & 0xFFFFFFFF, low, high) for c, low, high in cells if c >> 32 == row]
+            if mine and mine[-1][0] - mine[0][0] + 1 == len(mine):
+                self._spans[row] = (mine[0][0], mine[-1][0], max(low for _, low, _ in mine),
+                                    min(high for _, _, high in mine))
 
     def held(self, batch: pa.RecordBatch) -> np.ndarray | None:
         """Which rows of `batch` are records the queues hold; None when every row is."""
@@ -73,9 +81,14 @@ class QueueTable:
     def _inside(self, topic_rows: int | np.ndarray, queue_ids: np.ndarray,
                 offsets: np.ndarray) -> np.ndarray | None:
         """Which rows' queue offsets lie inside their cell's bounds; None when all do, as found first from
-        the extremes alone for a batch of one topic whose queue ids all have a cell."""
+        the extremes alone for a batch of one topic (its queue ids and offsets against the topic's span,
+        then its cells')."""
         if not self.cells.size or isinstance(topic_rows, int) and topic_rows < 0:
             return np.zeros(len(queue_ids), dtype=bool)
+        span = self._spans.get(topic_rows) if isinstance(topic_rows, int) else None
+        if span is not None and len(queue_ids) and span[0] <= queue_ids.min() and queue_ids.max() <= span[1] \
+                and offsets.min() >= span[2] and offsets.max() < span[3]:
+            return None
         wanted = (np.asarray(topic_rows, dtype=np.int64) << 32) | queue_ids.astype(np.int64)
         at = np.minimum(np.searchsorted(self.cells, wanted), len(self.cells) - 1)
         known = (self.cells[at] == wanted) & (queue_ids >= 0)
