@@ -80,9 +80,8 @@ class QueueTable:
 
     def _inside(self, topic_rows: int | np.ndarray, queue_ids: np.ndarray,
                 offsets: np.ndarray) -> np.ndarray | None:
-        """Which rows' queue offsets lie inside their cell's bounds; None when all do, as found first from
-        the extremes alone for a batch of one topic (its queue ids and offsets against the topic's span,
-        then its cells')."""
+        """Which rows' queue offsets lie inside their cell's bounds; None when a batch of one topic lies
+        inside its topic's span (its queue ids and offsets against the span's extremes alone)."""
         if not self.cells.size or isinstance(topic_rows, int) and topic_rows < 0:
             return np.zeros(len(queue_ids), dtype=bool)
         span = self._spans.get(topic_rows) if isinstance(topic_rows, int) else None
@@ -92,13 +91,7 @@ class QueueTable:
         wanted = (np.asarray(topic_rows, dtype=np.int64) << 32) | queue_ids.astype(np.int64)
         at = np.minimum(np.searchsorted(self.cells, wanted), len(self.cells) - 1)
         known = (self.cells[at] == wanted) & (queue_ids >= 0)
-        if isinstance(topic_rows, int) and len(queue_ids) and known.all():
-            lo, hi = self.lo[at], self.hi[at]
-            if offsets.min() >= lo.max() and offsets.max() < hi.min():
-                return None
-            held: np.ndarray = (offsets >= lo) & (offsets < hi)
-            return held
-        held = known & (offsets >= self.lo[at]) & (offsets < self.hi[at])
+        held: np.ndarray = known & (offsets >= self.lo[at]) & (offsets < self.hi[at])
         if isinstance(topic_rows, np.ndarray):
             held &= topic_rows >= 0
         return held
