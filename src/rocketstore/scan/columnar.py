@@ -48,6 +48,7 @@ from rocketstore.format.message import (
 )
 from rocketstore.format.sysflag import SysFlag
 from rocketstore.native import speedups
+from rocketstore.scan.arrays import bools, from_numpy, from_values, numpy_view, scalar
 from rocketstore.scan.projection import building
 from rocketstore.scan.records import ARROW_SCHEMA, to_record_batch
 
@@ -163,7 +164,7 @@ def _slices(data: pa.Buffer, begins: np.ndarray, ends: np.ndarray) -> pa.Array:
     offsets[0], offsets[-1] = 0, data.size
     offsets[1:-1:2], offsets[2:-1:2] = begins, ends
     spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n + 1, [None, pa.py_buffer(offsets), data])
-    return pc.take(spans, pa.array(np.arange(1, 2 * n, 2))).cast(pa.binary())
+    return pc.take(spans, from_numpy(np.arange(1, 2 * n, 2))).cast(pa.binary())
 
 
 def _utf8(binary: pa.Array) -> pa.Array:
@@ -181,7 +182,7 @@ def _hosts(packed: np.ndarray) -> pa.Array:
     for value in distinct.tolist():
         port = value & 0xFFFFFFFF
         text.append(format_host((value >> 32).to_bytes(4, "big"), port - (1 << 32) if port >= 1 << 31 else port))
-    return pc.take(pa.array(text, type=pa.string()), pa.array(inverse.reshape(-1)))
+    return pc.take(from_values(text, pa.string()), from_numpy(inverse.reshape(-1)))
 
 
 def _msg_ids(headers: np.ndarray) -> pa.Array:
@@ -219,29 +220,34 @@ _SAME_TEXTS = 64
 """Texts `_SAME` keeps arrays of, at most (then it starts again): stores a process reads at once."""
 
 
+_EMPTY = scalar("", pa.string())
+_ZERO, _ONE, _TWO = (scalar(i, pa.int32()) for i in range(3))
+_NUL = scalar("\x00", pa.string())
+
+
 def _mask(flags: pa.Array) -> np.ndarray:
-    return np.asarray(flags.to_numpy(zero_copy_only=False), dtype=bool)
+    return bools(flags)
 
 
 def _value_of(name: str, names: pa.Array, values: pa.Array, parents: np.ndarray, n: int) -> pa.Array:
     """Per row, the value of property `name` (null when the row has none)."""
-    hit = _mask(pc.equal(names, name))
+    hit = _mask(pc.equal(names, scalar(name, pa.string())))
     index = np.full(n, -1, dtype=np.int64)
     index[parents[hit]] = np.arange(int(hit.sum()))
-    taken = pa.array(index, mask=index < 0)
-    return pc.take(values.filter(pa.array(hit)), taken)
+    taken = from_numpy(index, valid=index >= 0)
+    return pc.take(values.filter(from_numpy(hit)), taken)
 
 
 def _split_keys(keys: pa.Array) -> pa.Array:
     """KEYS values -> lists of their non-empty space-separated tokens ([] for none)."""
-    tokens = pc.split_pattern(pc.fill_null(keys, ""), props_codec.KEY_SEPARATOR)
+    tokens = pc.split_pattern(pc.fill_null(keys, _EMPTY), props_codec.KEY_SEPARATOR)
     flat = tokens.flatten()
-    parents = np.asarray(pc.list_parent_indices(tokens))
-    keep = _mask(pc.not_equal(flat, ""))
+    parents = numpy_view(pc.list_parent_indices(tokens))
+    keep = _mask(pc.not_equal(flat, _EMPTY))
     counts = np.bincount(parents[keep], minlength=len(keys))
     offsets = np.zeros(len(keys) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), flat.filter(pa.array(keep)))
+    return pa.ListArray.from_arrays(from_numpy(offsets), flat.filter(from_numpy(keep)))
 
 
 def _properties(text: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
@@ -249,21 +255,21 @@ def _properties(text: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]
     n = len(text)
     segments = pc.split_pattern(text, props_codec.PROPERTY_SEPARATOR)
     flat = segments.flatten()
-    parents = np.asarray(pc.list_parent_indices(segments))
+    parents = numpy_view(pc.list_parent_indices(segments))
     pairs = pc.split_pattern(flat, props_codec.NAME_VALUE_SEPARATOR, max_splits=1)
-    paired = _mask(pc.equal(pc.list_value_length(pairs), 2))  # a segment without U+0001 has no value
-    pairs, parents = pairs.filter(pa.array(paired)), parents[paired]
-    names, values = pc.list_element(pairs, 0), pc.list_element(pairs, 1)
-    kept = _mask(pc.and_(pc.not_equal(names, ""), pc.not_equal(values, "")))
-    names, values, parents = names.filter(pa.array(kept)), values.filter(pa.array(kept)), parents[kept]
+    paired = _mask(pc.equal(pc.list_value_length(pairs), _TWO))  # a segment without U+0001 has no value
+    pairs, parents = pairs.filter(from_numpy(paired)), parents[paired]
+    names, values = pc.list_element(pairs, _ZERO), pc.list_element(pairs, _ONE)
+    kept = _mask(pc.and_(pc.not_equal(names, _EMPTY), pc.not_equal(values, _EMPTY)))
+    names, values, parents = names.filter(from_numpy(kept)), values.filter(from_numpy(kept)), parents[kept]
     counts = np.bincount(parents, minlength=n)
     # a name given twice in one row moves to its later place: left to the row path
-    row_names = pc.binary_join_element_wise(pc.cast(pa.array(parents), pa.string()), names, "\x00")
+    row_names = pc.binary_join_element_wise(pc.cast(from_numpy(parents), pa.string()), names, _NUL)
     if pc.count_distinct(row_names).as_py() != len(row_names):
         raise NotColumnar
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
-    mapping = pa.MapArray.from_arrays(pa.array(offsets), names, values)
+    mapping = pa.MapArray.from_arrays(from_numpy(offsets), names, values)
     tags = _value_of(props_codec.TAGS, names, values, parents, n)
     uniq = _value_of(props_codec.UNIQ_KEY, names, values, parents, n)
     keys = _split_keys(_value_of(props_codec.KEYS, names, values, parents, n))
@@ -427,7 +433,7 @@ class RecordLayout:
         return values.astype(kind or values.dtype.newbyteorder("="))
 
     def array(self, name: str) -> pa.Array:
-        return pa.array(self.int(name))
+        return from_numpy(self.int(name))
 
 
 def _columnar_py(data: Any, starts: np.ndarray, sizes: np.ndarray, broker: str,
@@ -444,7 +450,7 @@ def _columnar_py(data: Any, starts: np.ndarray, sizes: np.ndarray, broker: str,
 
     makers: dict[str, Callable[[], pa.Array]] = {
         "topic": lambda: _utf8(_slices(buf, at.topic_begin, at.topic_end)),
-        "storeSize": lambda: pa.array(sizes.astype(np.int32)),
+        "storeSize": lambda: from_numpy(sizes.astype(np.int32)),
         "msgId": lambda: _msg_ids(at.raw),
         "uniqKey": lambda: parsed()[2],
         "tags": lambda: parsed()[1],

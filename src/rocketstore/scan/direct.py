@@ -38,6 +38,7 @@ from rocketstore.format.message import (
 )
 from rocketstore.format.spans import SPANS_FULL, SPANS_NOT_TAKEN, record_spans
 from rocketstore.native import speedups
+from rocketstore.scan.arrays import scalar
 from rocketstore.scan.columnar import (
     BATCH_BYTES,
     BATCH_ROWS,
@@ -268,7 +269,7 @@ def _direct(log: LogReader, entries: np.ndarray, topic: str, queue_id: int, firs
     batch = columns_of(mm, pos, pos + total, broker)
     if batch is None:
         return None
-    if not pc.all(pc.equal(batch.column("topic"), topic)).as_py():
+    if not pc.all(pc.equal(batch.column("topic"), scalar(topic, pa.string()))).as_py():
         return None
     return batch
 

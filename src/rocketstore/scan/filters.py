@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from rocketstore.format.javahash import tags_code
 from rocketstore.format.layout import JAVA_LONG_MAX, JAVA_LONG_MIN
+from rocketstore.scan.arrays import FALSE, NULL_BOOL, from_values, scalar
 from rocketstore.scan.records import FIELDS
 
 __all__ = ["EVERYTHING", "Interval", "Predicate", "Prune", "mask", "predicates"]
@@ -255,18 +256,18 @@ def mask(batch: pa.RecordBatch, preds: Sequence[Predicate]) -> pa.Array | None:
             test = pc.is_valid(values)
         elif op in ("in", "not in"):
             listed = [v for v in value if v is not None]
-            hit = pc.is_in(values, value_set=pa.array(listed, type=values.type))
-            hit = pc.if_else(pc.is_null(values), pa.scalar(None, pa.bool_()), hit)  # NULL IN (...) is null
+            hit = pc.is_in(values, value_set=from_values(listed, values.type))
+            hit = pc.if_else(pc.is_null(values), NULL_BOOL, hit)  # NULL IN (...) is null
             if op == "in":
                 test = hit
             elif len(listed) < len(value):
-                test = pc.and_kleene(pc.invert(hit), pa.scalar(None, pa.bool_()))  # NOT IN (..., NULL)
+                test = pc.and_kleene(pc.invert(hit), NULL_BOOL)  # NOT IN (..., NULL)
             else:
                 test = pc.invert(hit)
         else:
-            scalar = pa.scalar(value, type=values.type)
+            bound = scalar(value, values.type)
             test = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater,
-                    ">=": pc.greater_equal}[op](values, scalar)
-        test = pc.fill_null(test, False)
+                    ">=": pc.greater_equal}[op](values, bound)
+        test = pc.fill_null(test, FALSE)
         result = test if result is None else pc.and_(result, test)
     return result

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketstore.format.sysflag import TRANSACTION_MASK, TransactionType
+from rocketstore.scan.arrays import bools, from_numpy, from_values, numpy_view
 
 __all__ = ["QueueBounds", "QueueTable", "queued"]
 
@@ -41,7 +42,7 @@ class QueueTable:
         self.cells = np.array([c for c, _, _ in cells], dtype=np.int64)
         self.lo = np.array([low for _, low, _ in cells], dtype=np.int64)
         self.hi = np.array([high for _, _, high in cells], dtype=np.int64)
-        self._names = pa.array(list(self.topics), type=pa.string())
+        self._names = from_values(list(self.topics), pa.string())
         # (first queue id, last queue id, highest low bound, lowest high bound) of each topic whose queue
         # ids run without a gap: a batch of that topic inside all four needs no search
         self._spans: dict[int, tuple[int, int, int, int]] = {}
@@ -53,10 +54,10 @@ class QueueTable:
 
     def held(self, batch: pa.RecordBatch) -> np.ndarray | None:
         """Which rows of `batch` are records the queues hold; None when every row is."""
-        kind = _values(batch.column("sysFlag")) & TRANSACTION_MASK
+        kind = numpy_view(batch.column("sysFlag")) & TRANSACTION_MASK
         keep = (kind == int(TransactionType.NOT)) | (kind == int(TransactionType.COMMIT)) if kind.any() else None
-        inside = self._inside(self._topic_rows(batch.column("topic")), _values(batch.column("queueId")),
-                              _values(batch.column("queueOffset")))
+        inside = self._inside(self._topic_rows(batch.column("topic")), numpy_view(batch.column("queueId")),
+                              numpy_view(batch.column("queueOffset")))
         if inside is None:
             return keep
         return inside if keep is None else keep & inside
@@ -74,9 +75,8 @@ class QueueTable:
                     if data[int(offsets[0]):int(offsets[-1])].to_pybytes() == encoded * n:
                         return self.topics.get(first, -1)
         found = pc.index_in(topics, value_set=self._names)  # the row of each topic, null for none
-        if found.null_count:
-            found = found.fill_null(-1)
-        return found.to_numpy()
+        rows = numpy_view(found)
+        return np.where(bools(found.is_valid()), rows, -1) if found.null_count else rows
 
     def _inside(self, topic_rows: int | np.ndarray, queue_ids: np.ndarray,
                 offsets: np.ndarray) -> np.ndarray | None:
@@ -103,13 +103,7 @@ def queued(found: Iterable[pa.RecordBatch], queues: QueueBounds) -> Iterator[pa.
     for batch in found:
         keep = table.held(batch)
         if keep is not None and not keep.all():
-            batch = batch.filter(pa.array(keep))
+            batch = batch.filter(from_numpy(keep))
         if batch.num_rows:
             yield batch
 
-
-def _values(column: pa.Array) -> np.ndarray:
-    """The values of an integer column without nulls, as a numpy view of its buffer (`to_numpy` imports
-    pandas on its first call: a quarter of a second of a process's first read)."""
-    kind = np.dtype(column.type.to_pandas_dtype())  # numpy's type of it, pandas not involved
-    return np.frombuffer(column.buffers()[1], dtype=kind, count=len(column), offset=column.offset * kind.itemsize)
