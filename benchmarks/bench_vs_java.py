@@ -170,6 +170,7 @@ def compare_arrow(report: Report, root: Path, count: int, body: int, rounds: int
     import rocketstore.arrow  # noqa: F401  (its first import, pyarrow's included, is not the read's: the JVM's start is not Java's)
 
     store = arrow_store(root, count, body)
+    os.sync()  # the rounds' fixture: the kernel writing its pages back while a round reads halved the first one
     java: list[float] = []
     ours: list[float] = []
     after: list[float] = []
