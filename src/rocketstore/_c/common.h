@@ -203,6 +203,8 @@ void rs_state_touch(PyObject **field);
 
 /* module.c: strings interned at import */
 extern PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key; /* "TAGS", "KEYS", "UNIQ_KEY" */
+/* module.c: the two record magic codes as ints, made at import (every decoded message holds one) */
+extern PyObject *rs_magic_v1, *rs_magic_v2;
 /* The Message fields prepare_one (store.c) reads, in the order of the `slots` argument of prepare_plain
  * and prepare_many (rocketstore.store.prepare.MESSAGE_FIELDS). */
 extern PyObject *rs_message_field_names[MESSAGE_FIELDS];

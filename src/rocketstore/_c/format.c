@@ -576,7 +576,8 @@ new_message(PyTypeObject *cls, PyObject *raw, unsigned long magic, struct topic_
     }
     PyObject **fields = msg->fields;
     fields[F_RAW] = Py_NewRef(raw);
-    fields[F_MAGIC] = PyLong_FromUnsignedLong(magic);
+    fields[F_MAGIC] = magic == MAGIC_V1 ? Py_NewRef(rs_magic_v1)
+                      : magic == MAGIC_V2 ? Py_NewRef(rs_magic_v2) : PyLong_FromUnsignedLong(magic);
     fields[F_SIZE] = PyLong_FromLongLong(total);
     fields[F_PHY_OFFSET] = PyLong_FromLongLong(at.phy_offset);
     fields[F_SYS_FLAG] = PyLong_FromLongLong(at.sys_flag);

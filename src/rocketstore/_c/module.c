@@ -22,6 +22,7 @@
 
 /* Interned at import (common.h says who reads them). */
 PyObject *rs_property_tags, *rs_property_keys, *rs_property_uniq_key;
+PyObject *rs_magic_v1, *rs_magic_v2;
 PyObject *rs_message_field_names[MESSAGE_FIELDS];
 
 /* layout(): the values this module was compiled with (_layout.h), for the test that holds them to the
@@ -158,6 +159,10 @@ PyInit__speedups(void)
         if ((*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL) {
             return NULL;
         }
+    }
+    if ((rs_magic_v1 = PyLong_FromUnsignedLong(MAGIC_V1)) == NULL
+        || (rs_magic_v2 = PyLong_FromUnsignedLong(MAGIC_V2)) == NULL) {
+        return NULL;
     }
     static const char *const field_names[MESSAGE_FIELDS] = {MESSAGE_FIELD_NAMES};
     for (int i = 0; i < MESSAGE_FIELDS; i++) {

@@ -9,6 +9,7 @@ Gets and queries: the same answer as a straightforward walk over the consume que
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from rocketstore import Message, MessageStore, PutResult, PutStatus, StoreConfig
 from rocketstore.errors import MessageNotFoundError
+from rocketstore.format.consume_queue import FILLER_SIZE, UNIT, UNIT_SIZE
 from rocketstore.format.hosts import parse_host
 from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import encode_message
@@ -128,6 +130,46 @@ def test_get_answers_what_a_plain_queue_walk_answers(tmp_path_factory, batch, re
             assert got.next_offset == next_offset
             assert list(store.iter_queue("TopicA", queue_id, offset, next_offset)) == \
                 [store.message_at(e.phy_offset) for e in store.queue_entries("TopicA", queue_id, offset, next_offset)]
+
+
+def _damage_entry(store: MessageStore, root: Path, queue_id: int, offset: int, kind: str,
+                  records: list[tuple[int, int]]) -> None:
+    """Overwrite entry `offset` of TopicA's queue `queue_id` (through its file: the store's mapping sees it)."""
+    per_file = CONFIG.consume_queue_file_entries
+    path = root / "consumequeue" / "TopicA" / str(queue_id) / f"{offset // per_file * per_file * UNIT_SIZE:020d}"
+    phy, size = {"zero": (0, 0), "filler": (0, FILLER_SIZE), "past": (store.max_phy_offset + 64, 200),
+                 "short": (records[offset % len(records)][0], 7)}.get(kind, records[offset % len(records)])
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, UNIT.pack(phy, size, 0), offset % per_file * UNIT_SIZE)
+    finally:
+        os.close(fd)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=HEALTH)
+@given(batch=st.lists(messages, min_size=20, max_size=80),
+       damage=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2**16),
+                                 st.sampled_from(["other", "zero", "filler", "past", "short"])),
+                       min_size=1, max_size=6))
+def test_a_plain_get_answers_what_the_general_reader_answers_on_damaged_queues(tmp_path_factory, batch, damage):
+    """A get without tags takes one run of the kernel when every entry of its window gives its message;
+    whatever the entries (pointing at another record, fillers, zeros, past the log, a size cutting the
+    record), its answer is the one the general reader (`tags="*"`, the same subscription) gives."""
+    root = tmp_path_factory.mktemp("damaged")
+    with _open(root) as store:
+        store.put_batch(batch)
+        records = [(m.phy_offset, m.size) for m in store.scan()]
+        for queue_id, at, kind in damage:
+            if (end := store.max_offset("TopicA", queue_id)) > 0:
+                _damage_entry(store, root, queue_id, at % end, kind, records)
+        for queue_id in range(3):
+            for offset in range(store.max_offset("TopicA", queue_id) + 1):
+                for max_count in (1, 3, 32):
+                    plain = store.get("TopicA", queue_id, offset, max_count)
+                    general = store.get("TopicA", queue_id, offset, max_count, tags="*")
+                    assert (plain.status, plain.next_offset, plain.min_offset, plain.max_offset) == \
+                        (general.status, general.next_offset, general.min_offset, general.max_offset)
+                    assert [m.raw for m in plain.messages] == [m.raw for m in general.messages]
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=HEALTH)
