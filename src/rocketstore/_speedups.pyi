@@ -8,7 +8,7 @@ arguments their comments in src/rocketstore/_c/ list.
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from _typeshed import ReadableBuffer, WriteableBuffer
+from _typeshed import ReadableBuffer
 
 class MessageBase:
     def __new__(cls, *args: Any, **kwargs: Any) -> MessageBase: ...
@@ -55,9 +55,16 @@ class Appender:
                 store_port: int, msg_id_prefix: str, record_limit: int, blank_size: int,
                 prepare: tuple[object, ...], queue_table: dict[tuple[str, int], int],
                 clock: Callable[[], int] | None) -> Appender: ...
-    def attach(self, mapping: WriteableBuffer, file_from: int, file_size: int, position: int) -> None: ...
+    def attach(self, file: object) -> None: ...  # a MappedFileState (MappedFile)
     def detach(self) -> None: ...
-    def put_behind(self, message: object, position: int) -> Any | None: ...
+    def put_behind(self, message: object, marks: object) -> Any | None: ...  # marks: a WriteMarks (WritePath)
+
+class WriteMarks:
+    """The marks a put moves on (WritePath's base class)."""
+
+    behind_to: int
+    dispatched_to: int
+    last_store_timestamp: int
 
 def layout() -> dict[str, Any]: ...
 def prepare_plain(message: object, topic_parts: dict[Any, bytes], hosts: dict[str, tuple[bytes, int]],

@@ -13,7 +13,8 @@ keeps state keeps it in a type of its own: `Appender` holds the write position, 
 record and the last store timestamp of the plain ASYNC put. The state a kernel reads and writes on the
 store's objects is held by compiled types those objects are (a base class): `MappedFileState`
 (storage.mapped_file), `FileQueueState` (storage.mapped_file_queue), `ConsumeQueueState`
-(log.consume_queue) and `IndexFileState` (log.index_file), each with a pure-Python twin of the same
+(log.consume_queue), `IndexFileState` (log.index_file) and `WriteMarks` (store.write_path, the marks a put
+moves on), each with a pure-Python twin of the same
 `__slots__` picked once at import. The C reads their struct fields after a type check and reads no
 attribute of the store's objects by name; handed any other object, a kernel declines. The callers hold
 the store lock; a kernel takes no lock.

@@ -256,6 +256,7 @@ NOT_FUZZED = {
     "FileQueueState": "the files MappedFileQueue is: put_one reads them, fuzzed through it",
     "ConsumeQueueState": "the state ConsumeQueue is: put_one reads and writes it, fuzzed through it",
     "IndexFileState": "the state IndexFile is: put_one and query_records read and write it, fuzzed through them",
+    "WriteMarks": "the marks WritePath is: Appender moves them on, fuzzed through it",
 }
 
 

@@ -156,19 +156,39 @@ def test_a_message_the_kernels_decline_is_counted_and_written_by_the_twin(tmp_pa
         assert sum(kernels.declines.values()) == 0, dict(kernels.declines)
 
 
+def _file_state(mapping: object, file_from: int, position: int, size: int = 4096) -> object:
+    """A bare MappedFileState (the compiled base of MappedFile) of `size` bytes over `mapping`."""
+    from rocketstore.native import speedups
+
+    assert speedups is not None
+    state = speedups.MappedFileState()
+    state._mm, state.file_from_offset, state.wrote_position, state.touched = mapping, file_from, position, False
+    state.file_size = size
+    return state
+
+
 @compiled_only
-def test_the_appender_writes_the_twins_bytes_into_the_buffer_it_is_given(tmp_path):
+def test_the_appender_writes_the_twins_bytes_and_moves_the_file_and_the_marks_on(tmp_path):
+    from rocketstore.native import speedups
+
+    assert speedups is not None
     with MessageStore.open(tmp_path, CONFIG, clock=lambda: 1_700_000_000_123) as store:
         w = store._writes
         appender = write_path.appender_for(w.preparer, w._store_ip, w._store_port, w._msg_id_prefix,
                                            store._queues.next_offsets, store.clock)
         assert appender is not None
         buffer = bytearray(4096)
-        appender.attach(buffer, 8192, len(buffer), 100)
+        file = _file_state(buffer, 8192, 100)
+        marks = speedups.WriteMarks()
+        marks.behind_to, marks.dispatched_to, marks.last_store_timestamp = 5, 5, 7
+        appender.attach(file)
         message = _common(7)
-        assert appender.put_behind(message, 99) is None  # not the position it holds: declined, nothing written
+        file.wrote_position = 99  # type: ignore[attr-defined]
+        assert appender.put_behind(message, marks) is None  # the file moved under it: declined, nothing written
         assert buffer == bytearray(4096) and appender.declined == 1
-        result = appender.put_behind(message, 100)
+        assert (marks.behind_to, marks.last_store_timestamp, file.touched) == (5, 7, False)  # type: ignore[attr-defined]
+        file.wrote_position = 100  # type: ignore[attr-defined]
+        result = appender.put_behind(message, marks)
         assert result is not None
         assert (result.phy_offset, result.queue_offset, result.store_timestamp) == (8292, 0, 1_700_000_000_123)
         prepared = store._writes.preparer.prepare_py(message)
@@ -176,8 +196,17 @@ def test_the_appender_writes_the_twins_bytes_into_the_buffer_it_is_given(tmp_pat
         assert bytes(buffer[100:100 + len(record)]) == record
         assert buffer[:100] == bytes(100) and not any(buffer[100 + len(record):])
         assert (appender.position, appender.end, appender.written) == (100 + len(record), 8292 + len(record), 1)
+        assert (file.wrote_position, file.touched) == (100 + len(record), True)  # type: ignore[attr-defined]
+        assert (marks.behind_to, marks.dispatched_to, marks.last_store_timestamp) == \
+            (8292 + len(record), 5, 1_700_000_000_123)
         assert store._queues.next_offsets[("KernelTopic", 1)] == 1
+        with pytest.raises(TypeError, match="WriteMarks"):
+            appender.put_behind(message, object())
+        with pytest.raises(TypeError, match="MappedFile"):
+            appender.attach(buffer)
         with pytest.raises(ValueError, match="shorter than the file"):
-            appender.attach(bytearray(10), 0, 4096, 0)
+            appender.attach(_file_state(bytearray(10), 0, 0))
+        with pytest.raises(ValueError, match="not mapped"):
+            appender.attach(_file_state(None, 0, 0))
         with pytest.raises(BufferError):
-            appender.attach(b"read-only bytes", 0, 15, 0)
+            appender.attach(_file_state(b"read-only bytes", 0, 0, 15))

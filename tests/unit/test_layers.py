@@ -148,8 +148,6 @@ def test_only_native_loads_the_compiled_module():
 STORE_PARTS = SRC / "store"
 FOREIGN_WRITES = {
     # (module, target): why a store part sets an attribute of an object that is not its own
-    ("write_path.py", "mf.wrote_position"): "the compiled appender wrote into the file's mapping; its position follows",
-    ("write_path.py", "mf.touched"): "the mapping budget's clock bit of the file the appender wrote into",
     ("message_store.py", "method.__doc__"): "a facade method takes the docstring of the part's method",
     ("message_store.py", "store.geometry_inferred"): "the store `open` made",
     ("message_store.py", "self.recovery.state_files"): "the recovery report the open made",

@@ -19,22 +19,45 @@ system_clock_ms(void)
 }
 
 
+/* WriteMarks: the marks of rocketstore.store.write_path.WritePath (its base class) that a put moves on:
+ * the end of the newest record written without its dispatch, the end of what was dispatched and the
+ * store timestamp of the newest record. Only object pointers follow the head (the state types' rule). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *behind_to;            /* int */
+    PyObject *dispatched_to;        /* int */
+    PyObject *last_store_timestamp; /* int */
+} rs_WriteMarks;
+
+static PyMemberDef write_marks_members[] = {
+    STATE_MEMBER(rs_WriteMarks, "behind_to", behind_to),
+    STATE_MEMBER(rs_WriteMarks, "dispatched_to", dispatched_to),
+    STATE_MEMBER(rs_WriteMarks, "last_store_timestamp", last_store_timestamp),
+    {NULL, 0, 0, 0, NULL},
+};
+
+STATE_TYPE(rs_WriteMarksType, "rocketstore._speedups.WriteMarks", rs_WriteMarks,
+           "The marks a put moves on (WritePath's base class): behind_to, dispatched_to and "
+           "last_store_timestamp, written by the Appender without attribute lookups.",
+           write_marks_members);
+
 /* Appender: the state of the plain ASYNC put whose dispatch is left behind the log (the record only),
  * owned by this type rather than read from the store's objects. The log layer creates one per store
  * with what does not change (the PutResult class and its slots, the store host, the msg id prefix, the
  * limits, prepare_plain's arguments, the store's queue offsets table and its clock), then attaches the
- * commitlog file being written: its mapping, start offset, size and write position. `put_behind`
- * prepares a message as prepare_plain does and writes its record at the write position it holds,
- * stamped by the clock, with the next queue offset of its queue; it moves its own position, end and
- * last store timestamp on and answers the PutResult. The caller holds the store lock around the call
- * and copies the position back to its MappedFile: this code takes no lock and touches no attribute.
- * Anything it does not take (a message prepare_plain declines, a record of `record_limit` bytes or more,
- * a file without room for the record and `blank_size` bytes, a position other than the caller's) is
- * declined: nothing is written, None is answered, and `declined` counts it. */
+ * commitlog file being written (a MappedFileState: its mapping, start offset, size and write position).
+ * `put_behind` prepares a message as prepare_plain does and writes its record at the write position it
+ * holds, stamped by the clock, with the next queue offset of its queue; it moves on its own position,
+ * the file's write position and clock bit, and the WriteMarks' behind_to and last store timestamp, and
+ * answers the PutResult. The caller holds the store lock around the call: this code takes no lock and
+ * touches no attribute, only the fields of the state types. Anything it does not take (a message
+ * prepare_plain declines, a record of `record_limit` bytes or more, a file without room for the record
+ * and `blank_size` bytes, a file whose write position moved under it, a closed mapping) is declined:
+ * nothing is written, None is answered, and `declined` counts it. */
 typedef struct {
     PyObject_HEAD
     PyTypeObject *result_cls;
-    PyObject *result_slots, *status, *store_ip, *prefix, *prepare, *queue_table, *clock, *mapping;
+    PyObject *result_slots, *status, *store_ip, *prefix, *prepare, *queue_table, *clock, *file, *mapping;
     struct prepare_call call;
     long long store_port, record_limit, blank_size;
     long long from, size, pos, end, last_store_timestamp;
@@ -50,6 +73,7 @@ appender_traverse(Appender *self, visitproc visit, void *arg)
     Py_VISIT(self->prepare);
     Py_VISIT(self->queue_table);
     Py_VISIT(self->clock);
+    Py_VISIT(self->file);
     Py_VISIT(self->mapping);
     return 0;
 }
@@ -65,6 +89,7 @@ appender_clear(Appender *self)
     Py_CLEAR(self->prepare);
     Py_CLEAR(self->queue_table);
     Py_CLEAR(self->clock);
+    Py_CLEAR(self->file);
     Py_CLEAR(self->mapping);
     return 0;
 }
@@ -128,24 +153,28 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
-/* attach(mapping, file_from, file_size, position): the commitlog file to write from now on. */
+/* attach(file): the commitlog file to write from now on, a MappedFileState whose mapping is made (its
+ * start offset, size and write position read from it now). */
 static PyObject *
-appender_attach(Appender *self, PyObject *const *args, Py_ssize_t nargs)
+appender_attach(Appender *self, PyObject *file)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "attach(mapping, file_from, file_size, position)");
+    if (!PyObject_TypeCheck(file, &rs_MappedFileStateType)) {
+        PyErr_Format(PyExc_TypeError, "attach: a MappedFile expected, got %.100s", Py_TYPE(file)->tp_name);
         return NULL;
     }
-    int ok = 1;
-    long long from = rs_int_field(args[1], 0, LLONG_MAX / 4, &ok);
-    long long size = rs_int_field(args[2], 0, JAVA_INT_MAX, &ok);
-    long long pos = rs_int_field(args[3], 0, JAVA_INT_MAX, &ok);
-    Py_buffer view;
-    if (!ok || pos > size) {
+    rs_MappedFileState *mf = (rs_MappedFileState *)file;
+    long long from = 0, size = 0, pos = 0;
+    if (!rs_state_int(mf->file_from_offset, &from) || !rs_state_int(mf->file_size, &size) || size > JAVA_INT_MAX
+        || !rs_state_int(mf->wrote_position, &pos) || pos > size) {
         PyErr_SetString(PyExc_ValueError, "attach: a start offset, a file size and a position within it expected");
         return NULL;
     }
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0) {
+    if (mf->mapping == NULL || mf->mapping == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "attach: the file is not mapped");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(mf->mapping, &view, PyBUF_WRITABLE) < 0) {
         return NULL;
     }
     Py_ssize_t len = view.len;
@@ -154,7 +183,8 @@ appender_attach(Appender *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "attach: the mapping is shorter than the file");
         return NULL;
     }
-    Py_XSETREF(self->mapping, Py_NewRef(args[0]));
+    Py_XSETREF(self->file, Py_NewRef(file));
+    Py_XSETREF(self->mapping, Py_NewRef(mf->mapping));
     self->from = from;
     self->size = size;
     self->pos = pos;
@@ -164,6 +194,7 @@ appender_attach(Appender *self, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 appender_detach(Appender *self, PyObject *Py_UNUSED(unused))
 {
+    Py_CLEAR(self->file);
     Py_CLEAR(self->mapping);
     Py_RETURN_NONE;
 }
@@ -193,10 +224,10 @@ appender_queue_offset(Appender *self, PyObject *p)
     return ok ? offset : -1;
 }
 
-/* The record of `p` at the held position, the queue table moved on, the PutResult. NULL after an error,
- * None (counted) when declined. */
+/* The record of `p` at the held position, the queue table, the file's write position and clock bit and
+ * `marks` moved on, the PutResult. NULL after an error, None (counted) when declined. */
 static PyObject *
-appender_write(Appender *self, PyObject *p, long long store_ts, PyObject *store_ts_obj)
+appender_write(Appender *self, PyObject *p, long long store_ts, PyObject *store_ts_obj, rs_WriteMarks *marks)
 {
     struct packed r;
     long long queue_offset = appender_queue_offset(self, p);
@@ -211,47 +242,66 @@ appender_write(Appender *self, PyObject *p, long long store_ts, PyObject *store_
     }
     Py_buffer view;
     if (PyObject_GetBuffer(self->mapping, &view, PyBUF_WRITABLE) < 0) {
-        return NULL;
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* the mapping was closed: the Python way maps the file again */
+        return appender_declined(self);
     }
     if (view.len < self->size) {
         PyBuffer_Release(&view);
         return appender_declined(self);
     }
+    /* every new object first: once the record is written, only assignments follow */
     PyObject *phy_obj = PyLong_FromLongLong(phy);
     PyObject *offset_obj = PyLong_FromLongLong(queue_offset);
     PyObject *next_obj = PyLong_FromLongLong(queue_offset + 1);
+    PyObject *pos_obj = PyLong_FromLongLong(self->pos + r.size);
+    PyObject *end_obj = PyLong_FromLongLong(phy + r.size);
     PyObject *answer = NULL;
-    if (phy_obj != NULL && offset_obj != NULL && next_obj != NULL
-        && (PyTuple_GET_ITEM(p, P_IN_QUEUE) != Py_True
-            || PyDict_SetItem(self->queue_table, PyTuple_GET_ITEM(p, P_QUEUE_KEY), next_obj) == 0)) {
+    if (phy_obj != NULL && offset_obj != NULL && next_obj != NULL && pos_obj != NULL && end_obj != NULL) {
+        answer = rs_put_result_of(self->result_cls, self->result_slots, self->status, self->prefix, p, phy_obj,
+                                  offset_obj, store_ts_obj);
+    }
+    if (answer != NULL && PyTuple_GET_ITEM(p, P_IN_QUEUE) == Py_True
+        && PyDict_SetItem(self->queue_table, PyTuple_GET_ITEM(p, P_QUEUE_KEY), next_obj) < 0) {
+        Py_CLEAR(answer); /* the table unchanged: nothing is written */
+    }
+    if (answer != NULL) {
         rs_write_record((unsigned char *)view.buf + self->pos, &r, phy, queue_offset, store_ts, self->store_ip,
-                     self->store_port);
+                        self->store_port);
         self->pos += r.size;
         self->end = phy + r.size;
         self->last_store_timestamp = store_ts;
         self->written++;
-        answer = rs_put_result_of(self->result_cls, self->result_slots, self->status, self->prefix, p, phy_obj,
-                               offset_obj, store_ts_obj);
+        rs_MappedFileState *mf = (rs_MappedFileState *)self->file;
+        Py_XSETREF(mf->wrote_position, Py_NewRef(pos_obj));
+        rs_state_touch(&mf->touched); /* the mapping budget's clock bit: the file being written stays mapped */
+        Py_XSETREF(marks->behind_to, Py_NewRef(end_obj));
+        Py_XSETREF(marks->last_store_timestamp, Py_NewRef(store_ts_obj));
     }
     PyBuffer_Release(&view);
     Py_XDECREF(phy_obj);
     Py_XDECREF(offset_obj);
     Py_XDECREF(next_obj);
+    Py_XDECREF(pos_obj);
+    Py_XDECREF(end_obj);
     return answer;
 }
 
-/* put_behind(message, position) -> PutResult or None: see the type's comment. `position` is the write
- * position the caller's MappedFile holds: another one means someone else wrote, and the call declines. */
+/* put_behind(message, marks) -> PutResult or None: see the type's comment. `marks` is the WriteMarks the
+ * put moves on; a file whose write position is not the one the appender holds was written by someone
+ * else, and the call declines. */
 static PyObject *
 appender_put_behind(Appender *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "put_behind(message, position)");
+    if (nargs != 2 || !PyObject_TypeCheck(args[1], &rs_WriteMarksType)) {
+        PyErr_SetString(PyExc_TypeError, "put_behind(message, marks): marks must be a WriteMarks");
         return NULL;
     }
-    int ok = 1;
-    long long position = rs_int_field(args[1], 0, LLONG_MAX, &ok);
-    if (self->mapping == NULL || !ok || position != self->pos) {
+    long long position = -1;
+    if (self->file == NULL || !rs_state_int(((rs_MappedFileState *)self->file)->wrote_position, &position)
+        || position != self->pos) {
         return appender_declined(self);
     }
     struct shape_memo memo = {0};
@@ -271,9 +321,11 @@ appender_put_behind(Appender *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *store_ts_obj = self->clock == Py_None ? system_clock_ms() : PyObject_CallNoArgs(self->clock);
     PyObject *answer = NULL;
     if (store_ts_obj != NULL) {
+        int ok = 1;
         long long store_ts = PyLong_Check(store_ts_obj) ? rs_int_field(store_ts_obj, LLONG_MIN, LLONG_MAX, &ok) : 0;
-        answer = ok && PyLong_Check(store_ts_obj) ? appender_write(self, p, store_ts, store_ts_obj)
-                                                  : appender_declined(self);
+        answer = ok && PyLong_Check(store_ts_obj)
+                     ? appender_write(self, p, store_ts, store_ts_obj, (rs_WriteMarks *)args[1])
+                     : appender_declined(self);
         Py_DECREF(store_ts_obj);
     }
     Py_DECREF(p);
@@ -281,11 +333,10 @@ appender_put_behind(Appender *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef appender_methods[] = {
-    {"attach", (PyCFunction)(void (*)(void))appender_attach, METH_FASTCALL,
-     "attach(mapping, file_from, file_size, position): the commitlog file to write from now on."},
+    {"attach", (PyCFunction)appender_attach, METH_O, "attach(file): the commitlog file (a mapped MappedFile) to write."},
     {"detach", (PyCFunction)appender_detach, METH_NOARGS, "Let the attached file's mapping go."},
     {"put_behind", (PyCFunction)(void (*)(void))appender_put_behind, METH_FASTCALL,
-     "put_behind(message, position) -> PutResult or None (declined: nothing written)."},
+     "put_behind(message, marks) -> PutResult or None (declined: nothing written)."},
     {NULL, NULL, 0, NULL},
 };
 

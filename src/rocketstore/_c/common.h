@@ -298,8 +298,9 @@ PyObject *speedups_put_one(PyObject *module, PyObject *const *args, Py_ssize_t n
  * slot count may be negative), -1 after an error (TypeError for descriptors that are not the header's
  * slots). */
 int rs_header_fields(PyObject *header, PyObject *descriptors, long long fields[INDEX_HEADER_FIELDS]);
-/* store.c: the plain ASYNC put's record writer, a type of its own (rocketstore.kernels) */
-extern PyTypeObject rs_AppenderType;
+/* appender.c: the plain ASYNC put's record writer, a type of its own (rocketstore.kernels), and the
+ * write path's marks it moves on (WritePath's base) */
+extern PyTypeObject rs_AppenderType, rs_WriteMarksType;
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

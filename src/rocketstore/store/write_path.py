@@ -25,6 +25,7 @@ from rocketstore.log.consume_queue import ConsumeQueue
 from rocketstore.log.index_file import HEADER_SLOTS
 from rocketstore.log.index_service import IndexService
 from rocketstore.message import Message
+from rocketstore.native import speedups
 from rocketstore.results import PutResult, PutStatus
 from rocketstore.services.dispatch import (
     DISPATCH_BATCH,
@@ -49,6 +50,24 @@ from rocketstore.store.running_flags import RunningFlags
 
 if TYPE_CHECKING:
     from rocketstore.kernels import AppenderType
+
+
+class WriteMarks:
+    """The marks a put moves on, the fields the compiled `Appender` writes: the end of the newest record
+    written without its dispatch (`behind_to`), the end of what was dispatched (`dispatched_to`) and the
+    store timestamp of the newest record (`last_store_timestamp`). The pure-Python twin of
+    rocketstore._speedups.WriteMarks, which has the same slots."""
+
+    __slots__ = ("behind_to", "dispatched_to", "last_store_timestamp")
+    behind_to: int
+    dispatched_to: int
+    last_store_timestamp: int
+
+
+if TYPE_CHECKING:
+    _WriteMarksBase = WriteMarks  # the compiled base has the same fields
+else:
+    _WriteMarksBase = WriteMarks if speedups is None else speedups.WriteMarks
 
 
 def _put_result_factory() -> Callable[..., PutResult]:
@@ -150,7 +169,7 @@ QueueEntryCallback = Callable[[str, int, int, int], None]
 """(topic, queue id, queue offset, store timestamp): a queue took the entry at that offset."""
 
 
-class WritePath:
+class WritePath(_WriteMarksBase):
     """Puts, under the store lock, and the dispatch of what they wrote (a part of `MessageStore`)."""
 
     def __init__(self, commitlog: CommitLog, queues: ConsumeQueues, index: IndexService, dispatcher: Dispatcher,
@@ -266,40 +285,28 @@ class WritePath:
 
     def _put_behind_appended(self, message: Message) -> PutResult | None:
         """`_put_behind_py` through the compiled `Appender`, under the store lock: the record of the
-        common message at the write position of the file the appender is attached to; that file's
-        position, `_behind_to` and `_last_store_timestamp` follow from what the appender answers. None
-        (nothing written, the decline counted) for what it declines: the caller's put runs the twin,
-        which attaches the appender to the file it wrote.
+        common message at the write position of the file the appender is attached to, which moves that
+        file's write position and clock bit, `behind_to` and `last_store_timestamp` on. None (nothing
+        written, the decline counted) for what it declines: the caller's put runs the twin, which
+        attaches the appender to the file it wrote.
 
         Raises:
             TypeError, AttributeError, OverflowError: not a Message of the usual types (nothing written).
         """
-        appender = self._appender
         with self._lock:
             if self._put_behind is None:
                 return None
-            mf = self._appending  # under the lock: the twin attaches the appender under it too
-            if appender is None or mf is None:
-                kernels.declined("put_behind")
-                return None
-            try:
-                result: PutResult | None = appender.put_behind(message, mf.wrote_position)
-            except ValueError:  # the file's mapping was closed
-                result = None
-            if result is not None:
-                mf.wrote_position = appender.position
-                mf.touched = True  # the mapping budget's clock bit: the file being written stays mapped
-                self.behind_to = appender.end
-                self.last_store_timestamp = appender.last_store_timestamp
-                return result
-        kernels.declined("put_behind")
-        return None
+            result: PutResult | None = self._appender.put_behind(message, self)  # type: ignore[union-attr]
+        if result is None:
+            kernels.declined("put_behind")
+        return result
 
     def _attach_appender(self, mf: MappedFile) -> None:
-        """Attach the compiled appender to the commitlog file `mf` at its write position."""
+        """Attach the compiled appender to the commitlog file `mf` at its write position (mapping it)."""
         appender = self._appender
         if appender is not None and (self._appending is not mf or appender.position != mf.wrote_position):
-            appender.attach(mf.mm, mf.file_from_offset, mf.file_size, mf.wrote_position)
+            if mf.mm is not None:  # mapped now, if it was not
+                appender.attach(mf)
             self._appending = mf
 
     def _put_behind_py(self, message: Message) -> PutResult | None:
