@@ -296,7 +296,10 @@ class WritePath(_WriteMarksBase):
         with self._lock:
             if self._put_behind is None:
                 return None
-            result: PutResult | None = self._appender.put_behind(message, self)  # type: ignore[union-attr]
+            try:
+                result: PutResult | None = self._appender.put_behind(message, self)  # type: ignore[union-attr]
+            except ValueError:  # what the twin names (a closed mapping is a decline inside the kernel)
+                result = None
         if result is None:
             kernels.declined("put_behind")
         return result
