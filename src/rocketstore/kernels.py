@@ -17,7 +17,8 @@ store's objects is held by compiled types those objects are (a base class): `Map
 moves on), each with a pure-Python twin of the same
 `__slots__` picked once at import. The C reads their struct fields after a type check and reads no
 attribute of the store's objects by name; handed any other object, a kernel declines. The callers hold
-the store lock; a kernel takes no lock.
+the store lock, but for `Appender.put_behind`, which takes it itself: the store lock is then the
+compiled `StoreLock` (`store_lock`), a lock of the module's own with threading.Lock's interface.
 
 A kernel declines what it does not take (nothing written, None answered) and the caller's twin does it;
 `declines` counts the declines by kernel name, so a test can tell that the common message (a bytes
@@ -27,14 +28,16 @@ of str to str without DELAY, an IPv4 born host) took the compiled path.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from rocketstore.native import speedups
 
 if TYPE_CHECKING:
     from rocketstore._speedups import Appender as AppenderType
+    from rocketstore._speedups import StoreLock as StoreLockType
 
 BACKEND: Final[str] = "python" if speedups is None else "compiled"
 """`compiled` or `python`: which backend the put path's kernels come from."""
@@ -59,6 +62,16 @@ fill_slots: Callable[..., Any] | None = None if speedups is None else speedups.f
 
 Appender: type[AppenderType] | None = None if speedups is None else speedups.Appender
 """The plain ASYNC put's record writer (see rocketstore._speedups.Appender)."""
+
+StoreLock: type[StoreLockType] | None = None if speedups is None else speedups.StoreLock
+"""The compiled store lock (see `store_lock`)."""
+
+
+def store_lock() -> threading.Lock:
+    """A new store lock: the compiled `StoreLock`, which `Appender.put_behind` takes inside its call (a
+    lock of the module's own, used by Python code as a threading.Lock; a signal does not interrupt a
+    wait for it), or a threading.Lock with the pure backend."""
+    return threading.Lock() if speedups is None else cast(threading.Lock, speedups.StoreLock())
 
 declines: Counter[str] = Counter()
 """Kernel name -> how many times it declined and the twin ran instead, since import (or the last

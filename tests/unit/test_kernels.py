@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -174,15 +176,21 @@ def test_the_appender_writes_the_twins_bytes_and_moves_the_file_and_the_marks_on
     assert speedups is not None
     with MessageStore.open(tmp_path, CONFIG, clock=lambda: 1_700_000_000_123) as store:
         w = store._writes
+        lock = speedups.StoreLock()
         appender = write_path.appender_for(w.preparer, w._store_ip, w._store_port, w._msg_id_prefix,
-                                           store._queues.next_offsets, store.clock)
+                                           store._queues.next_offsets, store.clock, lock)
         assert appender is not None
+        assert write_path.appender_for(w.preparer, w._store_ip, w._store_port, w._msg_id_prefix,
+                                       store._queues.next_offsets, store.clock, threading.Lock()) is None
         buffer = bytearray(4096)
         file = _file_state(buffer, 8192, 100)
         marks = speedups.WriteMarks()
-        marks.behind_to, marks.dispatched_to, marks.last_store_timestamp = 5, 5, 7
+        marks.behind_to, marks.dispatched_to, marks.last_store_timestamp, marks.putting_behind = 5, 5, 7, False
         appender.attach(file)
         message = _common(7)
+        assert appender.put_behind(message, marks) is None  # the store stopped putting behind: nothing written
+        assert buffer == bytearray(4096) and appender.declined == 0 and not lock.locked()
+        marks.putting_behind = True
         file.wrote_position = 99  # type: ignore[attr-defined]
         assert appender.put_behind(message, marks) is None  # the file moved under it: declined, nothing written
         assert buffer == bytearray(4096) and appender.declined == 1
@@ -200,6 +208,7 @@ def test_the_appender_writes_the_twins_bytes_and_moves_the_file_and_the_marks_on
         assert (marks.behind_to, marks.dispatched_to, marks.last_store_timestamp) == \
             (8292 + len(record), 5, 1_700_000_000_123)
         assert store._queues.next_offsets[("KernelTopic", 1)] == 1
+        assert not lock.locked()  # given back after every call
         with pytest.raises(TypeError, match="WriteMarks"):
             appender.put_behind(message, object())
         with pytest.raises(TypeError, match="MappedFile"):
@@ -210,3 +219,61 @@ def test_the_appender_writes_the_twins_bytes_and_moves_the_file_and_the_marks_on
             appender.attach(_file_state(None, 0, 0))
         with pytest.raises(BufferError):
             appender.attach(_file_state(b"read-only bytes", 0, 0, 15))
+
+
+@compiled_only
+def test_the_store_lock_is_a_lock():
+    """The compiled store lock answers as threading.Lock does: one holder at a time, a non-blocking or
+    timed acquire that fails while another thread holds it, RuntimeError on releasing it unheld, `with`."""
+    from rocketstore.native import speedups
+
+    assert speedups is not None
+    lock = speedups.StoreLock()
+    assert not lock.locked() and lock.acquire() and lock.locked()
+    assert lock.acquire(blocking=False) is False and lock.acquire(timeout=0.01) is False
+    lock.release()
+    with pytest.raises(RuntimeError, match="unlocked"):
+        lock.release()
+    with pytest.raises(ValueError, match="non-blocking"):
+        lock.acquire(False, 1)
+    with pytest.raises(ValueError, match="non-negative"):
+        lock.acquire(timeout=-2)
+    with lock:
+        assert lock.locked()
+    assert not lock.locked()
+    counts = [0]
+
+    def add() -> None:
+        for _ in range(2000):
+            with lock:
+                seen = counts[0]
+                time.sleep(0) if seen % 97 == 0 else None  # a switch inside the held lock now and then
+                counts[0] = seen + 1
+
+    threads = [threading.Thread(target=add) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counts[0] == 8000
+
+
+@compiled_only
+def test_a_plain_put_waits_for_the_store_lock_another_thread_holds(tmp_path):
+    """The compiled put takes the store lock itself: while another thread holds it, the put writes
+    nothing and waits (without the interpreter lock), then writes once the lock is given back."""
+    with MessageStore.open(tmp_path, CONFIG) as store:
+        store.put(_common(1))  # attaches the appender
+        kernels.declines.clear()
+        lock = store._writes._lock
+        assert isinstance(lock, kernels.StoreLock)
+        before = store.max_phy_offset
+        done: list[object] = []
+        with lock:
+            putter = threading.Thread(target=lambda: done.append(store.put(_common(2))))
+            putter.start()
+            time.sleep(0.2)
+            assert not done and store.commitlog.max_offset == before  # waiting, nothing written
+        putter.join(5)
+        assert done and done[0].status == PutStatus.PUT_OK and done[0].phy_offset == before  # type: ignore[attr-defined]
+        assert sum(kernels.declines.values()) == 0, dict(kernels.declines)

@@ -19,6 +19,149 @@ system_clock_ms(void)
 }
 
 
+/* StoreLock: the store lock, a lock of this module's own so that the Appender takes it inside its call
+ * (rocketstore.kernels.store_lock makes the store's one). Python code uses it as a threading.Lock:
+ * acquire(blocking=True, timeout=-1), release(), locked(), and `with`. A blocked acquire waits without
+ * the interpreter lock; unlike threading.Lock's, a signal does not interrupt the wait (its handler runs
+ * once the lock is taken): the store lock is held for one write or one dispatch at a time. */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    int held;
+} StoreLock;
+
+static PyObject *
+store_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "StoreLock() takes no arguments");
+        return NULL;
+    }
+    StoreLock *self = (StoreLock *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->lock = PyThread_allocate_lock();
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void
+store_lock_dealloc(StoreLock *self)
+{
+    if (self->lock != NULL) {
+        if (self->held) {
+            PyThread_release_lock(self->lock);
+        }
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Take the lock, waiting up to `timeout_us` (-1: for as long as it takes; 0: not at all) without the
+ * interpreter lock: 1 when taken, 0 when not. */
+static int
+store_lock_take(StoreLock *self, PY_TIMEOUT_T timeout_us)
+{
+    PyLockStatus got = PyThread_acquire_lock_timed(self->lock, 0, 0);
+    if (got != PY_LOCK_ACQUIRED && timeout_us != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        got = PyThread_acquire_lock_timed(self->lock, timeout_us, 0);
+        Py_END_ALLOW_THREADS
+    }
+    if (got != PY_LOCK_ACQUIRED) {
+        return 0;
+    }
+    self->held = 1;
+    return 1;
+}
+
+static void
+store_lock_give(StoreLock *self)
+{
+    self->held = 0;
+    PyThread_release_lock(self->lock);
+}
+
+static PyObject *
+store_lock_acquire(StoreLock *self, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"blocking", "timeout", NULL};
+    int blocking = 1;
+    double timeout = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|pd:acquire", keywords, &blocking, &timeout)) {
+        return NULL;
+    }
+    if (!blocking && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+        return NULL;
+    }
+    if (timeout < 0 && timeout != -1) {
+        PyErr_SetString(PyExc_ValueError, "timeout value must be a non-negative number");
+        return NULL;
+    }
+    if (timeout > (double)PY_TIMEOUT_MAX / 1e6) {
+        PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+        return NULL;
+    }
+    PY_TIMEOUT_T wait_us = !blocking ? 0 : timeout < 0 ? -1 : (PY_TIMEOUT_T)(timeout * 1e6);
+    return PyBool_FromLong(store_lock_take(self, wait_us));
+}
+
+static PyObject *
+store_lock_enter(StoreLock *self, PyObject *Py_UNUSED(unused))
+{
+    store_lock_take(self, -1);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+store_lock_release(StoreLock *self, PyObject *Py_UNUSED(unused))
+{
+    if (!self->held) {
+        PyErr_SetString(PyExc_RuntimeError, "release unlocked lock");
+        return NULL;
+    }
+    store_lock_give(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+store_lock_exit(StoreLock *self, PyObject *const *Py_UNUSED(args), Py_ssize_t Py_UNUSED(nargs))
+{
+    return store_lock_release(self, NULL);
+}
+
+static PyObject *
+store_lock_locked(StoreLock *self, PyObject *Py_UNUSED(unused))
+{
+    return PyBool_FromLong(self->held);
+}
+
+static PyMethodDef store_lock_methods[] = {
+    {"acquire", (PyCFunction)(void (*)(void))store_lock_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(blocking=True, timeout=-1) -> bool: take the lock, as threading.Lock.acquire."},
+    {"release", (PyCFunction)store_lock_release, METH_NOARGS, "Give the lock back (RuntimeError when not held)."},
+    {"locked", (PyCFunction)store_lock_locked, METH_NOARGS, "Whether the lock is held."},
+    {"__enter__", (PyCFunction)store_lock_enter, METH_NOARGS, "Take the lock."},
+    {"__exit__", (PyCFunction)(void (*)(void))store_lock_exit, METH_FASTCALL, "Give the lock back."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject rs_StoreLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "rocketstore._speedups.StoreLock",
+    .tp_basicsize = sizeof(StoreLock),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The store lock: a threading.Lock the compiled Appender takes inside its call.",
+    .tp_new = store_lock_new,
+    .tp_dealloc = (destructor)store_lock_dealloc,
+    .tp_methods = store_lock_methods,
+};
+
 /* WriteMarks: the marks of rocketstore.store.write_path.WritePath (its base class) that a put moves on:
  * the end of the newest record written without its dispatch, the end of what was dispatched and the
  * store timestamp of the newest record. Only object pointers follow the head (the state types' rule). */
@@ -27,12 +170,14 @@ typedef struct {
     PyObject *behind_to;            /* int */
     PyObject *dispatched_to;        /* int */
     PyObject *last_store_timestamp; /* int */
+    PyObject *putting_behind;       /* bool: plain puts may leave their dispatch behind (put_behind writes) */
 } rs_WriteMarks;
 
 static PyMemberDef write_marks_members[] = {
     STATE_MEMBER(rs_WriteMarks, "behind_to", behind_to),
     STATE_MEMBER(rs_WriteMarks, "dispatched_to", dispatched_to),
     STATE_MEMBER(rs_WriteMarks, "last_store_timestamp", last_store_timestamp),
+    STATE_MEMBER(rs_WriteMarks, "putting_behind", putting_behind),
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -49,8 +194,8 @@ STATE_TYPE(rs_WriteMarksType, "rocketstore._speedups.WriteMarks", rs_WriteMarks,
  * `put_behind` prepares a message as prepare_plain does and writes its record at the write position it
  * holds, stamped by the clock, with the next queue offset of its queue; it moves on its own position,
  * the file's write position and clock bit, and the WriteMarks' behind_to and last store timestamp, and
- * answers the PutResult. The caller holds the store lock around the call: this code takes no lock and
- * touches no attribute, only the fields of the state types. Anything it does not take (a message
+ * answers the PutResult. It takes the store lock (a StoreLock, this module's own type) for the whole
+ * call, and touches no attribute, only the fields of the state types. Anything it does not take (a message
  * prepare_plain declines, a record of `record_limit` bytes or more, a file without room for the record
  * and `blank_size` bytes, a file whose write position moved under it, a closed mapping) is declined:
  * nothing is written, None is answered, and `declined` counts it. */
@@ -58,6 +203,7 @@ typedef struct {
     PyObject_HEAD
     PyTypeObject *result_cls;
     PyObject *result_slots, *status, *store_ip, *prefix, *prepare, *queue_table, *clock, *file, *mapping;
+    StoreLock *lock;
     struct prepare_call call;
     long long store_port, record_limit, blank_size;
     long long from, size, pos, end, last_store_timestamp;
@@ -75,6 +221,7 @@ appender_traverse(Appender *self, visitproc visit, void *arg)
     Py_VISIT(self->clock);
     Py_VISIT(self->file);
     Py_VISIT(self->mapping);
+    Py_VISIT(self->lock);
     return 0;
 }
 
@@ -91,6 +238,7 @@ appender_clear(Appender *self)
     Py_CLEAR(self->clock);
     Py_CLEAR(self->file);
     Py_CLEAR(self->mapping);
+    Py_CLEAR(self->lock);
     return 0;
 }
 
@@ -106,13 +254,13 @@ static PyObject *
 appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"result_cls", "result_slots", "status", "store_ip", "store_port", "msg_id_prefix",
-                               "record_limit", "blank_size", "prepare", "queue_table", "clock", NULL};
-    PyObject *cls, *slots, *status, *store_ip, *prefix, *prepare, *queue_table, *clock;
+                               "record_limit", "blank_size", "prepare", "queue_table", "clock", "lock", NULL};
+    PyObject *cls, *slots, *status, *store_ip, *prefix, *prepare, *queue_table, *clock, *lock;
     long long store_port, record_limit, blank_size;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OSLULLO!O!O:Appender", keywords, &PyType_Type, &cls,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OSLULLO!O!OO!:Appender", keywords, &PyType_Type, &cls,
                                      &PyTuple_Type, &slots, &status, &store_ip, &store_port, &prefix,
                                      &record_limit, &blank_size, &PyTuple_Type, &prepare, &PyDict_Type,
-                                     &queue_table, &clock)) {
+                                     &queue_table, &clock, &rs_StoreLockType, &lock)) {
         return NULL;
     }
     Py_ssize_t ip_len = PyBytes_GET_SIZE(store_ip);
@@ -146,6 +294,7 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->prepare = Py_NewRef(prepare); /* keeps what `call` borrows */
     self->queue_table = Py_NewRef(queue_table);
     self->clock = Py_NewRef(clock);
+    self->lock = (StoreLock *)Py_NewRef(lock);
     self->call = call;
     self->store_port = store_port;
     self->record_limit = record_limit;
@@ -289,16 +438,10 @@ appender_write(Appender *self, PyObject *p, long long store_ts, PyObject *store_
     return answer;
 }
 
-/* put_behind(message, marks) -> PutResult or None: see the type's comment. `marks` is the WriteMarks the
- * put moves on; a file whose write position is not the one the appender holds was written by someone
- * else, and the call declines. */
+/* put_behind's work, the store lock held. */
 static PyObject *
-appender_put_behind(Appender *self, PyObject *const *args, Py_ssize_t nargs)
+appender_put_locked(Appender *self, PyObject *const *args)
 {
-    if (nargs != 2 || !PyObject_TypeCheck(args[1], &rs_WriteMarksType)) {
-        PyErr_SetString(PyExc_TypeError, "put_behind(message, marks): marks must be a WriteMarks");
-        return NULL;
-    }
     long long position = -1;
     if (self->file == NULL || !rs_state_int(((rs_MappedFileState *)self->file)->wrote_position, &position)
         || position != self->pos) {
@@ -329,6 +472,25 @@ appender_put_behind(Appender *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(store_ts_obj);
     }
     Py_DECREF(p);
+    return answer;
+}
+
+/* put_behind(message, marks) -> PutResult or None: see the type's comment. It takes the store lock it
+ * was made with for the whole call; while `marks.putting_behind` is not True (the store stopped leaving
+ * dispatch behind) it writes nothing and answers None. `marks` is the WriteMarks the put moves on; a file
+ * whose write position is not the one the appender holds was written by someone else, and the call
+ * declines. */
+static PyObject *
+appender_put_behind(Appender *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyObject_TypeCheck(args[1], &rs_WriteMarksType)) {
+        PyErr_SetString(PyExc_TypeError, "put_behind(message, marks): marks must be a WriteMarks");
+        return NULL;
+    }
+    store_lock_take(self->lock, -1);
+    PyObject *answer = ((rs_WriteMarks *)args[1])->putting_behind == Py_True ? appender_put_locked(self, args)
+                                                                              : Py_NewRef(Py_None);
+    store_lock_give(self->lock);
     return answer;
 }
 

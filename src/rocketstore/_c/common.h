@@ -298,9 +298,9 @@ PyObject *speedups_put_one(PyObject *module, PyObject *const *args, Py_ssize_t n
  * slot count may be negative), -1 after an error (TypeError for descriptors that are not the header's
  * slots). */
 int rs_header_fields(PyObject *header, PyObject *descriptors, long long fields[INDEX_HEADER_FIELDS]);
-/* appender.c: the plain ASYNC put's record writer, a type of its own (rocketstore.kernels), and the
- * write path's marks it moves on (WritePath's base) */
-extern PyTypeObject rs_AppenderType, rs_WriteMarksType;
+/* appender.c: the plain ASYNC put's record writer, a type of its own (rocketstore.kernels), the
+ * write path's marks it moves on (WritePath's base) and the store lock it takes */
+extern PyTypeObject rs_AppenderType, rs_WriteMarksType, rs_StoreLockType;
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -143,8 +143,9 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    PyTypeObject *types[] = {&rs_MessageBaseType, &rs_AppenderType, &rs_WriteMarksType, &rs_MappedFileStateType,
-                             &rs_FileQueueStateType, &rs_ConsumeQueueStateType, &rs_IndexFileStateType};
+    PyTypeObject *types[] = {&rs_MessageBaseType, &rs_AppenderType, &rs_WriteMarksType, &rs_StoreLockType,
+                             &rs_MappedFileStateType, &rs_FileQueueStateType, &rs_ConsumeQueueStateType,
+                             &rs_IndexFileStateType};
     const size_t type_count = sizeof(types) / sizeof(types[0]);
     for (size_t i = 0; i < type_count; i++) {
         if (PyType_Ready(types[i]) < 0) {

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+from rocketstore import kernels
 from rocketstore._types import Clock
 from rocketstore.config import StoreConfig
 from rocketstore.errors import InvalidArgumentError, StoreReadOnlyError
@@ -85,7 +85,7 @@ class MessageStore:
         """The geometry fields a read-only open took from the files of a store that recorded none (one
         RocketMQ wrote), where they differ from the defaults; empty otherwise."""
         self._flags = RunningFlags(root, read_only=read_only)
-        self._lock = threading.Lock()
+        self._lock = kernels.store_lock()  # the compiled put takes it inside its call
         """The store lock: puts, the dispatch, flushes, retention and topic deletion take it."""
         store_ip, store_port = parse_host(config.store_host)
         self._delay_millis = config.delay_level_millis()

@@ -55,13 +55,15 @@ if TYPE_CHECKING:
 class WriteMarks:
     """The marks a put moves on, the fields the compiled `Appender` writes: the end of the newest record
     written without its dispatch (`behind_to`), the end of what was dispatched (`dispatched_to`) and the
-    store timestamp of the newest record (`last_store_timestamp`). The pure-Python twin of
+    store timestamp of the newest record (`last_store_timestamp`); and whether plain puts may leave their
+    dispatch behind (`putting_behind`: the compiled put writes nothing while it is not). The pure-Python twin of
     rocketstore._speedups.WriteMarks, which has the same slots."""
 
-    __slots__ = ("behind_to", "dispatched_to", "last_store_timestamp")
+    __slots__ = ("behind_to", "dispatched_to", "last_store_timestamp", "putting_behind")
     behind_to: int
     dispatched_to: int
     last_store_timestamp: int
+    putting_behind: bool
 
 
 if TYPE_CHECKING:
@@ -144,16 +146,17 @@ dispatches everything behind it (`WritePath.dispatch_behind`); readers and the q
 
 
 def appender_for(preparer: Preparer, store_ip: bytes, store_port: int, msg_id_prefix: str,
-                 next_offsets: dict[tuple[str, int], int], clock: Clock) -> AppenderType | None:
+                 next_offsets: dict[tuple[str, int], int], clock: Clock, lock: Lock) -> AppenderType | None:
     """The compiled `Appender`: PutResult's slots, the store host, the limits and prepare's arguments,
-    the queues' next offsets (which it advances) and the clock; None with the pure backend or when
-    PutResult's fields changed."""
-    if kernels.Appender is None or _put_result is PutResult:
+    the queues' next offsets (which it advances), the clock and the store lock (which it takes); None
+    with the pure backend, when PutResult's fields changed or when the lock is not the compiled one."""
+    if kernels.Appender is None or _put_result is PutResult or kernels.StoreLock is None \
+            or not isinstance(lock, kernels.StoreLock):
         return None
     descriptors = tuple(getattr(PutResult, f.name) for f in dataclasses.fields(PutResult))
     return kernels.Appender(PutResult, descriptors, PutStatus.PUT_OK, store_ip, store_port, msg_id_prefix,
                             fs.PWRITE_MIN, BLANK_RECORD_SIZE, preparer.plain_arguments, next_offsets,
-                            None if clock is system_clock else clock)
+                            None if clock is system_clock else clock, lock)
 
 
 def _last_indexed_keyless(prepared: list[Prepared]) -> bool | None:
@@ -203,9 +206,10 @@ class WritePath(_WriteMarksBase):
         self.behind_to = 0
         self._listening = False
         self._put_behind: Callable[[Message], PutResult | None] | None = None
+        self.putting_behind = False  # `_put_behind` is not None: what the compiled put reads under its lock
         self._put_one = put_one_for(self._store_ip, self._store_port, msg_id_prefix)
         self._appender = appender_for(preparer, self._store_ip, self._store_port, msg_id_prefix, self._next_offsets,
-                                      clock)
+                                      clock, lock)
         self._appending: MappedFile | None = None  # the commitlog file the appender is attached to
         self._put_behind_compiled = None if self._appender is None else self._put_behind_appended
 
@@ -215,11 +219,11 @@ class WritePath(_WriteMarksBase):
         self.flush_service = flush_service
         self.last_store_timestamp = last_store_timestamp
         self.dispatched_to = self._commitlog.max_offset
-        self._put_behind = self._put_behind_or_none()
+        self._set_put_behind()
 
     def stop(self) -> None:
         """Puts stop leaving their dispatch behind (the store is closing)."""
-        self._put_behind = None
+        self._set_put_behind(off=True)
 
     def forget_behind(self) -> None:
         """What a closed store kept behind its log is the next open's to dispatch."""
@@ -229,16 +233,21 @@ class WritePath(_WriteMarksBase):
         """Someone listens for arrivals (or stopped): puts dispatch at once (or may leave it behind again).
         Called under the store lock."""
         self._listening = listening
-        self._put_behind = self._put_behind_or_none()
+        self._set_put_behind()
 
     def turn_read_only(self, reason: str) -> None:
         """Refuse puts from now on, for `reason`."""
-        self._put_behind = None
+        self._set_put_behind(off=True)
         self._flags.turn_read_only(reason)
 
     def writable_again(self) -> None:
         """The store is writable again (a full disk has room)."""
-        self._put_behind = self._put_behind_or_none()
+        self._set_put_behind()
+
+    def _set_put_behind(self, *, off: bool = False) -> None:
+        """`_put_behind` from the store's state now (None with `off`), and `putting_behind` with it."""
+        self._put_behind = None if off else self._put_behind_or_none()
+        self.putting_behind = self._put_behind is not None
 
     def _put_behind_or_none(self) -> Callable[[Message], PutResult | None] | None:
         """What `put` writes a message with while nothing needs its dispatch at once (the store is
@@ -284,7 +293,7 @@ class WritePath(_WriteMarksBase):
         return self._queues.all()
 
     def _put_behind_appended(self, message: Message) -> PutResult | None:
-        """`_put_behind_py` through the compiled `Appender`, under the store lock: the record of the
+        """`_put_behind_py` through the compiled `Appender`, which takes the store lock: the record of the
         common message at the write position of the file the appender is attached to, which moves that
         file's write position and clock bit, `behind_to` and `last_store_timestamp` on. None (nothing
         written, the decline counted) for what it declines: the caller's put runs the twin, which
@@ -293,13 +302,10 @@ class WritePath(_WriteMarksBase):
         Raises:
             TypeError, AttributeError, OverflowError: not a Message of the usual types (nothing written).
         """
-        with self._lock:
-            if self._put_behind is None:
-                return None
-            try:
-                result: PutResult | None = self._appender.put_behind(message, self)  # type: ignore[union-attr]
-            except ValueError:  # what the twin names (a closed mapping is a decline inside the kernel)
-                result = None
+        try:  # the appender takes the store lock; it writes nothing while `putting_behind` is not True
+            result: PutResult | None = self._appender.put_behind(message, self)  # type: ignore[union-attr]
+        except ValueError:  # what the twin names (a closed mapping is a decline inside the kernel)
+            result = None
         if result is None:
             kernels.declined("put_behind")
         return result
