@@ -43,12 +43,10 @@ class IndexFileState:
     touched: bool
 
 class Appender:
-    """The plain ASYNC put's record writer: it keeps the write position of the commitlog file attached,
-    the end of the newest record and the last store timestamp; the caller holds the store lock."""
+    """The plain ASYNC put's record writer: it keeps the write position of the commitlog file attached
+    and moves the file's and the WriteMarks' fields on; it takes the store lock it was made with."""
 
     position: int
-    end: int
-    last_store_timestamp: int
     written: int
     declined: int
     def __new__(cls, result_cls: type, result_slots: tuple[Any, ...], status: object, store_ip: bytes,

@@ -9,8 +9,8 @@ and bytes (the tests hold each pair equal).
 What crosses the boundary: messages and prepared tuples in, buffers (a commitlog file's mapping),
 integers, the store's own tables (the queue offsets dict, packed index keys) and the slot descriptors of
 the classes a kernel fills in, results, counts and packed bytes out; and the state types. A kernel that
-keeps state keeps it in a type of its own: `Appender` holds the write position, the end of the newest
-record and the last store timestamp of the plain ASYNC put. The state a kernel reads and writes on the
+keeps state keeps it in a type of its own: `Appender` holds the write position of the plain ASYNC put in
+the file it is attached to. The state a kernel reads and writes on the
 store's objects is held by compiled types those objects are (a base class): `MappedFileState`
 (storage.mapped_file), `FileQueueState` (storage.mapped_file_queue), `ConsumeQueueState`
 (log.consume_queue), `IndexFileState` (log.index_file) and `WriteMarks` (store.write_path, the marks a put

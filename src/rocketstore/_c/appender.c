@@ -163,8 +163,9 @@ PyTypeObject rs_StoreLockType = {
 };
 
 /* WriteMarks: the marks of rocketstore.store.write_path.WritePath (its base class) that a put moves on:
- * the end of the newest record written without its dispatch, the end of what was dispatched and the
- * store timestamp of the newest record. Only object pointers follow the head (the state types' rule). */
+ * the end of the newest record written without its dispatch, the end of what was dispatched, the store
+ * timestamp of the newest record, and whether plain puts may leave their dispatch behind (put_behind
+ * writes nothing while not). Only object pointers follow the head (the state types' rule). */
 typedef struct {
     PyObject_HEAD
     PyObject *behind_to;            /* int */
@@ -182,8 +183,8 @@ static PyMemberDef write_marks_members[] = {
 };
 
 STATE_TYPE(rs_WriteMarksType, "rocketstore._speedups.WriteMarks", rs_WriteMarks,
-           "The marks a put moves on (WritePath's base class): behind_to, dispatched_to and "
-           "last_store_timestamp, written by the Appender without attribute lookups.",
+           "The marks a put moves on (WritePath's base class): behind_to, dispatched_to, "
+           "last_store_timestamp and putting_behind, read and written by the Appender without attribute lookups.",
            write_marks_members);
 
 /* Appender: the state of the plain ASYNC put whose dispatch is left behind the log (the record only),
@@ -206,7 +207,7 @@ typedef struct {
     StoreLock *lock;
     struct prepare_call call;
     long long store_port, record_limit, blank_size;
-    long long from, size, pos, end, last_store_timestamp;
+    long long from, size, pos;
     long long written, declined;
 } Appender;
 
@@ -420,8 +421,6 @@ appender_write(Appender *self, PyObject *p, long long store_ts, PyObject *store_
         rs_write_record((unsigned char *)view.buf + self->pos, &r, phy, queue_offset, store_ts, self->store_ip,
                         self->store_port);
         self->pos += r.size;
-        self->end = phy + r.size;
-        self->last_store_timestamp = store_ts;
         self->written++;
         rs_MappedFileState *mf = (rs_MappedFileState *)self->file;
         Py_XSETREF(mf->wrote_position, Py_NewRef(pos_obj));
@@ -495,7 +494,8 @@ appender_put_behind(Appender *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyMethodDef appender_methods[] = {
-    {"attach", (PyCFunction)appender_attach, METH_O, "attach(file): the commitlog file (a mapped MappedFile) to write."},
+    {"attach", (PyCFunction)appender_attach, METH_O,
+     "attach(file): the commitlog file (a mapped MappedFile) to write."},
     {"detach", (PyCFunction)appender_detach, METH_NOARGS, "Let the attached file's mapping go."},
     {"put_behind", (PyCFunction)(void (*)(void))appender_put_behind, METH_FASTCALL,
      "put_behind(message, marks) -> PutResult or None (declined: nothing written)."},
@@ -504,9 +504,6 @@ static PyMethodDef appender_methods[] = {
 
 static PyMemberDef appender_members[] = {
     {"position", T_LONGLONG, offsetof(Appender, pos), READONLY, "The write position in the attached file."},
-    {"end", T_LONGLONG, offsetof(Appender, end), READONLY, "The end offset of the newest record written."},
-    {"last_store_timestamp", T_LONGLONG, offsetof(Appender, last_store_timestamp), READONLY,
-     "The store timestamp of the newest record written."},
     {"written", T_LONGLONG, offsetof(Appender, written), READONLY, "Records written."},
     {"declined", T_LONGLONG, offsetof(Appender, declined), READONLY, "Calls declined."},
     {NULL, 0, 0, 0, NULL},

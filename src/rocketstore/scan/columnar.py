@@ -225,13 +225,9 @@ _ZERO, _ONE, _TWO = (scalar(i, pa.int32()) for i in range(3))
 _NUL = scalar("\x00", pa.string())
 
 
-def _mask(flags: pa.Array) -> np.ndarray:
-    return bools(flags)
-
-
 def _value_of(name: str, names: pa.Array, values: pa.Array, parents: np.ndarray, n: int) -> pa.Array:
     """Per row, the value of property `name` (null when the row has none)."""
-    hit = _mask(pc.equal(names, scalar(name, pa.string())))
+    hit = bools(pc.equal(names, scalar(name, pa.string())))
     index = np.full(n, -1, dtype=np.int64)
     index[parents[hit]] = np.arange(int(hit.sum()))
     taken = from_numpy(index, valid=index >= 0)
@@ -243,7 +239,7 @@ def _split_keys(keys: pa.Array) -> pa.Array:
     tokens = pc.split_pattern(pc.fill_null(keys, _EMPTY), props_codec.KEY_SEPARATOR)
     flat = tokens.flatten()
     parents = numpy_view(pc.list_parent_indices(tokens))
-    keep = _mask(pc.not_equal(flat, _EMPTY))
+    keep = bools(pc.not_equal(flat, _EMPTY))
     counts = np.bincount(parents[keep], minlength=len(keys))
     offsets = np.zeros(len(keys) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
@@ -257,10 +253,10 @@ def _properties(text: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]
     flat = segments.flatten()
     parents = numpy_view(pc.list_parent_indices(segments))
     pairs = pc.split_pattern(flat, props_codec.NAME_VALUE_SEPARATOR, max_splits=1)
-    paired = _mask(pc.equal(pc.list_value_length(pairs), _TWO))  # a segment without U+0001 has no value
+    paired = bools(pc.equal(pc.list_value_length(pairs), _TWO))  # a segment without U+0001 has no value
     pairs, parents = pairs.filter(from_numpy(paired)), parents[paired]
     names, values = pc.list_element(pairs, _ZERO), pc.list_element(pairs, _ONE)
-    kept = _mask(pc.and_(pc.not_equal(names, _EMPTY), pc.not_equal(values, _EMPTY)))
+    kept = bools(pc.and_(pc.not_equal(names, _EMPTY), pc.not_equal(values, _EMPTY)))
     names, values, parents = names.filter(from_numpy(kept)), values.filter(from_numpy(kept)), parents[kept]
     counts = np.bincount(parents, minlength=n)
     # a name given twice in one row moves to its later place: left to the row path
