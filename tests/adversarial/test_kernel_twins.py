@@ -281,6 +281,7 @@ def _twin_tests() -> dict[str, list[Callable[..., Any]]]:
         "dispatch_packed": [su.test_dispatch_packed_twins],
         "dispatch_requests": [su.test_dispatch_requests_twins],
         "fill_slots": [hot.test_put_results_equal_the_dataclass_built_the_usual_way, su.test_put_results_twins],
+        "get_run": [hot.test_a_plain_get_answers_what_the_general_reader_answers_on_damaged_queues],
         "index_damage": [damage.test_generated_damaged_and_whole_files_get_the_same_answer_from_both_twins],
         "index_lookup": [su.test_index_lookup_twins],
         "index_put_keys": [test_index_put_keys_twins_on_any_header,

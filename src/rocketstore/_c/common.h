@@ -269,6 +269,7 @@ int rs_index_fits(Py_ssize_t len, long long slots, const long long header[INDEX_
 int rs_index_put(unsigned char *buf, Py_ssize_t len, long long slots, long long header[INDEX_HEADER_FIELDS], const unsigned char *pairs,
                  Py_ssize_t count, long long ts);
 PyObject *speedups_decode_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_get_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_query_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 /* How many index keys a message of `topic` (a str) has, its UNIQ_KEY (None or a str) and each KEYS

@@ -6,6 +6,7 @@
  *   index_put_keys(...)             rocketstore.log.index_file.IndexFile._put_keys_py
  *   index_damage(buffer, ...)       rocketstore.format.index.index_damage_scan
  *   decode_run(cls, entries, ...)   rocketstore.log.entry_run.decode_run_py
+ *   get_run(cls, cq, ...)           rocketstore.log.entry_run.get_run_py
  *   query_records(...)              rocketstore.store.read_path.ReadPath.query_py
  *   ConsumeQueueState               the hot state of rocketstore.log.consume_queue.ConsumeQueue (its base)
  *   IndexFileState                  the hot state of rocketstore.log.index_file.IndexFile (its base)
@@ -474,7 +475,9 @@ speedups_index_damage(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssi
 /* The arguments of one decode_run call, checked (borrowed references); i and total_bytes move as it runs. */
 struct decode_call {
     PyTypeObject *cls;
-    PyObject *entries, *wanted, *messages, *topic;
+    const unsigned char *units; /* the consume-queue entries: unit_count of UNIT_SIZE bytes */
+    Py_ssize_t unit_count;
+    PyObject *wanted, *messages, *topic;
     long long queue_id, first_offset, log_start, log_size, total_bytes, max_bytes;
     Py_ssize_t i, max_count;
 };
@@ -505,11 +508,13 @@ decode_call_of(PyObject *const *args, Py_ssize_t nargs, struct decode_call *c)
         return -1;
     }
     c->cls = (PyTypeObject *)args[0];
-    c->entries = args[1], c->wanted = args[6], c->messages = args[7];
-    if (!PyBytes_Check(c->entries) || !PyList_Check(c->messages) || (c->wanted != Py_None && !PyAnySet_Check(c->wanted))) {
+    c->wanted = args[6], c->messages = args[7];
+    if (!PyBytes_Check(args[1]) || !PyList_Check(c->messages) || (c->wanted != Py_None && !PyAnySet_Check(c->wanted))) {
         PyErr_SetString(PyExc_TypeError, "decode_run: entries must be bytes, wanted a set or None, messages a list");
         return -1;
     }
+    c->units = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    c->unit_count = PyBytes_GET_SIZE(args[1]) / UNIT_SIZE;
     c->i = PyLong_AsSsize_t(args[2]);
     c->log_start = PyLong_AsLongLong(args[4]);
     c->log_size = PyLong_AsLongLong(args[5]);
@@ -580,8 +585,8 @@ entry_record(const struct decode_call *c, const unsigned char *at, long long siz
 static int
 decode_entries(struct decode_call *c, const unsigned char *log)
 {
-    const unsigned char *units = (const unsigned char *)PyBytes_AS_STRING(c->entries);
-    Py_ssize_t end = PyBytes_GET_SIZE(c->entries) / UNIT_SIZE;
+    const unsigned char *units = c->units;
+    Py_ssize_t end = c->unit_count;
     struct topic_cache cache = {.len = -1, .text = NULL};
     PyObject *matched = NULL; /* the last decoded topic found equal to `topic` (records of a run repeat it) */
     int state = RUN_END;
@@ -742,6 +747,167 @@ log_file_from(PyObject *file, long long *from)
            && rs_state_int(((rs_MappedFileState *)file)->file_from_offset, from);
 }
 
+/* The file of `files` (a list of MappedFile, consecutive, of `file_size` bytes each from the first's start)
+ * that holds offset `at`, borrowed, with its start and its written bytes; *file NULL when none holds it.
+ * 1, or 0 when a file is not a MappedFile with plain fields (the caller declines). */
+static int
+file_holding(PyObject *files, long long file_size, long long at, rs_MappedFileState **file, long long *from,
+             long long *wrote)
+{
+    *file = NULL;
+    Py_ssize_t count = PyList_GET_SIZE(files);
+    long long first = 0;
+    if (count == 0 || file_size <= 0) {
+        return 1;
+    }
+    if (!log_file_from(PyList_GET_ITEM(files, 0), &first)) {
+        return 0;
+    }
+    if (at < first || (at - first) / file_size >= count) {
+        return 1;
+    }
+    PyObject *found = PyList_GET_ITEM(files, (at - first) / file_size);
+    if (!log_file_from(found, from) || !rs_state_int(((rs_MappedFileState *)found)->wrote_position, wrote)) {
+        return 0;
+    }
+    *file = (rs_MappedFileState *)found;
+    return 1;
+}
+
+/* A view of the mapping of `file` when it is mapped now (its clock bit set): 1, 0 when it is not mapped
+ * or its mapping is shorter than its `wrote` bytes, -1 after an error. */
+static int
+mapped_view(rs_MappedFileState *file, long long wrote, Py_buffer *view)
+{
+    PyObject *mm = file->mapping;
+    if (mm == NULL || mm == Py_None) {
+        return 0;
+    }
+    if (PyObject_GetBuffer(mm, view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    if (wrote > view->len) {
+        PyBuffer_Release(view);
+        return 0;
+    }
+    rs_state_touch(&file->touched);
+    return 1;
+}
+
+/* The arguments of get_run that are integers, in its order (after cls, cq, and before log_queue). */
+struct get_call {
+    long long min_logic, queue_id, offset, max_count, max_bytes;
+};
+
+/* The window of a plain get in the consume queue `cq`: *lo and *hi its bounds (queue offsets), *want the
+ * entries from g->offset it reads; 1, or 0 when the get is not the plain case (the caller declines). */
+static int
+get_window(PyObject *cq_files, const struct get_call *g, long long *lo, long long *hi, long long *want)
+{
+    Py_ssize_t count = PyList_GET_SIZE(cq_files);
+    long long first_from = 0, last_from = 0, last_wrote = 0;
+    if (count == 0 || !log_file_from(PyList_GET_ITEM(cq_files, 0), &first_from)
+        || !log_file_from(PyList_GET_ITEM(cq_files, count - 1), &last_from)
+        || !rs_state_int(((rs_MappedFileState *)PyList_GET_ITEM(cq_files, count - 1))->wrote_position, &last_wrote)
+        || last_from > LLONG_MAX - last_wrote) {
+        return 0;
+    }
+    *hi = (last_from + last_wrote) / UNIT_SIZE;
+    *lo = (g->min_logic > first_from ? g->min_logic : first_from) / UNIT_SIZE;
+    if (g->offset < *lo || g->offset >= *hi) {
+        return 0;
+    }
+    *want = *hi - g->offset < g->max_count ? *hi - g->offset : g->max_count;
+    return 1;
+}
+
+/* The messages of the plain get `g` (entries `units`, `want` of them) from the commitlog files `log_files`:
+ * a new list of `want` messages, Py_None (a new reference) when an entry does not give its message there,
+ * NULL after an error. */
+static PyObject *
+get_messages(PyTypeObject *cls, const unsigned char *units, long long want, PyObject *log_files, PyObject *topic,
+             const struct get_call *g)
+{
+    long long phy = read_be(units + CQ_COMMITLOG_PHYSICAL_OFFSET_POS, CQ_COMMITLOG_PHYSICAL_OFFSET_WIDTH);
+    long long log_from = 0, log_wrote = 0, log_file_size = 0;
+    rs_MappedFileState *log_file = NULL;
+    Py_buffer log;
+    PyObject *first = PyList_GET_SIZE(log_files) > 0 ? PyList_GET_ITEM(log_files, 0) : NULL;
+    int ok = first != NULL && PyObject_TypeCheck(first, &rs_MappedFileStateType)
+             && rs_state_int(((rs_MappedFileState *)first)->file_size, &log_file_size)
+             && file_holding(log_files, log_file_size, phy, &log_file, &log_from, &log_wrote) && log_file != NULL;
+    ok = ok ? mapped_view(log_file, log_wrote, &log) : 0;
+    if (ok <= 0) {
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    struct decode_call c = {.cls = cls, .units = units, .unit_count = (Py_ssize_t)want, .wanted = Py_None,
+                            .messages = PyList_New(0), .topic = topic, .queue_id = g->queue_id,
+                            .first_offset = g->offset, .log_start = log_from, .log_size = log_wrote,
+                            .total_bytes = 0, .max_bytes = g->max_bytes, .i = 0, .max_count = (Py_ssize_t)want};
+    int state = c.messages == NULL ? -1 : decode_entries(&c, (const unsigned char *)log.buf);
+    PyBuffer_Release(&log);
+    if (state < 0) {
+        Py_XDECREF(c.messages);
+        return NULL;
+    }
+    if (PyList_GET_SIZE(c.messages) != want) {
+        Py_DECREF(c.messages);
+        return Py_NewRef(Py_None);
+    }
+    return c.messages;
+}
+
+/* get_run(cls, cq, min_logic, queue_id, offset, max_count, max_bytes, log_queue, topic)
+ * -> (messages, min_offset, max_offset) or None: ReadPath.get's plain case, rocketstore.log.entry_run.get_run_py
+ * its twin, which documents the rules. */
+PyObject *
+speedups_get_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "get_run takes nine arguments");
+        return NULL;
+    }
+    if (rs_check_message_class(args[0]) < 0) {
+        return NULL;
+    }
+    struct get_call g;
+    PyObject *cq = args[1], *log_queue = args[7], *topic = args[8];
+    if (!PyObject_TypeCheck(cq, &rs_ConsumeQueueStateType) || !PyObject_TypeCheck(log_queue, &rs_FileQueueStateType)
+        || !PyUnicode_Check(topic) || !rs_state_int(args[2], &g.min_logic) || !rs_state_int(args[3], &g.queue_id)
+        || !rs_state_int(args[4], &g.offset) || !rs_state_int(args[5], &g.max_count)
+        || !rs_state_int(args[6], &g.max_bytes)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *cq_queue = ((rs_ConsumeQueueState *)cq)->queue;
+    if (cq_queue == NULL || !PyObject_TypeCheck(cq_queue, &rs_FileQueueStateType)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *cq_files = ((rs_FileQueueState *)cq_queue)->files, *log_files = ((rs_FileQueueState *)log_queue)->files;
+    long long lo = 0, hi = 0, want = 0, cq_file_size = 0, from = 0, wrote = 0;
+    if (cq_files == NULL || log_files == NULL || !PyList_Check(cq_files) || !PyList_Check(log_files)
+        || g.max_count < 1 || g.max_count > INT32_MAX || g.max_bytes < 0 || g.min_logic < 0 || g.offset < 0
+        || g.offset > LLONG_MAX / UNIT_SIZE || !get_window(cq_files, &g, &lo, &hi, &want)
+        || !rs_state_int(((rs_MappedFileState *)PyList_GET_ITEM(cq_files, 0))->file_size, &cq_file_size)) {
+        Py_RETURN_NONE;
+    }
+    rs_MappedFileState *cq_file = NULL;
+    Py_buffer entries;
+    long long at = g.offset * UNIT_SIZE;
+    int ok = file_holding(cq_files, cq_file_size, at, &cq_file, &from, &wrote) && cq_file != NULL
+             && at - from + want * UNIT_SIZE <= wrote;
+    ok = ok ? mapped_view(cq_file, wrote, &entries) : 0;
+    if (ok <= 0) {
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *messages = get_messages((PyTypeObject *)args[0], (const unsigned char *)entries.buf + (at - from), want,
+                                      log_files, topic, &g);
+    PyBuffer_Release(&entries);
+    if (messages == NULL || messages == Py_None) {
+        return messages;
+    }
+    return Py_BuildValue("(NLL)", messages, lo, hi);
+}
+
 /* The record at `phy` of the commitlog files q->log_files (a list of MappedFile of q->file_size bytes),
  * as a q->cls in *message (a new reference, NULL when no whole record starts there): 1, 0 when a file
  * is not a MappedFile with plain fields (query_records declines), -1 after an error. A file not mapped
@@ -749,35 +915,21 @@ log_file_from(PyObject *file, long long *from)
 static int
 log_record(const struct query_call *q, long long phy, PyObject **message)
 {
-    PyObject *log_files = q->log_files;
-    long long file_size = q->file_size;
     *message = NULL;
-    Py_ssize_t count = PyList_GET_SIZE(log_files);
-    long long first = 0;
-    if (count == 0) {
-        return 1;
-    }
-    if (!log_file_from(PyList_GET_ITEM(log_files, 0), &first)) {
+    rs_MappedFileState *file = NULL;
+    long long from = 0, wrote = 0;
+    if (!file_holding(q->log_files, q->file_size, phy, &file, &from, &wrote)) {
         return 0;
     }
-    if (phy < first || (phy - first) / file_size >= count) {
+    if (file == NULL || phy - from < 0 || phy - from > wrote - 8) {
         return 1; /* out of the log */
     }
-    PyObject *file = PyList_GET_ITEM(log_files, (phy - first) / file_size);
-    long long from = 0, wrote = 0;
-    if (!log_file_from(file, &from) || !rs_state_int(((rs_MappedFileState *)file)->wrote_position, &wrote)) {
-        return 0;
-    }
-    if (phy - from < 0 || phy - from > wrote - 8) {
-        return 1;
-    }
-    rs_MappedFileState *state = (rs_MappedFileState *)file;
-    PyObject *mm = state->mapping;
+    PyObject *mm = file->mapping;
     if (mm == NULL || mm == Py_None) {
-        mm = PyObject_CallOneArg(q->map_file, file);
+        mm = PyObject_CallOneArg(q->map_file, (PyObject *)file);
     } else {
         Py_INCREF(mm);
-        rs_state_touch(&state->touched);
+        rs_state_touch(&file->touched);
     }
     Py_buffer view;
     int held = mm == NULL ? -1 : PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE);

@@ -104,6 +104,8 @@ static PyMethodDef methods[] = {
      "madvise(MADV_POPULATE_WRITE) of a range of a shared mapping, letting other threads run meanwhile."},
     {"decode_run", (PyCFunction)(void (*)(void))speedups_decode_run, METH_FASTCALL,
      "The read loop of a get over consume-queue entries, decoding records of one commitlog file in place."},
+    {"get_run", (PyCFunction)(void (*)(void))speedups_get_run, METH_FASTCALL,
+     "A plain get (no tags) of a consume queue whose window's entries all give their messages; None for any other."},
     {"walk_records", (PyCFunction)(void (*)(void))speedups_walk_records, METH_FASTCALL,
      "The recovery walk over one commitlog file from a position: (stop position, records passed, why)."},
     {"pack_requests", (PyCFunction)(void (*)(void))speedups_pack_requests, METH_FASTCALL,

@@ -44,10 +44,13 @@ from rocketstore.format.message import (
     build_message_py,
 )
 from rocketstore.log.commitlog import CommitLog
-from rocketstore.log.consume_queue import ConsumeQueue
+from rocketstore.log.consume_queue import ConsumeQueue, ConsumeQueueState
 from rocketstore.native import speedups
+from rocketstore.storage.mapped_file import MappedFile
+from rocketstore.storage.mapped_file_queue import FileQueueState
 
-__all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py", "queue_messages", "queue_runs"]
+__all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py", "get_run", "get_run_py", "queue_messages",
+           "queue_runs"]
 
 _QUEUE_FIELDS = struct.Struct(">iiq")  # QUEUEID, FLAG, QUEUEOFFSET: a record's bytes from QUEUE_ID_POS
 assert QUEUE_OFFSET_POS == QUEUE_ID_POS + 8
@@ -103,6 +106,60 @@ def decode_run_py(cls: type[StoredMessage], entries: bytes, i: int, log: Buffer,
 
 
 decode_run: Callable[..., tuple[int, int, int]] = decode_run_py if speedups is None else speedups.decode_run
+
+_INT32_MAX = 0x7FFFFFFF
+
+
+def _holding(files: list[MappedFile], file_size: int, at: int) -> MappedFile | None:
+    """The file of `files` (consecutive, of `file_size` bytes from the first's start) holding offset `at`."""
+    if not files or file_size <= 0 or at < files[0].file_from_offset:
+        return None
+    index = (at - files[0].file_from_offset) // file_size
+    return files[index] if index < len(files) else None
+
+
+def get_run_py(cls: type[StoredMessage], cq: ConsumeQueueState, min_logic: int, queue_id: int, offset: int,
+               max_count: int, max_bytes: int, log_queue: FileQueueState,
+               topic: str) -> tuple[list[StoredMessage], int, int] | None:
+    """`MessageStore.get`'s plain case (no tags) in one call: `(messages, min_offset, max_offset)` when
+    `offset` lies in the queue (`min_logic` its first valid byte offset) and each of the
+    `min(max_offset - offset, max_count)` entries from it gives its message (`decode_run` with `topic`:
+    a record of that topic, queue id and queue offset) from the one commitlog file holding the first
+    entry's record, within `max_bytes`. None (declined) for anything else: an offset out of the queue, a
+    window that crosses a consume-queue file, a file not mapped now, an entry passed over, a record in
+    another file. The general reader answers those. The compiled `rocketstore._speedups.get_run` is its
+    twin; neither maps a file (no Python code runs inside the compiled one)."""
+    files = cq.queue.files
+    if not files or max_count < 1 or max_count > _INT32_MAX or max_bytes < 0 or min_logic < 0 or offset < 0:
+        return None
+    last = files[-1]
+    hi = (last.file_from_offset + last.wrote_position) // UNIT_SIZE
+    lo = max(min_logic, files[0].file_from_offset) // UNIT_SIZE
+    if not lo <= offset < hi:
+        return None
+    want = min(hi - offset, max_count)
+    at = offset * UNIT_SIZE
+    mf = _holding(files, files[0].file_size, at)
+    if mf is None or at - mf.file_from_offset + want * UNIT_SIZE > mf.wrote_position:
+        return None
+    entries_map = mf.mapped_now()
+    if entries_map is None or mf.wrote_position > len(entries_map):
+        return None
+    pos = at - mf.file_from_offset
+    entries = bytes(entries_map[pos:pos + want * UNIT_SIZE])
+    log_files = log_queue.files
+    log = _holding(log_files, log_files[0].file_size if log_files else 0, UNIT.unpack_from(entries)[0])
+    log_map = None if log is None else log.mapped_now()
+    if log is None or log_map is None or log.wrote_position > len(log_map):
+        return None
+    messages: list[StoredMessage] = []
+    decode_run_py(cls, entries, 0, log_map, log.file_from_offset, log.wrote_position, None, messages, want, 0,
+                  max_bytes, topic, queue_id, offset)
+    return (messages, lo, hi) if len(messages) == want else None
+
+
+get_run: Callable[..., tuple[list[StoredMessage], int, int] | None] = (
+    get_run_py if speedups is None else speedups.get_run)
 
 
 class EntryReader:

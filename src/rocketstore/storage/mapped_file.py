@@ -91,6 +91,14 @@ class MappedFile(_MappedFileBase):
         self.touched = True
         return mm
 
+    def mapped_now(self) -> mmap.mmap | None:
+        """The file's mapping when it is mapped now (its clock bit set), None when it is not: for a reader
+        that declines rather than map a file (`log.entry_run.get_run_py`)."""
+        mm = self._mm
+        if mm is not None:
+            self.touched = True
+        return mm
+
     def _map(self) -> mmap.mmap:
         if self._closed:
             raise StoreClosedError(f"{self.path} is closed")

@@ -16,7 +16,7 @@ from rocketstore.errors import (
     InvalidArgumentError,
     MessageNotFoundError,
 )
-from rocketstore.format.consume_queue import UNIT, UNIT_SIZE, CqUnit
+from rocketstore.format.consume_queue import UNIT_SIZE, CqUnit
 from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import (
     STORE_TIMESTAMP_HEAD,
@@ -26,7 +26,7 @@ from rocketstore.format.message import (
 from rocketstore.format.msgid import decode_msg_id
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue
-from rocketstore.log.entry_run import EntryReader, decode_run, queue_messages
+from rocketstore.log.entry_run import EntryReader, get_run, queue_messages
 from rocketstore.log.index_file import HEADER_SLOTS
 from rocketstore.log.index_service import IndexService
 from rocketstore.native import speedups
@@ -300,6 +300,14 @@ class ReadPath:
         if type(topic) is not str or type(queue_id) is not int or type(offset) is not int:
             _check_get(topic, queue_id, offset)
         cq = self._queues.get((topic, queue_id))
+        if max_count > self._max_get_count:
+            max_count = self._max_get_count
+        if tags is None and cq is not None:  # the usual get: one kernel call, when every entry gives its message
+            answer = get_run(StoredMessage, cq, cq.min_logic_offset, queue_id, offset, max_count, MAX_TRANSFER_BYTES,
+                             self.commitlog.queue, topic)
+            if answer is not None:
+                run, lo, hi = answer
+                return _get_result(GetStatus.FOUND, offset + len(run), lo, hi, run)
         if cq is None or (hi := cq.max_offset) == 0:
             return _get_result(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0, [])
         lo = cq.min_offset
@@ -309,24 +317,12 @@ class ReadPath:
             return _get_result(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi, [])
         if offset > hi:
             return _get_result(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi, [])
-        if max_count > self._max_get_count:
-            max_count = self._max_get_count
         scan_end = offset + (CQ_SCAN_ENTRIES if CQ_SCAN_ENTRIES > max_count else max_count)
         if scan_end > hi:
             scan_end = hi
         if stop_at_file_end:
             per_file = self.config.consume_queue_file_entries
             scan_end = min(scan_end, offset - offset % per_file + per_file)
-        if tags is None:  # the usual get: one run of the kernel over the first window, when it takes them all
-            want = (scan_end if scan_end < offset + max_count else offset + max_count) - offset
-            entries = cq.entry_bytes_within(offset, offset + want)
-            if len(entries) == want * UNIT_SIZE:
-                log_start, log_size, log = self.commitlog.readable_file(UNIT.unpack_from(entries)[0])
-                run: list[StoredMessage] = []
-                decode_run(StoredMessage, entries, 0, log, log_start, log_size, None, run, max_count, 0,
-                           MAX_TRANSFER_BYTES, topic, queue_id, offset)
-                if len(run) == want:  # else (an entry passed over, a record elsewhere): the general steps
-                    return _get_result(GetStatus.FOUND, offset + want, lo, hi, run)
         reader = EntryReader(self.commitlog, None if tags is None else _subscription_codes(tags), max_count,
                              MAX_TRANSFER_BYTES, topic, queue_id)
         messages = reader.messages

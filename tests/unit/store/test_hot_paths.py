@@ -8,9 +8,12 @@ Gets and queries: the same answer as a straightforward walk over the consume que
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,6 +27,9 @@ from rocketstore.format.javahash import java_hash
 from rocketstore.format.message import encode_message
 from rocketstore.format.msgid import encode_msg_id
 from rocketstore.format.properties import encode_properties, split_keys
+from rocketstore.log.entry_run import get_run_py
+from rocketstore.results import GetResult
+from rocketstore.store import read_path
 from rocketstore.store.write_path import _put_result
 
 CONFIG = StoreConfig(commitlog_file_size=4096, consume_queue_file_entries=8, index_hash_slots=11,
@@ -165,11 +171,59 @@ def test_a_plain_get_answers_what_the_general_reader_answers_on_damaged_queues(t
         for queue_id in range(3):
             for offset in range(store.max_offset("TopicA", queue_id) + 1):
                 for max_count in (1, 3, 32):
-                    plain = store.get("TopicA", queue_id, offset, max_count)
-                    general = store.get("TopicA", queue_id, offset, max_count, tags="*")
-                    assert (plain.status, plain.next_offset, plain.min_offset, plain.max_offset) == \
-                        (general.status, general.next_offset, general.min_offset, general.max_offset)
-                    assert [m.raw for m in plain.messages] == [m.raw for m in general.messages]
+                    general = _answer(store.get("TopicA", queue_id, offset, max_count, tags="*"))
+                    assert _answer(store.get("TopicA", queue_id, offset, max_count)) == general
+                    with _get_run(get_run_py):  # the twin of the compiled get_run, where it is built
+                        assert _answer(store.get("TopicA", queue_id, offset, max_count)) == general
+
+
+def _answer(result: GetResult) -> tuple[object, ...]:
+    return (result.status, result.next_offset, result.min_offset, result.max_offset,
+            [m.raw for m in result.messages])
+
+
+@contextlib.contextmanager
+def _get_run(kernel: Callable[..., Any]) -> Iterator[None]:
+    """The plain get's kernel replaced by `kernel` inside the block."""
+    saved = read_path.get_run
+    read_path.get_run = kernel
+    try:
+        yield
+    finally:
+        read_path.get_run = saved
+
+
+@pytest.mark.parametrize("twin", [False, True], ids=["kernel", "twin"])
+def test_a_plain_get_of_whole_entries_is_answered_by_one_get_run(tmp_path, twin):
+    """Every plain get whose window lies in one consume-queue file of whole entries is answered by the
+    kernel (compiled where built, and its twin), with what the general reader answers; a window that
+    crosses a file, an offset out of the queue and a subscription are declined or not asked."""
+    kernel = get_run_py if twin else read_path.get_run
+    answered: list[bool] = []
+
+    def counting(*args: Any) -> Any:
+        answer = kernel(*args)
+        answered.append(answer is not None)
+        return answer
+
+    per_file, log_file = CONFIG.consume_queue_file_entries, CONFIG.commitlog_file_size
+    with _open(tmp_path) as store, _get_run(counting):
+        store.put_batch([Message("TopicA", b"m%d" % i, queue_id=i % 2, keys=(f"k{i}",)) for i in range(60)])
+        phys = [e.phy_offset for e in store.queue_entries("TopicA", 0, 0, 30)]
+        kernel_answers = 0
+        for offset in range(31):
+            for max_count in (1, 3, 32):
+                answered.clear()
+                got = _answer(store.get("TopicA", 0, offset, max_count))
+                last = offset + min(30 - offset, max_count) - 1
+                one_file = offset // per_file == last // per_file  # of the queue, and of the log:
+                assert answered == [offset < 30 and one_file and phys[offset] // log_file == phys[last] // log_file]
+                kernel_answers += answered[0]
+                assert got == _answer(store.get("TopicA", 0, offset, max_count, tags="*"))
+        assert kernel_answers > 40  # of the 90 gets
+        answered.clear()
+        store.get("TopicA", 0, 0, 3, tags="TagA")
+        assert answered == []
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=HEALTH)
