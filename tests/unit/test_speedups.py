@@ -139,12 +139,16 @@ def test_build_message_twins_on_records_and_damaged_records(raw, flips, cut):
 
 @settings(deadline=None, max_examples=300)
 @given(st.one_of(st.sampled_from([b"", b"KEYS\x01k1 k2\x02TAGS\x01A", b"TAGS\x01\x02KEYS\x01 a  b ",
-                                  b"KEYS\x01\xff\xfe", b"KEYS\x01\x02TAGS\x01\x01"]),
-                 st.binary(max_size=40)),
+                                  b"KEYS\x01\xff\xfe", b"KEYS\x01\x02TAGS\x01\x01", b"KEYS\x01key-1",
+                                  b"KEYS\x01k1\x02KEYS\x01k2", b"KEYS\x01k\x01\x7f", b"KEYS\x01\xc3\xa9"]),
+                 st.binary(max_size=40),
+                 st.lists(st.sampled_from([b"KEYS\x01", b"TAGS\x01", b"\x01", b"\x02", b" ", b"k1", b"\x7f",
+                                           b"\xff", b"\xc3\xa9"]), max_size=10).map(b"".join)),
        st.binary(max_size=30), st.sampled_from([1, 2]))
 def test_message_getters_twins(properties, body, version):
     """body, tags and keys of MessageBase's getters against the pure-Python properties of _MessageFields,
-    on any properties (not UTF-8, empty KEYS, KEYS of spaces), read in either order."""
+    on any properties (not UTF-8, empty KEYS, KEYS of spaces, one ASCII key, repeated KEYS), read in
+    either order."""
     raw = _record(b"T", body, properties, 0, version)
     magic = struct.unpack_from(">I", raw, 4)[0]
     for order in (("body", "tags", "keys"), ("keys", "tags", "body")):

@@ -386,10 +386,50 @@ message_keys_value(MessageBase *self)
     return Py_NewRef(Py_None);
 }
 
+/* The KEYS value's bytes [*value, *value_end) on the stored bytes: 1 when they are one ASCII token (no space,
+ * not empty), whose str is the only key (the usual message: one key), 0 for anything else (no KEYS, several
+ * tokens, other text, parsed properties: message_keys_value reads those). */
+static int
+single_ascii_key(MessageBase *self, const char **value, const char **value_end)
+{
+    PyObject *raw = self->fields[F_RAW], *start_obj = self->fields[F_PROPERTIES_START];
+    if ((self->fields[F_PROPERTIES] != NULL && self->fields[F_PROPERTIES] != Py_None) || raw == NULL
+        || !PyBytes_CheckExact(raw) || start_obj == NULL || !PyLong_CheckExact(start_obj)) {
+        return 0;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(start_obj), size = PyBytes_GET_SIZE(raw);
+    if (start < 0 || start >= size) {
+        PyErr_Clear();
+        return 0;
+    }
+    const char *text = PyBytes_AS_STRING(raw);
+    if (!rs_last_property(text + start, text + size, "KEYS", 4, value, value_end) || *value_end <= *value) {
+        return 0;
+    }
+    for (const char *p = *value; p < *value_end; p++) {
+        if (*p == ' ' || (unsigned char)*p >= 0x80) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* keys: the non-empty space-separated tokens of the KEYS property (props_codec.split_keys). */
 static PyObject *
 message_keys(MessageBase *self, void *Py_UNUSED(closure))
 {
+    const char *one_start = NULL, *one_end = NULL;
+    if (single_ascii_key(self, &one_start, &one_end)) {
+        PyObject *key = PyUnicode_New(one_end - one_start, 127);
+        PyObject *one = key == NULL ? NULL : PyList_New(1);
+        if (one == NULL) {
+            Py_XDECREF(key);
+            return NULL;
+        }
+        memcpy(PyUnicode_DATA(key), one_start, (size_t)(one_end - one_start));
+        PyList_SET_ITEM(one, 0, key);
+        return one;
+    }
     PyObject *value = message_keys_value(self);
     if (value == NULL) {
         return NULL;
