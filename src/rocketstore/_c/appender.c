@@ -206,6 +206,7 @@ typedef struct {
     PyObject *result_slots, *status, *store_ip, *prefix, *prepare, *queue_table, *clock, *file, *mapping;
     StoreLock *lock;
     struct prepare_call call;
+    struct shape_memo memo; /* prepare's last shape and queue keys, kept over the calls (under the lock) */
     long long store_port, record_limit, blank_size;
     long long from, size, pos;
     long long written, declined;
@@ -223,6 +224,13 @@ appender_traverse(Appender *self, visitproc visit, void *arg)
     Py_VISIT(self->file);
     Py_VISIT(self->mapping);
     Py_VISIT(self->lock);
+    Py_VISIT(self->memo.sys_flag);
+    Py_VISIT(self->memo.tags);
+    Py_VISIT(self->memo.born_ip);
+    Py_VISIT(self->memo.shape);
+    for (int i = 0; i < QUEUE_KEY_MEMO; i++) {
+        Py_VISIT(self->memo.queue_keys[i]);
+    }
     return 0;
 }
 
@@ -240,6 +248,7 @@ appender_clear(Appender *self)
     Py_CLEAR(self->file);
     Py_CLEAR(self->mapping);
     Py_CLEAR(self->lock);
+    rs_shape_memo_clear(&self->memo);
     return 0;
 }
 
@@ -297,6 +306,7 @@ appender_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->clock = Py_NewRef(clock);
     self->lock = (StoreLock *)Py_NewRef(lock);
     self->call = call;
+    self->memo.share_queue_keys = 1; /* its puts share their queue keys, as prepare_many's messages do */
     self->store_port = store_port;
     self->record_limit = record_limit;
     self->blank_size = blank_size;
@@ -446,9 +456,7 @@ appender_put_locked(Appender *self, PyObject *const *args)
         || position != self->pos) {
         return appender_declined(self);
     }
-    struct shape_memo memo = {0};
-    PyObject *p = rs_prepare_one(args[0], &self->call, &memo);
-    rs_shape_memo_clear(&memo);
+    PyObject *p = rs_prepare_one(args[0], &self->call, &self->memo);
     if (p == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
             return NULL;
