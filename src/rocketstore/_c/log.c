@@ -885,7 +885,7 @@ speedups_get_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t 
     PyObject *cq_files = ((rs_FileQueueState *)cq_queue)->files, *log_files = ((rs_FileQueueState *)log_queue)->files;
     long long lo = 0, hi = 0, want = 0, cq_file_size = 0, from = 0, wrote = 0;
     if (cq_files == NULL || log_files == NULL || !PyList_Check(cq_files) || !PyList_Check(log_files)
-        || g.max_count < 1 || g.max_count > INT32_MAX || g.max_bytes < 0 || g.min_logic < 0 || g.offset < 0
+        || g.max_count < 1 || g.max_count > JAVA_INT_MAX || g.max_bytes < 0 || g.min_logic < 0 || g.offset < 0
         || g.offset > LLONG_MAX / UNIT_SIZE || !get_window(cq_files, &g, &lo, &hi, &want)
         || !rs_state_int(((rs_MappedFileState *)PyList_GET_ITEM(cq_files, 0))->file_size, &cq_file_size)) {
         Py_RETURN_NONE;

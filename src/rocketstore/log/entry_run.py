@@ -31,7 +31,7 @@ from collections.abc import Callable, Collection, Iterator
 from rocketstore._types import Buffer
 from rocketstore.errors import MessageNotFoundError
 from rocketstore.format.consume_queue import FILLER_SIZE, UNIT, UNIT_SIZE
-from rocketstore.format.layout import JAVA_LONG_MAX
+from rocketstore.format.layout import JAVA_INT_MAX, JAVA_LONG_MAX
 from rocketstore.format.message import (
     MAGIC_V1,
     MAGIC_V2,
@@ -107,9 +107,6 @@ def decode_run_py(cls: type[StoredMessage], entries: bytes, i: int, log: Buffer,
 
 decode_run: Callable[..., tuple[int, int, int]] = decode_run_py if speedups is None else speedups.decode_run
 
-_INT32_MAX = 0x7FFFFFFF
-
-
 def _holding(files: list[MappedFile], file_size: int, at: int) -> MappedFile | None:
     """The file of `files` (consecutive, of `file_size` bytes from the first's start) holding offset `at`."""
     if not files or file_size <= 0 or at < files[0].file_from_offset:
@@ -130,7 +127,7 @@ def get_run_py(cls: type[StoredMessage], cq: ConsumeQueueState, min_logic: int, 
     another file. The general reader answers those. The compiled `rocketstore._speedups.get_run` is its
     twin; neither maps a file (no Python code runs inside the compiled one)."""
     files = cq.queue.files
-    if not files or max_count < 1 or max_count > _INT32_MAX or max_bytes < 0 or min_logic < 0 or offset < 0:
+    if not files or max_count < 1 or max_count > JAVA_INT_MAX or max_bytes < 0 or min_logic < 0 or offset < 0:
         return None
     last = files[-1]
     hi = (last.file_from_offset + last.wrote_position) // UNIT_SIZE
