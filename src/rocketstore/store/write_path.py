@@ -206,12 +206,14 @@ class WritePath(_WriteMarksBase):
         self.behind_to = 0
         self._listening = False
         self._put_behind: Callable[[Message], PutResult | None] | None = None
+        """`_put_behind_py` while plain puts leave their dispatch behind, else None."""
         self.putting_behind = False  # `_put_behind` is not None: what the compiled put reads under its lock
         self._put_one = put_one_for(self._store_ip, self._store_port, msg_id_prefix)
         self._appender = appender_for(preparer, self._store_ip, self._store_port, msg_id_prefix, self._next_offsets,
                                       clock, lock)
+        self._behind_appender: AppenderType | None = None
+        """The compiled appender while plain puts leave their dispatch behind (`put` calls it first), else None."""
         self._appending: MappedFile | None = None  # the commitlog file the appender is attached to
-        self._put_behind_compiled = None if self._appender is None else self._put_behind_appended
 
     def start(self, flush_service: CommitLogFlushService | GroupCommitService, *, last_store_timestamp: int) -> None:
         """Start writing after the open's recovery: everything in the log is dispatched, `flush_service`
@@ -245,18 +247,18 @@ class WritePath(_WriteMarksBase):
         self._set_put_behind()
 
     def _set_put_behind(self, *, off: bool = False) -> None:
-        """`_put_behind` from the store's state now (None with `off`), and `putting_behind` with it."""
-        self._put_behind = None if off else self._put_behind_or_none()
-        self.putting_behind = self._put_behind is not None
+        """Whether plain puts leave their dispatch behind, from the store's state now (not with `off`):
+        `_put_behind`, `_behind_appender` and `putting_behind` with it."""
+        behind = not off and self._may_put_behind()
+        self._put_behind = self._put_behind_py if behind else None
+        self._behind_appender = self._appender if behind else None
+        self.putting_behind = behind
 
-    def _put_behind_or_none(self) -> Callable[[Message], PutResult | None] | None:
-        """What `put` writes a message with while nothing needs its dispatch at once (the store is
-        writable, ASYNC, and nobody listens for arrivals): the compiled `put_behind`, or its twin without
-        the compiled module; else None."""
-        if (self._flags.closed or self._flags.read_only_reason is not None or self._listening
-                or not isinstance(self.flush_service, CommitLogFlushService)):
-            return None
-        return self._put_behind_compiled or self._put_behind_py
+    def _may_put_behind(self) -> bool:
+        """Nothing needs a put's dispatch at once: the store is writable, ASYNC, and nobody listens for
+        arrivals."""
+        return not (self._flags.closed or self._flags.read_only_reason is not None or self._listening
+                    or not isinstance(self.flush_service, CommitLogFlushService))
 
     def dispatch_behind(self) -> None:
         """Dispatch the records puts left behind, before anything reads the queues or the index.
@@ -291,24 +293,6 @@ class WritePath(_WriteMarksBase):
         """Every consume queue, after the catch-up (the store lock held: the queue flush's view)."""
         self.dispatch_behind_locked()
         return self._queues.all()
-
-    def _put_behind_appended(self, message: Message) -> PutResult | None:
-        """`_put_behind_py` through the compiled `Appender`, which takes the store lock: the record of the
-        common message at the write position of the file the appender is attached to, which moves that
-        file's write position and clock bit, `behind_to` and `last_store_timestamp` on. None (nothing
-        written, the decline counted) for what it declines: the caller's put runs the twin, which
-        attaches the appender to the file it wrote.
-
-        Raises:
-            TypeError, AttributeError, OverflowError: not a Message of the usual types (nothing written).
-        """
-        try:  # the appender takes the store lock; it writes nothing while `putting_behind` is not True
-            result: PutResult | None = self._appender.put_behind(message, self)  # type: ignore[union-attr]
-        except ValueError:  # what the twin names (a closed mapping is a decline inside the kernel)
-            result = None
-        if result is None:
-            kernels.declined("put_behind")
-        return result
 
     def _attach_appender(self, mf: MappedFile) -> None:
         """Attach the compiled appender to the commitlog file `mf` at its write position (mapping it)."""
@@ -373,14 +357,20 @@ class WritePath(_WriteMarksBase):
             StoreReadOnlyError: the store is read-only (opened so, or after a disk error).
             StoreClosedError: the store was closed.
         """
+        appender = self._behind_appender
+        if appender is not None and fs.write_mapped is _WRITE_MAPPED:  # the record only, in one compiled call
+            try:  # it takes the store lock; it writes nothing while `putting_behind` is not True
+                result: PutResult | None = appender.put_behind(message, self)
+            except (TypeError, AttributeError, OverflowError, ValueError):
+                result = None  # not a Message of the usual types, a closed mapping: nothing written
+            if result is not None:  # its dispatch follows in `dispatch_behind`
+                if result.phy_offset - self.dispatched_to >= PUT_BEHIND_BYTES:
+                    self.dispatch_behind()
+                return result
+            kernels.declined("put_behind")  # the twin below writes it, or names what is wrong
         put_behind = self._put_behind
-        if put_behind is not None:  # the record only: its dispatch follows in `dispatch_behind`
-            try:
-                result = put_behind(message) if fs.write_mapped is _WRITE_MAPPED else None
-            except (TypeError, AttributeError, OverflowError):
-                result = None  # not a Message of the usual types (refused before any write): the twin names it
-            if result is None:  # what the compiled call declines, or the fs seam is replaced: in Python
-                result = self._put_behind_py(message)
+        if put_behind is not None:  # the twin: what the appender declines, or the fs seam is replaced
+            result = put_behind(message)
             if result is not None:
                 if result.phy_offset - self.dispatched_to >= PUT_BEHIND_BYTES:
                     self.dispatch_behind()

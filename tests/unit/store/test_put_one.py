@@ -59,19 +59,24 @@ def _put_each(root: Path, messages: list[Message], compiled: bool,
         if not compiled:
             store._writes._put_one = None
         writes = store._writes
-        put_behind = {None: None, "compiled": writes._put_behind_compiled, "twin": writes._put_behind_py}[behind]
+        twin_behind = writes._put_behind_py
+        appender = writes._appender
+        written = 0 if appender is None else appender.written
 
         def left_behind(message: Message) -> PutResult | None:
-            assert put_behind is not None
-            result = put_behind(message)
+            result = twin_behind(message)
             behind_puts[0] += result is not None
             return result
 
-        store._writes._put_behind = None if behind is None else left_behind
+        writes._put_behind = None if behind is None else left_behind  # what the appender declines
+        if behind != "compiled":
+            writes._behind_appender = None
         results = []
         for message in messages:
             now[0] += 7
             results.append(store.put(message))
+        if behind == "compiled" and appender is not None:
+            behind_puts[0] += appender.written - written
     return results, _files(root), twin_puts[0], behind_puts[0]
 
 
