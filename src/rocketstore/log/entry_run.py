@@ -46,8 +46,7 @@ from rocketstore.format.message import (
 from rocketstore.log.commitlog import CommitLog
 from rocketstore.log.consume_queue import ConsumeQueue, ConsumeQueueState
 from rocketstore.native import speedups
-from rocketstore.storage.mapped_file import MappedFile
-from rocketstore.storage.mapped_file_queue import FileQueueState
+from rocketstore.storage.mapped_file_queue import MappedFileQueue
 
 __all__ = ["EntryReader", "RunStop", "decode_run", "decode_run_py", "get_run", "get_run_py", "queue_messages",
            "queue_runs"]
@@ -107,16 +106,8 @@ def decode_run_py(cls: type[StoredMessage], entries: bytes, i: int, log: Buffer,
 
 decode_run: Callable[..., tuple[int, int, int]] = decode_run_py if speedups is None else speedups.decode_run
 
-def _holding(files: list[MappedFile], file_size: int, at: int) -> MappedFile | None:
-    """The file of `files` (consecutive, of `file_size` bytes from the first's start) holding offset `at`."""
-    if not files or file_size <= 0 or at < files[0].file_from_offset:
-        return None
-    index = (at - files[0].file_from_offset) // file_size
-    return files[index] if index < len(files) else None
-
-
 def get_run_py(cls: type[StoredMessage], cq: ConsumeQueueState, min_logic: int, queue_id: int, offset: int,
-               max_count: int, max_bytes: int, log_queue: FileQueueState,
+               max_count: int, max_bytes: int, log_queue: MappedFileQueue,
                topic: str) -> tuple[list[StoredMessage], int, int] | None:
     """`MessageStore.get`'s plain case (no tags) in one call: `(messages, min_offset, max_offset)` when
     `offset` lies in the queue (`min_logic` its first valid byte offset) and each of the
@@ -136,7 +127,7 @@ def get_run_py(cls: type[StoredMessage], cq: ConsumeQueueState, min_logic: int, 
         return None
     want = min(hi - offset, max_count)
     at = offset * UNIT_SIZE
-    mf = _holding(files, files[0].file_size, at)
+    mf = cq.queue.find(at)
     if mf is None or at - mf.file_from_offset + want * UNIT_SIZE > mf.wrote_position:
         return None
     entries_map = mf.mapped_now()
@@ -144,8 +135,7 @@ def get_run_py(cls: type[StoredMessage], cq: ConsumeQueueState, min_logic: int, 
         return None
     pos = at - mf.file_from_offset
     entries = bytes(entries_map[pos:pos + want * UNIT_SIZE])
-    log_files = log_queue.files
-    log = _holding(log_files, log_files[0].file_size if log_files else 0, UNIT.unpack_from(entries)[0])
+    log = log_queue.find(UNIT.unpack_from(entries)[0])
     log_map = None if log is None else log.mapped_now()
     if log is None or log_map is None or log.wrote_position > len(log_map):
         return None
