@@ -37,6 +37,8 @@ QUEUES = (("A", 0), ("A", 1), ("B", 0), ("B", 1), ("C", 0))
 MESSAGES = 90
 STATE_FILES = ("consumerOffset.json", "topics.json", "delayOffset.json", "queueEnds.json", "rocketstore.json")
 LEFT = ("closed", "killed", "copied")
+UNRECORDED = 0.25
+"""The share of cases whose record of queue and index ends is deleted (`Case.recorded`)."""
 KINDS = ("commitlog", "consumequeue", "index", "checkpoint", "abort", "state")
 DAMAGES = ("delete", "truncate0", "truncate_mid", "zero_fill", "flip", "wrong_size", "past_end", "other_record",
            "other_topic", "index_loop", "topic_bytes")
@@ -67,6 +69,9 @@ class Case:
     durable_end: int = 0
     """How far the log was on disk by the store's own record (config/derivedEnds.json) before the
     damage: a crash may lose what lies past it without a trace, as a power cut would."""
+    recorded: bool = True
+    """False: the store's record of its queue and index ends is deleted before the damage (a store
+    RocketMQ wrote, or one that crashed before its first flush wrote the record)."""
 
 
 def _message(rng: random.Random, i: int) -> tuple[str, int, Message]:
@@ -141,6 +146,9 @@ def damage(root: Path, case: Case, rng: random.Random, acked: list[Acked]) -> No
     to flipped bytes)."""
     kind, how = case.kind, case.damage
     record = root / "config" / "derivedEnds.json"
+    if not case.recorded:
+        for path in (record, record.with_name(record.name + ".bak")):
+            path.unlink(missing_ok=True)
     if record.exists():
         case.durable_end = int(json.loads(quote_integer_keys(record.read_text()))["logFlushed"])
     if kind == "abort":
@@ -251,7 +259,8 @@ def _topic_bytes(root: Path, path: Path, case: Case, acked: list[Acked]) -> None
 
 def make_case(seed: int) -> Case:
     rng = random.Random(seed)
-    return Case(seed, rng.choice(LEFT), rng.choice(KINDS), rng.choice(DAMAGES))
+    left, kind, how = rng.choice(LEFT), rng.choice(KINDS), rng.choice(DAMAGES)
+    return Case(seed, left, kind, how, recorded=rng.random() >= UNRECORDED)
 
 
 def _guard(case: Case, what: str, call: Callable[[], object]) -> object:

@@ -320,7 +320,7 @@ def _quarantine(root: Path, commitlog: CommitLog, end: int, reason: str, report:
 
 def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index: IndexService,
             checkpoint: Checkpoint, *, abnormal: bool, check_crc: bool, walk_from: int | None = None,
-            recorded: Ends | None = None, thorough: bool = False) -> RecoveryReport:
+            recorded: Ends | None = None, recorded_whole: bool = True, thorough: bool = False) -> RecoveryReport:
     """Recover a writable store in place: set every structure to the end of the whole records.
 
     Dispatching what the queues and index miss is left to the caller (from `report.start_offset` in
@@ -328,7 +328,9 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
     starts at or before (a file that was resized). `recorded`: how far the queues and index files
     reached at the last flush (`log.derived_ends`); a queue that ends below it lost entries and is
     rebuilt (`queues` must hold a queue, empty if need be, for every recorded one), an index file that
-    lost entries or is damaged is dropped with every newer one (their records are indexed again).
+    lost entries or is damaged is dropped with every newer one (their records are indexed again). Not
+    `recorded_whole`: `recorded` is the record's older backup (or None); index files are then also
+    checked for a lost file between them (`_first_after_gap`), as they are when `thorough`.
     `thorough` (`rocketstore recover`): every queue entry is checked against the log, not the first and
     last of each file, and every index slot and entry, not the header and the entries it names.
 
@@ -364,6 +366,7 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
     report.stop_reason = walk.reason
     _quarantine(root, commitlog, end, walk.reason, report)
     report.commitlog_files_removed = [p.name for p in commitlog.queue.truncate(end)]
+    recorded_whole = recorded_whole and recorded is not None
     recorded = recorded or Ends()
     if end < recorded.log_flushed:
         report.lost.append(f"the log ends at {end}, but it was on disk up to {recorded.log_flushed} at the last "
@@ -381,7 +384,8 @@ def recover(root: Path, commitlog: CommitLog, queues: list[ConsumeQueue], index:
             _quarantine_queue(root, cq, reason, report)
     if thorough:
         _rebuild_queues_missing_their_front(root, commitlog, queues, end, report)
-    _drop_index_from_first_bad(index, commitlog, recorded.index_files, end, thorough, report)
+    _drop_index_from_first_bad(index, commitlog, recorded.index_files, end, thorough,
+                               thorough or not recorded_whole or not recorded.index_files, report)
     _drop_index_past(index, end, report)
     return report
 
@@ -491,10 +495,11 @@ def _entries_disagree(f: IndexFile, commitlog: CommitLog, low: int, end: int) ->
 
 
 def _drop_index_from_first_bad(index: IndexService, commitlog: CommitLog, recorded: list[IndexEnd], end: int,
-                               full: bool, report: RecoveryReport) -> None:
+                               full: bool, gaps: bool, report: RecoveryReport) -> None:
     """Drop the first index file that is damaged (`IndexFile.find_damage`, with every slot and entry,
-    and every entry's key hash against its record, when `full`) or lost entries since the last flush
-    (gone, or holding fewer than recorded, while the records it indexed are still in the log), and
+    and every entry's key hash against its record, when `full`), that lost entries since the last flush
+    (gone, or holding fewer than recorded, while the records it indexed are still in the log) or, when
+    `gaps`, that follows keys no file holds (`_first_after_gap`: a lost file the record cannot name), and
     every newer one: the catch-up indexes their records again."""
     low = commitlog.min_offset
     lost = {name: count for name, _, last_phy, count in recorded if low <= last_phy < end}
@@ -507,6 +512,10 @@ def _drop_index_from_first_bad(index: IndexService, commitlog: CommitLog, record
                 or (full and _entries_disagree(f, commitlog, low, end))):
             first_bad = f.path.name
             break
+    if gaps:
+        after_gap = _first_after_gap(index.files, commitlog, end)
+        if after_gap is not None and (first_bad is None or after_gap < first_bad):
+            first_bad = after_gap
     if first_bad is None:
         return
     doomed = [f for f in index.files if f.path.name >= first_bad]
@@ -514,6 +523,36 @@ def _drop_index_from_first_bad(index: IndexService, commitlog: CommitLog, record
     for f in doomed:
         f.destroy()
     report.index_files_dropped += [f.path.name for f in doomed]
+
+
+def _first_after_gap(files: list[IndexFile], commitlog: CommitLog, end: int) -> str | None:
+    """The name of the first index file that follows a record with keys no file holds, None when the
+    files cover the log: every record in [log start, end) with index keys lies at or after the first
+    file's first entry (or before the log's start), and between two files' entries only at the record
+    where one ends and the next begins (a record's keys may straddle two files). A file deleted,
+    emptied or zero-filled between others, or the oldest one, leaves such a record; nothing in the
+    files' own bytes says so. Reads only the records between one file's last entry and the next one's
+    first (usually none, or the one a file ends at)."""
+    covered, inclusive = commitlog.min_offset, True
+    for f in files:
+        h = f.header
+        if h.index_count <= FIRST_ENTRY:
+            continue  # holds nothing (an empty newest file)
+        begin = min(h.begin_phy_offset, end)
+        if begin > covered and _keyed_record_in(commitlog, covered, begin, inclusive):
+            return f.path.name
+        if h.end_phy_offset >= covered:
+            covered, inclusive = h.end_phy_offset, False
+    return None
+
+
+def _keyed_record_in(commitlog: CommitLog, start: int, stop: int, inclusive: bool) -> bool:
+    """Whether a record in [start, stop) (or (start, stop) when not `inclusive`) has index keys;
+    `start` is a record's start."""
+    for reqs in requests_from(commitlog, start, [], DISPATCH_BATCH, stop):
+        if any(r.gets_index_entry and r.index_keys and (inclusive or r.phy_offset > start) for r in reqs):
+            return True
+    return False
 
 
 def _points_at_or_past(header: IndexHeader, end: int) -> bool:

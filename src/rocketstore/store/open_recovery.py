@@ -58,7 +58,7 @@ class OpenRecovery:
             self._queues.queue_for(*key)  # a queue whose files are all gone is checked (and rebuilt) too
         report = recovery.recover(self._root, self.commitlog, self._queues.all(), self.index, checkpoint.values,
                                   abnormal=abnormal, check_crc=self._check_crc, walk_from=odd.first_resized_offset,
-                                  recorded=recorded, thorough=thorough)
+                                  recorded=recorded, recorded_whole=recorded_whole, thorough=thorough)
         report.odd_files = odd.files
         self._queues.reset_offsets(self.commitlog.min_offset)
         self._catch_up(report, from_walk=abnormal or recorded is None or not recorded_whole)

@@ -141,6 +141,43 @@ def test_an_index_file_that_lost_entries_is_indexed_again(tmp_path):
     assert verify_store(root, config).ok
 
 
+INDEX_LOSSES: dict[str, Callable[[Path], None]] = {
+    "removed": lambda path: path.unlink(),
+    "truncated to 0": lambda path: os.truncate(path, 0),
+    "zero-filled": _zero_fill,
+}
+
+
+@pytest.mark.parametrize("loss", INDEX_LOSSES)
+@pytest.mark.parametrize("record", ["none", "backup only"])
+def test_without_the_record_an_index_file_lost_between_others_is_indexed_again(tmp_path, loss, record):
+    """With no record of the index files' ends (a store RocketMQ wrote, one that crashed before its
+    first flush wrote the record, or only the record's older backup left), a lost index file leaves
+    keys between two files' entries that no file holds: the open finds them in the log, drops the
+    files from there on, and indexes their records again. Each file in turn, the oldest included."""
+    config = StoreConfig(commitlog_file_size=1 << 20, index_hash_slots=8, index_max_entries=24)
+    written = tmp_path / "written"
+    with MessageStore.open(written, config) as store:
+        for i in range(80):
+            store.put(Message("T", b"body-%d" % i, keys=(f"k{i}",)))
+    if record == "backup only":
+        (written / CONFIG_DIR / DERIVED_ENDS_FILE).write_text("{not json")
+    else:
+        for name in (DERIVED_ENDS_FILE, DERIVED_ENDS_FILE + ".bak"):
+            (written / CONFIG_DIR / name).unlink(missing_ok=True)
+    files = sorted((written / "index").iterdir())
+    assert len(files) >= 3
+    for n in range(len(files)):
+        root = tmp_path / f"lost{n}"
+        shutil.copytree(written, root)
+        INDEX_LOSSES[loss](root / "index" / files[n].name)
+        with MessageStore.open(root, config) as store:
+            assert store.recovery.index_files_dropped or store.recovery.index_records_dispatched
+            missed = [i for i in range(80) if [m.queue_offset for m in store.query("T", f"k{i}")] != [i]]
+            assert not missed, f"file {n} of {len(files)} {loss}: keys of records {missed} not found"
+        assert verify_store(root, config).ok
+
+
 def test_a_damaged_geometry_record_is_set_aside_when_the_geometry_is_given(tmp_path):
     root = tmp_path / "store"
     _write(root)
