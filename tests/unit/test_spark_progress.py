@@ -74,7 +74,8 @@ def test_the_line_names_the_stage_and_counts_the_tasks_of_the_running_stages():
     assert progress.tasks() is None
 
 
-def test_on_a_terminal_the_line_is_redrawn_in_place_and_erased_at_the_end():
+def test_on_a_terminal_the_line_is_redrawn_in_place_and_erased_at_the_end(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the whole line fits (pytest-xdist's workers say 80)
     terminal = _Terminal()
     tracker = _Tracker({0: _StageInfo(4, 4, 0)})
     with Progress("export", stream=terminal) as progress:
