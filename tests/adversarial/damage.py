@@ -29,6 +29,7 @@ from rocketstore.errors import RocketStoreError
 from rocketstore.format.consume_queue import UNIT_SIZE
 from rocketstore.format.index import ENTRY_SIZE, HEADER_SIZE, SLOT_SIZE
 from rocketstore.format.json_text import quote_integer_keys
+from rocketstore.format.store_dirs import CONFIG_DIR, DERIVED_ENDS_FILE
 from rocketstore.report.verify import verify_store
 
 CONFIG = StoreConfig(commitlog_file_size=8 * 1024, consume_queue_file_entries=8, index_hash_slots=8,
@@ -145,7 +146,7 @@ def damage(root: Path, case: Case, rng: random.Random, acked: list[Acked]) -> No
     """Apply `case.damage` to one file of `case.kind` (a damage that does not fit the kind falls back
     to flipped bytes)."""
     kind, how = case.kind, case.damage
-    record = root / "config" / "derivedEnds.json"
+    record = root / CONFIG_DIR / DERIVED_ENDS_FILE
     if not case.recorded:
         for path in (record, record.with_name(record.name + ".bak")):
             path.unlink(missing_ok=True)
@@ -162,7 +163,7 @@ def damage(root: Path, case: Case, rng: random.Random, acked: list[Acked]) -> No
     if kind == "checkpoint":
         paths = [root / "checkpoint"]
     elif kind == "state":
-        paths = [p for p in (root / "config").glob("*.json")] if (root / "config").is_dir() else []
+        paths = [p for p in (root / CONFIG_DIR).glob("*.json")] if (root / CONFIG_DIR).is_dir() else []
     else:
         paths = _files(root / kind)
     if not paths:
