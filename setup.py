@@ -22,8 +22,8 @@ from setuptools.command.build_ext import build_ext
 SRC = Path(__file__).resolve().parent / "src"
 C_DIR = "src/rocketstore/_c"
 LAYOUT_HEADER = SRC / "rocketstore" / "_c" / "_layout.h"
-C_SOURCES = [f"{C_DIR}/{name}.c" for name in ("module", "format", "columns", "storage", "log", "services", "store",
-                                                 "prepare", "append", "appender", "_crc32")]
+C_SOURCES = [f"{C_DIR}/{name}.c" for name in ("module", "format", "columns", "storage", "log", "queue", "services",
+                                                 "store", "prepare", "append", "appender", "_crc32")]
 C_HEADERS = [f"{C_DIR}/{name}.h" for name in ("common", "store", "_crc32", "_layout")]
 
 

@@ -265,6 +265,7 @@ def _twin_tests() -> dict[str, list[Callable[..., Any]]]:
     from tests.adversarial import test_hostile_arguments as hostile
     from tests.unit import test_speedups as su
     from tests.unit.format import test_fast_paths as fast
+    from tests.unit.format import test_kept_prefix as queue_walks
     from tests.unit.log import test_index_batch as batch
     from tests.unit.log import test_index_damage as damage
     from tests.unit.store import test_hot_paths as hot
@@ -299,6 +300,9 @@ def _twin_tests() -> dict[str, list[Callable[..., Any]]]:
         "put_one": [put_one.test_any_single_puts_write_the_same_through_either_path],
         "put_results": [su.test_put_results_twins],
         "query_records": [test_query_records_twins_on_any_bounds],
+        "queue_first_at_or_after": [queue_walks.test_queue_first_at_or_after_twins],
+        "queue_kept_prefix": [queue_walks.test_queue_kept_prefix_twins],
+        "queue_scan": [queue_walks.test_queue_scan_twins],
         "record_at": [su.test_record_at_twins],
         "record_columns": [test_record_columns_twins_on_records_and_damaged_ranges],
         "record_spans": [test_record_spans_twins_on_any_bytes],

@@ -280,6 +280,11 @@ Py_ssize_t rs_index_key_count(PyObject *topic, PyObject *keys, PyObject *uniq);
 unsigned char *rs_pack_index_keys(unsigned char *out, uint32_t topic_hash, long long phy, PyObject *keys,
                                   PyObject *uniq);
 
+/* queue.c */
+PyObject *speedups_queue_scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_queue_first_at_or_after(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+PyObject *speedups_queue_kept_prefix(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+
 /* services.c */
 PyObject *speedups_walk_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *speedups_dispatch_requests(PyObject *module, PyObject *const *args, Py_ssize_t nargs);

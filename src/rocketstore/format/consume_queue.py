@@ -16,13 +16,19 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from rocketstore._types import Buffer
-from rocketstore.format.layout import JAVA_INT_MAX, Field, Layout
+from rocketstore.format.layout import JAVA_INT_MAX, JAVA_LONG_MAX, JAVA_LONG_MIN, Field, Layout
+from rocketstore.format.optional_numpy import numpy_or_none
+from rocketstore.native import speedups
 
-_np: Any
-try:  # numpy is optional: it only speeds up the read-only open's walk (`kept_prefix`)
-    import numpy as _np
-except ImportError:  # pragma: no cover - exercised where numpy is absent
-    _np = None
+# The walks below over a file's entries: the compiled kernel where the module was built, else numpy's
+# array operations when numpy is installed, else the pure-Python twin; a bound past int64 (which the
+# kernel declines) goes to the twin.
+_queue_scan: Callable[[Buffer, int], tuple[int, int, tuple[int, int, int] | None] | None] | None = (
+    None if speedups is None else speedups.queue_scan)
+_queue_first_at_or_after: Callable[[Buffer, int, int], int | None] | None = (
+    None if speedups is None else speedups.queue_first_at_or_after)
+_queue_kept_prefix: Callable[[Buffer, int], tuple[int, int | None] | None] | None = (
+    None if speedups is None else speedups.queue_kept_prefix)
 
 UNIT_LAYOUT = Layout("consume queue unit", (
     Field("commitlog physical offset", "q", "int64"),
@@ -98,18 +104,30 @@ def kept_prefix_py(buf: Buffer, phy_end: int) -> tuple[int, int | None]:
 
 
 def kept_prefix(buf: Buffer, phy_end: int) -> tuple[int, int | None]:
-    """`kept_prefix_py` over a whole file at once with numpy when it is installed (the planning of a
-    Spark read opens stores read-only, and a walk in Python over the last files of every queue cost
+    """`kept_prefix_py` over a whole file in one compiled call, or at once with numpy (the planning of
+    a Spark read opens stores read-only, and a walk in Python over the last files of every queue cost
     seconds at millions of entries)."""
-    if _np is None:
+    if _queue_kept_prefix is not None:
+        kept_end = _queue_kept_prefix(buf, phy_end)
+        if kept_end is not None:
+            return kept_end
+    np = _numpy_for(phy_end)
+    if np is None:
         return kept_prefix_py(buf, phy_end)
-    units = _np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
-    phy, size, code = units["phy"].astype(_np.int64), units["size"].astype(_np.int64), units["code"]
+    units = np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
+    phy, size, code = units["phy"].astype(np.int64), units["size"].astype(np.int64), units["code"]
     filler = (phy == 0) & (size == FILLER_SIZE) & (code == 0)
-    kept_mask = (phy >= 0) & (size > 0) & ((phy + size <= phy_end) | filler)
-    refused = _np.flatnonzero(~kept_mask)
+    valid = (phy >= 0) & (size > 0)
+    # phy + size as uint64: an offset near 2**63 plus a size would wrap past int64
+    ends_by = (phy.astype(np.uint64) + size.astype(np.uint64) <= phy_end) if phy_end >= 0 else np.zeros_like(valid)
+    refused = np.flatnonzero(~(valid & (ends_by | filler)))
     kept = int(refused[0]) if len(refused) else len(units)
-    return kept, (int(phy[kept - 1] + size[kept - 1]) if kept else None)
+    return kept, (int(phy[kept - 1]) + int(size[kept - 1]) if kept else None)
+
+
+def _numpy_for(bound: int) -> Any:
+    """numpy for a walk against `bound`, None when it is not installed or the bound is past int64."""
+    return numpy_or_none() if JAVA_LONG_MIN <= bound <= JAVA_LONG_MAX else None
 
 
 def first_at_or_after_py(buf: Buffer, min_phy_offset: int) -> int | None:
@@ -121,15 +139,22 @@ def first_at_or_after_py(buf: Buffer, min_phy_offset: int) -> int | None:
     return None
 
 
-def first_at_or_after(buf: Buffer, min_phy_offset: int) -> int | None:
-    """`first_at_or_after_py` over the whole buffer at once with numpy when it is installed (every
-    open corrects each queue's min offset over its first file)."""
-    if _np is None:
+def first_at_or_after(buf: Buffer, min_phy_offset: int, end: int | None = None) -> int | None:
+    """`first_at_or_after_py` over the buffer's first `end` bytes (None: all of them), in one compiled
+    call, or at once with numpy (every open corrects each queue's min offset over its first file)."""
+    if _queue_first_at_or_after is not None:
+        found_at = _queue_first_at_or_after(buf, min_phy_offset, len(buf) if end is None else end)
+        if found_at is not None:
+            return found_at if found_at >= 0 else None
+    if end is not None:
+        buf = bytes(memoryview(buf)[:end])
+    np = _numpy_for(min_phy_offset)
+    if np is None:
         return first_at_or_after_py(buf, min_phy_offset)
-    units = _np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
+    units = np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
     phy, size, code = units["phy"], units["size"], units["code"]
     filler = (phy == 0) & (size == FILLER_SIZE) & (code == 0)
-    found = _np.flatnonzero((phy >= 0) & (size > 0) & (phy >= min_phy_offset) & ~filler)
+    found = np.flatnonzero((phy >= 0) & (size > 0) & (phy >= min_phy_offset) & ~filler)
     return int(found[0]) if len(found) else None
 
 
@@ -184,20 +209,30 @@ _SCAN_CHUNK = UNIT_SIZE * 3276  # ~64 KiB of entries at a time
 
 
 def scan_entries(buf: Buffer, after_phy: int = -1, zero_from: Callable[[int], bool] | None = None) -> EntryScan:
-    """`scan_entries_py` over the whole buffer at once with numpy when it is installed (recovery checks
-    every entry of every queue's files from the checkpoint on: 10 M entries took 2.3 s entry by entry)."""
-    if _np is None:
+    """`scan_entries_py` over the whole buffer in one compiled call, or at once with numpy (recovery
+    checks every entry of every queue's files from the checkpoint on: 10 M entries took 2.3 s entry by
+    entry in Python)."""
+    if _queue_scan is not None:
+        scanned = _queue_scan(buf, after_phy)
+        if scanned is not None:
+            written, last, stop = scanned
+            if stop is None:
+                return EntryScan(written, last, None)
+            return _entries_end(written, last, *stop,
+                                zero_from if zero_from is not None else _zero_from_bytes(memoryview(buf)))
+    np = _numpy_for(after_phy)
+    if np is None:
         return scan_entries_py(buf, after_phy, zero_from)
-    units = _np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
+    units = np.frombuffer(buf, dtype=_UNIT_DTYPE, count=len(buf) // UNIT_SIZE)
     phy, size, code = units["phy"], units["size"], units["code"]
     filler = (phy == 0) & (size == FILLER_SIZE) & (code == 0)
     entry = (phy >= 0) & (size > 0) & ~filler
     # the phy of the entry before each position (after_phy before the first), as `last` of the walk
-    last_index = _np.maximum.accumulate(_np.where(entry, _np.arange(len(units)), -1))
-    before = _np.concatenate(([-1], last_index[:-1])) if len(units) else last_index
-    last_before = _np.where(before >= 0, phy[_np.maximum(before, 0)], after_phy)
+    last_index = np.maximum.accumulate(np.where(entry, np.arange(len(units)), -1))
+    before = np.concatenate(([-1], last_index[:-1])) if len(units) else last_index
+    last_before = np.where(before >= 0, phy[np.maximum(before, 0)], after_phy)
     entry_refused = entry & (phy <= last_before)  # not after the entry before it
-    stops = _np.flatnonzero(~(filler | entry) | entry_refused)
+    stops = np.flatnonzero(~(filler | entry) | entry_refused)
     if not len(stops):
         newest = int(last_index[-1]) if len(units) else -1
         return EntryScan(len(units), int(phy[newest]) if newest >= 0 else after_phy, None)

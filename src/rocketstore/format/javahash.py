@@ -21,13 +21,8 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from rocketstore.format.optional_numpy import numpy_or_none
 from rocketstore.native import speedups
-
-_np: Any
-try:  # numpy is optional: it only speeds up batches
-    import numpy as _np
-except ImportError:  # pragma: no cover - exercised on machines without numpy
-    _np = None
 
 _MASK32 = 0xFFFFFFFF
 _SIGN32 = 0x80000000
@@ -129,7 +124,8 @@ def _powers(n: int) -> Any:  # a numpy array of 31**k mod 2**32, k < n (uint32)
         values = [1] * size
         for k in range(1, size):
             values[k] = values[k - 1] * 31 & _MASK32
-        powers = _POWERS = _np.array(values, dtype=_np.uint32)
+        np = numpy_or_none()
+        powers = _POWERS = np.array(values, dtype=np.uint32)
     return powers
 
 
@@ -139,7 +135,7 @@ def _java_hash_many_np(texts: Sequence[str]) -> list[int]:
 
 
 def _java_hash_array(texts: Sequence[str]) -> Any:  # a numpy int32 array
-    np = _np
+    np = numpy_or_none()
     joined = "".join(texts)
     if joined.isascii():
         units = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).astype(np.uint32)
@@ -162,17 +158,18 @@ def _java_hash_array(texts: Sequence[str]) -> Any:  # a numpy int32 array
 
 def java_hash_many(texts: Sequence[str]) -> list[int]:
     """`java_hash` of every text, in order; vectorised with numpy for batches when available."""
-    if _np is None or len(texts) < _NUMPY_MIN_BATCH:
+    if len(texts) < _NUMPY_MIN_BATCH or numpy_or_none() is None:
         return java_hash_many_py(texts)
     return _java_hash_many_np(texts)
 
 
 def index_key_hashes(texts: Sequence[str]) -> list[int]:
     """`index_key_hash` of every text, in order (numpy for batches when available)."""
-    if _np is None or len(texts) < _NUMPY_MIN_BATCH:
+    np = numpy_or_none()
+    if np is None or len(texts) < _NUMPY_MIN_BATCH:
         return [index_hash_of_signed(java_hash(t)) for t in texts]
-    signed = _java_hash_array(texts).astype(_np.int64)
-    hashes = _np.abs(signed)
+    signed = _java_hash_array(texts).astype(np.int64)
+    hashes = np.abs(signed)
     hashes[signed == -_SIGN32] = 0
     result: list[int] = hashes.tolist()
     return result

@@ -209,7 +209,7 @@ class ConsumeQueue(_ConsumeQueueBase):
         if not self.queue.files:
             return
         first = self.queue.files[0]
-        i = first_at_or_after(first.mm[:first.wrote_position], min_phy_offset)
+        i = first_at_or_after(first.mm, min_phy_offset, first.wrote_position)
         if i is not None:
             self.min_logic_offset = max(self.min_logic_offset, first.file_from_offset + i * UNIT_SIZE)
             return
