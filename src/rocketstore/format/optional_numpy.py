@@ -2,7 +2,7 @@
 
 Some walks over whole files (a consume queue's entries where the compiled module is not built, Java
 hashes of a batch of keys) run faster as numpy array operations when numpy is installed; the pure-Python
-twin beside each gives the same answers without it. Importing numpy takes about 0.15 s and starts
+twin beside each gives the same answers without it. Importing numpy takes 0.1-0.15 s here and starts
 OpenBLAS's threads, which a store that never takes those paths does not pay for.
 """
 
