@@ -20,6 +20,8 @@ from tests.crash.workload import crash_config
 
 WRITER = Path(__file__).resolve().parent.parent / "crash" / "writer.py"
 VERIFY_FOR_S = 8.0
+VERIFY_AT_LEAST = 5
+"""Verifies beside the writer: for VERIFY_FOR_S and at least this many, however loaded the machine."""
 
 
 def _start_writer(root: Path) -> subprocess.Popen[str]:
@@ -64,7 +66,7 @@ def test_verify_beside_an_async_writer_reports_no_problem_and_still_finds_a_dama
         runs = grew = newer = 0
         first_records = verify_store(tmp_path, config).records
         deadline = time.monotonic() + VERIFY_FOR_S
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or runs < VERIFY_AT_LEAST:
             result = verify_store(tmp_path, config)
             assert result.ok, (runs, result.snapshot_end, result.problems[:10])
             runs += 1
@@ -75,7 +77,7 @@ def test_verify_beside_an_async_writer_reports_no_problem_and_still_finds_a_dama
         document = cli.json()
         assert document["ok"] and document["problems"] == [] and document["records"] > 0
         assert writer.poll() is None, "the writer ran all along"
-        assert runs >= 5 and grew > 0 and newer > 0, (runs, grew, newer)
+        assert grew > 0 and newer > 0, (runs, grew, newer)
         assert result.records > first_records + 1000, (first_records, result.records)  # written at full speed
         # files of every kind rolled over while verify ran
         assert _files(tmp_path / "commitlog") >= 5

@@ -14,7 +14,7 @@ JSONISH = st.text(st.sampled_from(list('{}[],:"\\ -0123456789ab\t\n\r') + ["\u06
                   max_size=80)
 
 
-@settings(max_examples=2000)
+@settings(deadline=None, max_examples=2000)
 @given(JSONISH)
 def test_the_walk_gives_the_rules_text_on_any_text(text):
     assert quote_integer_keys(text) == quote_integer_keys_py(text)
@@ -26,7 +26,7 @@ values = st.recursive(
     max_leaves=12)
 
 
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 @given(st.dictionaries(st.text(max_size=6), values, max_size=4))
 def test_what_fastjson_layout_writes_reads_back(data):
     def with_str_keys(value):
