@@ -165,8 +165,8 @@ def java_hash_many(texts: Sequence[str]) -> list[int]:
 
 def index_key_hashes(texts: Sequence[str]) -> list[int]:
     """`index_key_hash` of every text, in order (numpy for batches when available)."""
-    np = numpy_or_none()
-    if np is None or len(texts) < _NUMPY_MIN_BATCH:
+    np = numpy_or_none() if len(texts) >= _NUMPY_MIN_BATCH else None  # a short batch imports no numpy
+    if np is None:
         return [index_hash_of_signed(java_hash(t)) for t in texts]
     signed = _java_hash_array(texts).astype(np.int64)
     hashes = np.abs(signed)
